@@ -1,0 +1,56 @@
+import { OpenAPIHono } from '@hono/zod-openapi';
+import { bodyLimit } from 'hono/body-limit';
+import { secureHeaders } from 'hono/secure-headers';
+import { RESET_PASSWORD_PAGE } from './auth/reset-page.js';
+import { authRoutes } from './auth/routes.js';
+import type { AppEnv, Services } from './context.js';
+import { docsRoutes } from './docs/routes.js';
+import { domainsRoutes } from './domains/routes.js';
+import { healthRoutes } from './health/routes.js';
+import { clientInfo } from './http/client-info.js';
+import { handleError } from './http/errors.js';
+import { usersRoutes } from './users/routes.js';
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+/** The whole HTTP API over already-open services; no I/O happens here. */
+export function createApp(services: Services) {
+  const { log, config } = services;
+  const app = new OpenAPIHono<AppEnv>();
+
+  app.use('*', async (c, next) => {
+    const started = performance.now();
+    c.set('client', clientInfo(c, config.trustProxy));
+    await next();
+    log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10, ip: c.var.client.ipAddress }, 'request');
+  });
+  app.use('*', secureHeaders({ crossOriginResourcePolicy: false }));
+  app.use(
+    '/api/*',
+    bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => c.json({ success: false, error: 'Request body too large (limit 1 MiB)' }, 413) }),
+  );
+
+  app.route('/', healthRoutes(services));
+  app.route('/api/auth', authRoutes(services));
+  app.route('/api/users', usersRoutes(services));
+  app.route('/api/domains', domainsRoutes(services));
+  app.route('/api/docs', docsRoutes());
+  app.get('/reset-password', (c) => c.html(RESET_PASSWORD_PAGE));
+
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'A JWT access token from POST /api/auth/login, or a personal access token (thk_…)',
+  });
+  app.doc31('/api/openapi.json', {
+    openapi: '3.1.0',
+    info: { title: 'tailhouse', version: '0.1.0', description: 'Users, domains and nginx log analytics for hosting providers.' },
+    servers: [{ url: config.baseUrl }],
+  });
+
+  app.notFound((c) => c.json({ success: false, error: 'Not found' }, 404));
+  app.onError((err, c) => handleError(err, c, log));
+  return app;
+}
+
+export type App = ReturnType<typeof createApp>;

@@ -1,0 +1,57 @@
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { jwtVerify, SignJWT } from 'jose';
+
+export const ACCESS_TOKEN_TTL_S = 15 * 60;
+export const REFRESH_TOKEN_TTL_S = 30 * 24 * 3600;
+export const PERSONAL_TOKEN_PREFIX = 'thk_';
+
+/** An opaque random token (32 bytes, base64url) with an optional prefix. */
+export const randomToken = (prefix = '') => prefix + randomBytes(32).toString('base64url');
+
+/** Tokens are stored as SHA-256: they carry 256 random bits, so a slow hash adds nothing. */
+export const tokenHash = (token: string) => createHash('sha256').update(token).digest('hex');
+
+/** JWT_SECRET, or a secret generated once into DATA_DIR/jwt-secret with mode 0600. */
+export async function loadJwtSecret(configured: string | undefined, dataDir: string): Promise<Uint8Array> {
+  if (configured) return new TextEncoder().encode(configured);
+  const file = path.join(dataDir, 'jwt-secret');
+  await fs.mkdir(dataDir, { recursive: true });
+  try {
+    await fs.writeFile(file, randomBytes(48).toString('base64url'), { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  return new TextEncoder().encode((await fs.readFile(file, 'utf8')).trim());
+}
+
+export interface AccessClaims {
+  userId: number;
+  /** The user's token_version when issued; a later bump invalidates the token. */
+  version: number;
+}
+
+export async function signAccessToken(secret: Uint8Array, claims: AccessClaims, now = new Date()): Promise<string> {
+  const iat = Math.floor(now.getTime() / 1000);
+  return new SignJWT({ ver: claims.version })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(String(claims.userId))
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + ACCESS_TOKEN_TTL_S)
+    .setIssuer('tailhouse')
+    .sign(secret);
+}
+
+/** The claims of a valid token, or undefined for anything forged, expired or malformed. */
+export async function verifyAccessToken(secret: Uint8Array, token: string): Promise<AccessClaims | undefined> {
+  try {
+    const { payload } = await jwtVerify(token, secret, { algorithms: ['HS256'], issuer: 'tailhouse' });
+    const userId = Number(payload.sub);
+    const version = payload['ver'];
+    if (!Number.isSafeInteger(userId) || userId <= 0 || typeof version !== 'number') return undefined;
+    return { userId, version };
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,164 @@
+import { Command, Option } from 'commander';
+import { insertApiToken, listApiTokens, revokeApiToken } from './auth/store.js';
+import { PERSONAL_TOKEN_PREFIX, randomToken, tokenHash } from './auth/tokens.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { migrateClickhouse, openClickhouse } from './db/clickhouse.js';
+import { migratePostgres } from './db/migrate.js';
+import { openDb } from './db/postgres.js';
+import { findDomainByName, insertDomain } from './domains/store.js';
+import { domainNameField } from './domains/schemas.js';
+import { createLogger, type Logger } from './log.js';
+import { openRuntime, type Runtime } from './runtime.js';
+import { runServer } from './server.js';
+import { createUserRecord } from './users/service.js';
+import { emailField, passwordField } from './users/schemas.js';
+import { findUserByEmail } from './users/store.js';
+import type { z } from 'zod';
+
+/** Fails with one clear line, the way every CLI error should read. */
+class CliError extends Error {}
+
+function parseWith<T extends z.ZodTypeAny>(schema: T, value: unknown, what: string): z.output<T> {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new CliError(`${what} ${result.error.issues[0]?.message ?? 'is invalid'}`);
+  return result.data;
+}
+
+function setup(): { config: Config; log: Logger } {
+  const config = loadConfig();
+  // Commands other than serve print their results; the log goes to stderr to keep stdout clean.
+  return { config, log: createLogger(config.logLevel) };
+}
+
+async function withRuntime(work: (runtime: Runtime) => Promise<void>): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel);
+  const runtime = await openRuntime(config, log, (line) => process.stderr.write(`${line}\n`));
+  try {
+    await work(runtime);
+  } finally {
+    await runtime.close();
+  }
+}
+
+async function userByEmail(runtime: Runtime, email: string) {
+  const user = await findUserByEmail(runtime.db, parseWith(emailField, email, '--user'));
+  if (!user) throw new CliError(`no user has the e-mail ${email}`);
+  return user;
+}
+
+const program = new Command('tailhouse').description('nginx log analytics for hosting providers').showHelpAfterError();
+
+program
+  .command('serve')
+  .description('serve the API (embedded mode: also runs the alert evaluator and ingest sources)')
+  .action(async () => {
+    const { config, log } = setup();
+    await runServer(config, log);
+  });
+
+program
+  .command('migrate')
+  .description('apply pending Postgres and ClickHouse migrations, then exit')
+  .action(async () => {
+    const { config, log } = setup();
+    const db = await openDb(config);
+    try {
+      const pg = await migratePostgres(db, log);
+      const clickhouse = await openClickhouse(config);
+      try {
+        const ch = await migrateClickhouse(clickhouse, log, { LOG_RETENTION_DAYS: config.logRetentionDays });
+        process.stdout.write(`applied ${pg} Postgres and ${ch} ClickHouse migrations\n`);
+      } finally {
+        await clickhouse.close();
+      }
+    } finally {
+      await db.close();
+    }
+  });
+
+const users = program.command('users').description('manage users');
+users
+  .command('create')
+  .description('create a user')
+  .requiredOption('--email <email>', 'e-mail address (the login)')
+  .option('--password <password>', 'password, 8-128 characters (default: read TAILHOUSE_PASSWORD)')
+  .option('--name <name>', 'display name', '')
+  .addOption(new Option('--role <role>', 'role').choices(['admin', 'user']).default('user'))
+  .action(async (opts: { email: string; password?: string; name: string; role: 'admin' | 'user' }) => {
+    const password = parseWith(passwordField, opts.password ?? process.env.TAILHOUSE_PASSWORD, '--password');
+    const email = parseWith(emailField, opts.email, '--email');
+    await withRuntime(async (runtime) => {
+      const user = await createUserRecord(runtime.db, { email, password, name: opts.name, role: opts.role, active: true });
+      process.stdout.write(`created user ${user.id} ${user.email} (${user.role})\n`);
+    });
+  });
+
+const domains = program.command('domains').description('manage domains');
+domains
+  .command('add')
+  .description('register a domain')
+  .argument('<name>', 'host name, e.g. shop.example.com')
+  .option('--owner <email>', 'e-mail of the owning user (default: no owner, visible to admins only)')
+  .action(async (name: string, opts: { owner?: string }) => {
+    const domainName = parseWith(domainNameField, name, 'domain name');
+    await withRuntime(async (runtime) => {
+      const owner = opts.owner ? await userByEmail(runtime, opts.owner) : undefined;
+      if (await findDomainByName(runtime.db, domainName)) throw new CliError(`domain ${domainName} already exists`);
+      const domain = await insertDomain(runtime.db, { name: domainName, ownerId: owner?.id ?? null });
+      process.stdout.write(`added domain ${domain.id} ${domain.name}${owner ? ` owned by ${owner.email}` : ''}\n`);
+    });
+  });
+
+const tokens = program.command('tokens').description('manage personal access tokens (thk_…) for machines');
+tokens
+  .command('create')
+  .description('create a token acting with the rights of a user; it is printed once')
+  .requiredOption('--user <email>', 'e-mail of the user the token acts for')
+  .requiredOption('--name <name>', 'what the token is for')
+  .action(async (opts: { user: string; name: string }) => {
+    await withRuntime(async (runtime) => {
+      const user = await userByEmail(runtime, opts.user);
+      const token = randomToken(PERSONAL_TOKEN_PREFIX);
+      const row = await insertApiToken(runtime.db, { userId: user.id, name: opts.name, hash: tokenHash(token) });
+      process.stderr.write(`created token ${row.id} "${row.name}" for ${user.email}; it is shown once:\n`);
+      process.stdout.write(`${token}\n`);
+    });
+  });
+tokens
+  .command('list')
+  .description("list a user's tokens")
+  .requiredOption('--user <email>', 'e-mail of the user')
+  .action(async (opts: { user: string }) => {
+    await withRuntime(async (runtime) => {
+      const user = await userByEmail(runtime, opts.user);
+      for (const t of await listApiTokens(runtime.db, user.id)) {
+        const state = t.revoked_at ? `revoked ${new Date(t.revoked_at).toISOString()}` : 'active';
+        const used = t.last_used_at ? new Date(t.last_used_at).toISOString() : 'never';
+        process.stdout.write(`${t.id}\t${t.name}\t${state}\tlast used ${used}\n`);
+      }
+    });
+  });
+tokens
+  .command('revoke')
+  .description('revoke a token by id')
+  .argument('<id>', 'token id from `tokens list`')
+  .action(async (id: string) => {
+    const tokenId = Number(id);
+    if (!Number.isSafeInteger(tokenId) || tokenId <= 0) throw new CliError('token id must be a positive whole number');
+    await withRuntime(async (runtime) => {
+      if (!(await revokeApiToken(runtime.db, tokenId))) throw new CliError(`no active token has id ${tokenId}`);
+      process.stdout.write(`revoked token ${tokenId}\n`);
+    });
+  });
+
+program.parseAsync(process.argv).catch((err: unknown) => {
+  if (err instanceof ConfigError) {
+    for (const problem of err.problems) process.stderr.write(`tailhouse: ${problem}\n`);
+  } else if (err instanceof CliError) {
+    process.stderr.write(`tailhouse: ${err.message}\n`);
+  } else {
+    process.stderr.write(`tailhouse: ${(err as Error).message ?? String(err)}\n`);
+  }
+  process.exit(1);
+});

@@ -1,0 +1,111 @@
+import path from 'node:path';
+import { z } from 'zod';
+import { EMAIL_ADDRESS } from './formats.js';
+
+const boolFromEnv = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const positiveInt = (what: string) =>
+  z.coerce.number({ message: `must be ${what}` }).int({ message: `must be ${what}` }).positive({ message: `must be ${what}` });
+
+const urlWithProtocols = (protocols: string[]) =>
+  z.string().refine(
+    (v) => {
+      try {
+        return protocols.includes(new URL(v).protocol);
+      } catch {
+        return false;
+      }
+    },
+    { message: `must be a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}` },
+  );
+
+/** The environment variables of CONTRACT §2; everything else in the environment is ignored. */
+const envSchema = z.object({
+  PORT: z.coerce.number({ message: 'must be a port number' }).int().min(0).max(65535, { message: 'must be a port number' }).default(3000),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  BASE_URL: urlWithProtocols(['http:', 'https:']).optional(),
+  DATA_DIR: z.string().min(1).default('./data'),
+  DATABASE_URL: urlWithProtocols(['postgres:', 'postgresql:']).optional(),
+  CLICKHOUSE_URL: urlWithProtocols(['http:', 'https:']).optional(),
+  JWT_SECRET: z.string().min(32, { message: 'must be at least 32 bytes' }).optional(),
+  SMTP_URL: urlWithProtocols(['smtp:', 'smtps:']).optional(),
+  MAIL_FROM: z.string().min(3).default('tailhouse <tailhouse@localhost>'),
+  INGEST_CONFIG: z.string().min(1).optional(),
+  ALERT_INTERVAL_S: positiveInt('a whole number of seconds above 0').default(30),
+  EXPORT_TTL_S: positiveInt('a whole number of seconds above 0').default(86400),
+  LOG_RETENTION_DAYS: positiveInt('a whole number of days above 0').default(90),
+  TRUST_PROXY: boolFromEnv.default(false),
+  ADMIN_EMAIL: z.string().trim().toLowerCase().regex(EMAIL_ADDRESS, { message: 'must be an e-mail address' }).default('admin@localhost'),
+  ADMIN_PASSWORD: z.string().min(8, { message: 'must be 8 to 128 characters' }).max(128, { message: 'must be 8 to 128 characters' }).optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type Env = z.input<typeof envSchema>;
+
+export interface Config {
+  port: number;
+  host: string;
+  baseUrl: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  clickhouseUrl: string | undefined;
+  /** undefined: generated once into DATA_DIR (embedded mode only). */
+  jwtSecret: string | undefined;
+  smtpUrl: string | undefined;
+  mailFrom: string;
+  ingestConfig: string | undefined;
+  alertIntervalS: number;
+  exportTtlS: number;
+  logRetentionDays: number;
+  trustProxy: boolean;
+  adminEmail: string;
+  adminPassword: string | undefined;
+  logLevel: z.infer<typeof envSchema>['LOG_LEVEL'];
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('\n'));
+    this.name = 'ConfigError';
+  }
+}
+
+/** Reads and validates the configuration; throws ConfigError with one line per bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // An empty variable means "unset", as in most twelve-factor tools.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(present);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => {
+      const name = String(issue.path[0]);
+      return `invalid configuration: ${name} ${issue.message} (got ${JSON.stringify(present[name] ?? '')})`;
+    });
+    throw new ConfigError(problems);
+  }
+  const e = parsed.data;
+  if (e.DATABASE_URL && !e.JWT_SECRET) {
+    // Several API processes share one Postgres; a secret generated into one DATA_DIR would not be shared.
+    throw new ConfigError(['invalid configuration: JWT_SECRET is required when DATABASE_URL is set (at least 32 bytes)']);
+  }
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    baseUrl: (e.BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+    dataDir: path.resolve(e.DATA_DIR),
+    databaseUrl: e.DATABASE_URL,
+    clickhouseUrl: e.CLICKHOUSE_URL,
+    jwtSecret: e.JWT_SECRET,
+    smtpUrl: e.SMTP_URL,
+    mailFrom: e.MAIL_FROM,
+    ingestConfig: e.INGEST_CONFIG,
+    alertIntervalS: e.ALERT_INTERVAL_S,
+    exportTtlS: e.EXPORT_TTL_S,
+    logRetentionDays: e.LOG_RETENTION_DAYS,
+    trustProxy: e.TRUST_PROXY,
+    adminEmail: e.ADMIN_EMAIL.trim().toLowerCase(),
+    adminPassword: e.ADMIN_PASSWORD,
+    logLevel: e.LOG_LEVEL,
+  };
+}

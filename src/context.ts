@@ -1,0 +1,31 @@
+import type { ClientInfo } from './activity/store.js';
+import type { Config } from './config.js';
+import type { ClickHouseClient } from './db/clickhouse.js';
+import type { Db } from './db/postgres.js';
+import type { Logger } from './log.js';
+import type { Mailer } from './mail/mailer.js';
+import type { PermissionSet } from './users/permissions.js';
+import type { UserRow } from './users/store.js';
+
+/** Everything the API needs, opened once by the runtime and passed to each area. */
+export interface Services {
+  config: Config;
+  log: Logger;
+  db: Db;
+  clickhouse: ClickHouseClient;
+  mailer: Mailer;
+  jwtSecret: Uint8Array;
+}
+
+/** The authenticated caller of a request, with permissions read fresh from the store. */
+export interface Principal {
+  user: Omit<UserRow, 'password_hash'>;
+  permissions: PermissionSet;
+}
+
+export type AppEnv = {
+  Variables: {
+    principal: Principal;
+    client: ClientInfo;
+  };
+};

@@ -1,0 +1,76 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import { createChdbConnection } from 'chdb/connection';
+import type { Logger } from '../log.js';
+import { readMigrations, SQL_DIR } from './migrate.js';
+
+export type { ClickHouseClient };
+
+/**
+ * One `@clickhouse/client` API for both modes: a ClickHouse server at CLICKHOUSE_URL, or the
+ * in-process chDB engine under DATA_DIR/clickhouse (one process per data directory).
+ */
+export async function openClickhouse(options: { clickhouseUrl?: string; dataDir: string }): Promise<ClickHouseClient> {
+  if (options.clickhouseUrl) {
+    const client = createClient({ url: options.clickhouseUrl, request_timeout: 60_000 });
+    const ping = await client.ping();
+    if (!ping.success) throw new Error(`ClickHouse at CLICKHOUSE_URL does not answer: ${String(ping.error)}`);
+    return client;
+  }
+  const dir = path.join(options.dataDir, 'clickhouse');
+  await fs.mkdir(dir, { recursive: true });
+  // chdb bundles its own copy of @clickhouse/client-common's types; the objects are compatible.
+  const connection = createChdbConnection({ path: dir }) as unknown as NonNullable<Parameters<typeof createClient>[0]>['connection'];
+  return createClient({ connection });
+}
+
+/** Values the ClickHouse migrations may name as `{{name}}`: validated configuration numbers, never user input. */
+export type MigrationSettings = Record<string, number>;
+
+function splitStatements(script: string): string[] {
+  return script
+    .split(/;\s*$/m)
+    .map((s) => s.replace(/^\s*--.*$/gm, '').trim())
+    .filter((s) => s.length > 0);
+}
+
+function fillSettings(statement: string, settings: MigrationSettings): string {
+  return statement.replace(/\{\{(\w+)\}\}/g, (_, name: string) => {
+    const value = settings[name];
+    if (value === undefined || !Number.isFinite(value)) throw new Error(`ClickHouse migration names unknown setting {{${name}}}`);
+    return String(value);
+  });
+}
+
+/**
+ * Applies the pending `sql/clickhouse` migrations. The ledger table is itself migration 001; a
+ * store without it has nothing applied yet. Statements use IF NOT EXISTS so a run interrupted
+ * between a statement and its ledger row can be repeated.
+ */
+export async function migrateClickhouse(
+  client: ClickHouseClient,
+  log: Logger,
+  settings: MigrationSettings = {},
+  folder = path.join(SQL_DIR, 'clickhouse'),
+): Promise<number> {
+  const migrations = await readMigrations(folder);
+  const exists = await client.query({ query: 'EXISTS TABLE schema_migrations', format: 'JSONEachRow' });
+  const [row] = await exists.json<{ result: number }>();
+  const applied = new Set<number>();
+  if (row?.result) {
+    const result = await client.query({ query: 'SELECT version FROM schema_migrations FINAL', format: 'JSONEachRow' });
+    for (const r of await result.json<{ version: number }>()) applied.add(Number(r.version));
+  }
+  let count = 0;
+  for (const m of migrations) {
+    if (applied.has(m.version)) continue;
+    for (const statement of splitStatements(m.script)) {
+      await client.command({ query: fillSettings(statement, settings) });
+    }
+    await client.insert({ table: 'schema_migrations', values: [{ version: m.version, name: m.name }], format: 'JSONEachRow' });
+    log.info({ store: 'clickhouse', version: m.version, migration: m.name }, 'migration applied');
+    count++;
+  }
+  return count;
+}

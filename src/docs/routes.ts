@@ -1,0 +1,51 @@
+import fs from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { Hono } from 'hono';
+
+// Swagger UI's assets come from the swagger-ui-dist package, served by tailhouse itself, so the
+// reference works on a machine with no internet access.
+const assetDir = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
+const ASSETS: Record<string, string> = {
+  'swagger-ui.css': 'text/css; charset=utf-8',
+  'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
+  'favicon-32x32.png': 'image/png',
+};
+
+const PAGE = `<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>tailhouse API reference</title>
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <link rel="stylesheet" href="/api/docs/assets/swagger-ui.css">
+  <link rel="icon" href="/api/docs/assets/favicon-32x32.png">
+</head>
+<body>
+  <div id="reference"></div>
+  <script src="/api/docs/assets/swagger-ui-bundle.js"></script>
+  <script src="/api/docs/init.js"></script>
+</body>
+</html>`;
+
+const INIT = `window.ui = SwaggerUIBundle({ url: '/api/openapi.json', dom_id: '#reference', deepLinking: true, persistAuthorization: true });`;
+
+/** The interactive API reference at /api/docs. */
+export function docsRoutes() {
+  const app = new Hono();
+  const cache = new Map<string, Uint8Array>();
+  app.get('/', (c) => c.html(PAGE));
+  app.get('/init.js', (c) => c.body(INIT, 200, { 'Content-Type': 'text/javascript; charset=utf-8' }));
+  app.get('/assets/:file', async (c) => {
+    const file = c.req.param('file');
+    const type = ASSETS[file];
+    if (!type) return c.json({ success: false, error: 'Not found' }, 404);
+    let bytes = cache.get(file);
+    if (!bytes) {
+      bytes = new Uint8Array(await fs.readFile(path.join(assetDir, file)));
+      cache.set(file, bytes);
+    }
+    return c.body(bytes as Uint8Array<ArrayBuffer>, 200, { 'Content-Type': type, 'Cache-Control': 'public, max-age=86400' });
+  });
+  return app;
+}

@@ -1,0 +1,102 @@
+import { recordActivity, type ClientInfo } from '../activity/store.js';
+import type { Principal, Services } from '../context.js';
+import { isUniqueViolation } from '../db/postgres.js';
+import { conflict, forbidden, invalidField, notFound } from '../http/errors.js';
+import type { Action, Resource } from '../users/permissions.js';
+import { findUserById } from '../users/store.js';
+import {
+  deleteDomain as deleteDomainRow,
+  findVisibleDomain,
+  insertDomain,
+  listDomains as listDomainRows,
+  toDomain,
+  updateDomain as updateDomainRow,
+  type Domain,
+  type DomainRow,
+  type Visibility,
+} from './store.js';
+
+type Deps = Pick<Services, 'db'>;
+
+const visibilityOf = (principal: Principal): Visibility =>
+  principal.user.role === 'admin' ? { all: true } : { all: false, ownerId: principal.user.id };
+
+/**
+ * The guard of every per-domain route: the domain behind `domainId` if this caller may see it
+ * (404 "Domain not found" otherwise, exactly as for an unknown id), then, if asked, 403 unless
+ * the caller holds `resource:action`.
+ */
+export async function resolveDomain(deps: Deps, principal: Principal, domainId: number, needs?: [Resource, Action]): Promise<DomainRow> {
+  const domain = await findVisibleDomain(deps.db, domainId, visibilityOf(principal));
+  if (!domain) throw notFound('Domain');
+  if (needs && !principal.permissions.can(needs[0], needs[1])) throw forbidden();
+  return domain;
+}
+
+const domainExists = () => conflict('Domain already exists');
+
+async function checkOwner(deps: Deps, ownerId: number | null | undefined): Promise<void> {
+  if (ownerId != null && !(await findUserById(deps.db, ownerId))) throw invalidField('ownerId', 'no user has this id');
+}
+
+export function listDomains(deps: Deps, principal: Principal, filter: { page: number; limit: number; search?: string | undefined }) {
+  return listDomainRows(deps.db, filter, visibilityOf(principal));
+}
+
+export async function getDomain(deps: Deps, principal: Principal, domainId: number): Promise<Domain> {
+  return toDomain(await resolveDomain(deps, principal, domainId));
+}
+
+/** Admins create any domain, owned by anyone or no one; `domains:create` creates one's own. */
+export async function createDomain(
+  deps: Deps,
+  principal: Principal,
+  body: { name: string; ownerId?: number | null | undefined },
+  client: ClientInfo,
+): Promise<Domain> {
+  const admin = principal.user.role === 'admin';
+  if (!admin && !principal.permissions.can('domains', 'create')) throw forbidden();
+  if (!admin && body.ownerId != null && body.ownerId !== principal.user.id) throw forbidden();
+  const ownerId = admin ? (body.ownerId ?? null) : principal.user.id;
+  await checkOwner(deps, ownerId);
+  let row: DomainRow;
+  try {
+    row = await insertDomain(deps.db, { name: body.name, ownerId });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw domainExists();
+    throw err;
+  }
+  await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.create', resource: `domains/${row.id}`, details: `Created domain ${row.name}` }, client);
+  return toDomain(row);
+}
+
+export async function updateDomain(
+  deps: Deps,
+  principal: Principal,
+  domainId: number,
+  patch: { name?: string | undefined; ownerId?: number | null | undefined },
+  client: ClientInfo,
+): Promise<Domain> {
+  await resolveDomain(deps, principal, domainId);
+  if (principal.user.role !== 'admin') throw forbidden();
+  await checkOwner(deps, patch.ownerId);
+  let row: DomainRow | undefined;
+  try {
+    row = await updateDomainRow(deps.db, domainId, patch);
+  } catch (err) {
+    if (isUniqueViolation(err)) throw domainExists();
+    throw err;
+  }
+  if (!row) throw notFound('Domain');
+  const changed = (['name', 'ownerId'] as const).filter((f) => patch[f] !== undefined).join(' and ') || 'nothing';
+  await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.update', resource: `domains/${domainId}`, details: `Changed ${changed} of domain ${row.name}` }, client);
+  return toDomain(row);
+}
+
+/** Deletes the domain; rows that belong to it in Postgres go with it (foreign keys cascade). */
+export async function deleteDomain(deps: Deps, principal: Principal, domainId: number, client: ClientInfo): Promise<void> {
+  const domain = await resolveDomain(deps, principal, domainId);
+  if (principal.user.role !== 'admin') throw forbidden();
+  await deleteDomainRow(deps.db, domainId);
+  await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.delete', resource: `domains/${domainId}`, details: `Deleted domain ${domain.name}` }, client);
+}

@@ -1,0 +1,71 @@
+import type { Db } from '../db/postgres.js';
+import { selectPage } from '../db/paging.js';
+import { join, sql, type SqlFragment } from '../db/sql.js';
+
+export interface DomainRow {
+  id: number;
+  name: string;
+  owner_id: number | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface Domain {
+  id: number;
+  name: string;
+  ownerId: number | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const toDomain = (row: DomainRow): Domain => ({
+  id: row.id,
+  name: row.name,
+  ownerId: row.owner_id,
+  createdAt: new Date(row.created_at).toISOString(),
+  updatedAt: new Date(row.updated_at).toISOString(),
+});
+
+/** Whose domains a caller sees: all (an admin) or those it owns. */
+export type Visibility = { all: true } | { all: false; ownerId: number };
+
+const visibleTo = (visibility: Visibility): SqlFragment => (visibility.all ? sql`true` : sql`owner_id = ${visibility.ownerId}`);
+
+export async function findVisibleDomain(db: Db, id: number, visibility: Visibility): Promise<DomainRow | undefined> {
+  const [row] = await db.query<DomainRow>(sql`select * from domains where id = ${id} and ${visibleTo(visibility)}`);
+  return row;
+}
+
+export async function findDomainByName(db: Db, name: string): Promise<DomainRow | undefined> {
+  const [row] = await db.query<DomainRow>(sql`select * from domains where name = ${name}`);
+  return row;
+}
+
+export async function listDomains(
+  db: Db,
+  filter: { page: number; limit: number; search?: string | undefined },
+  visibility: Visibility,
+): Promise<{ domains: Domain[]; total: number }> {
+  const conditions = [visibleTo(visibility)];
+  if (filter.search) conditions.push(sql`strpos(name, lower(${filter.search})) > 0`);
+  const { rows, total } = await selectPage<DomainRow>(db, { table: sql`domains`, where: join(conditions, sql` and `), orderBy: sql`name`, ...filter });
+  return { domains: rows.map(toDomain), total };
+}
+
+/** Throws a unique violation when the name is taken. */
+export async function insertDomain(db: Db, domain: { name: string; ownerId: number | null }): Promise<DomainRow> {
+  const [row] = await db.query<DomainRow>(sql`insert into domains (name, owner_id) values (${domain.name}, ${domain.ownerId}) returning *`);
+  return row!;
+}
+
+export async function updateDomain(db: Db, id: number, patch: { name?: string | undefined; ownerId?: number | null | undefined }): Promise<DomainRow | undefined> {
+  const sets: SqlFragment[] = [sql`updated_at = now()`];
+  if (patch.name !== undefined) sets.push(sql`name = ${patch.name}`);
+  if (patch.ownerId !== undefined) sets.push(sql`owner_id = ${patch.ownerId}`);
+  const [row] = await db.query<DomainRow>(sql`update domains set ${join(sets, sql`, `)} where id = ${id} returning *`);
+  return row;
+}
+
+export async function deleteDomain(db: Db, id: number): Promise<boolean> {
+  return (await db.query(sql`delete from domains where id = ${id} returning id`)).length > 0;
+}

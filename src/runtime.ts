@@ -1,0 +1,97 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { loadJwtSecret } from './auth/tokens.js';
+import type { Config } from './config.js';
+import type { Services } from './context.js';
+import { migrateClickhouse, openClickhouse } from './db/clickhouse.js';
+import { migratePostgres } from './db/migrate.js';
+import { openDb, type Db } from './db/postgres.js';
+import { sql } from './db/sql.js';
+import type { Logger } from './log.js';
+import { createMailer } from './mail/mailer.js';
+import { createUserRecord } from './users/service.js';
+
+export interface Runtime extends Services {
+  close(): Promise<void>;
+}
+
+/**
+ * Embedded PGlite and chDB each bind their data directory to one process; a pid file makes a
+ * second process fail with a clear message instead of corrupting the stores.
+ */
+function lockDataDir(dataDir: string): () => void {
+  fs.mkdirSync(dataDir, { recursive: true });
+  const file = path.join(dataDir, 'tailhouse.pid');
+  try {
+    const holder = Number(fs.readFileSync(file, 'utf8'));
+    if (holder && holder !== process.pid && isAlive(holder)) {
+      throw new Error(
+        `DATA_DIR ${dataDir} is in use by process ${holder}: the embedded stores allow one process; stop it first, or use DATABASE_URL and CLICKHOUSE_URL`,
+      );
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  fs.writeFileSync(file, String(process.pid));
+  return () => {
+    try {
+      if (Number(fs.readFileSync(file, 'utf8')) === process.pid) fs.unlinkSync(file);
+    } catch {
+      // Already gone.
+    }
+  };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * On an empty user table, creates the first administrator: ADMIN_EMAIL with ADMIN_PASSWORD, or a
+ * random password written once to standard output. Never touches an existing installation.
+ */
+export async function bootstrapAdmin(db: Db, config: Config, log: Logger, announce: (line: string) => void): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.query(sql`select pg_advisory_xact_lock(7418230002)`);
+    const [row] = await tx.query<{ n: number }>(sql`select count(*)::int as n from users`);
+    if (row && row.n > 0) return;
+    const password = config.adminPassword ?? randomBytes(12).toString('base64url');
+    const admin = await createUserRecord(tx, { name: 'Administrator', email: config.adminEmail, password, role: 'admin', active: true });
+    log.info({ userId: admin.id, email: admin.email }, 'first administrator created');
+    if (!config.adminPassword) {
+      announce(`tailhouse: first administrator ${admin.email} created with password ${password} (shown once; change it after signing in)`);
+    }
+  });
+}
+
+/** Opens both stores (applying migrations), the mailer and the token secret. */
+export async function openRuntime(config: Config, log: Logger, announce: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<Runtime> {
+  const embedded = !config.databaseUrl || !config.clickhouseUrl;
+  const unlock = embedded ? lockDataDir(config.dataDir) : () => {};
+  const closers: (() => Promise<void> | void)[] = [unlock];
+  const close = async () => {
+    for (const closer of closers.reverse()) await closer();
+  };
+  try {
+    const db = await openDb(config);
+    closers.push(() => db.close());
+    await migratePostgres(db, log);
+    const clickhouse = await openClickhouse(config);
+    closers.push(() => clickhouse.close());
+    await migrateClickhouse(clickhouse, log, { LOG_RETENTION_DAYS: config.logRetentionDays });
+    const jwtSecret = await loadJwtSecret(config.jwtSecret, config.dataDir);
+    const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, outboxDir: path.join(config.dataDir, 'outbox'), log });
+    closers.push(() => mailer.close());
+    await bootstrapAdmin(db, config, log, announce);
+    return { config, log, db, clickhouse, mailer, jwtSecret, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

@@ -1,0 +1,130 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { requireAuth } from '../auth/middleware.js';
+import type { Services } from '../context.js';
+import { commonErrors, conflictResponse, dataEnvelope, jsonBody, jsonContent, message, messageEnvelope, notFoundResponse, ok, pagination, paginationSchema } from '../http/envelope.js';
+import { bearerSecurity, createRouter } from '../http/router.js';
+import {
+  activityQuery,
+  activitySchema,
+  createUserBody,
+  listUsersQuery,
+  passwordBody,
+  permissionEntrySchema,
+  permissionsBody,
+  resetRequestBody,
+  updateUserBody,
+  userIdParams,
+  userSchema,
+} from './schemas.js';
+import * as users from './service.js';
+
+const base = { tags: ['Users'], security: bearerSecurity };
+const userNotFound = { 404: notFoundResponse('User') };
+
+const routes = {
+  list: createRoute({
+    ...base, method: 'get', path: '/', summary: 'List users',
+    request: { query: listUsersQuery },
+    responses: { 200: jsonContent(dataEnvelope(z.object({ users: z.array(userSchema), pagination: paginationSchema })), 'A page of users, by id'), ...commonErrors },
+  }),
+  get: createRoute({
+    ...base, method: 'get', path: '/{id}', summary: 'Get a user',
+    request: { params: userIdParams },
+    responses: { 200: jsonContent(dataEnvelope(userSchema), 'The user'), ...commonErrors, ...userNotFound },
+  }),
+  create: createRoute({
+    ...base, method: 'post', path: '/', summary: 'Create a user',
+    request: jsonBody(createUserBody),
+    responses: { 201: jsonContent(dataEnvelope(userSchema), 'The new user'), ...commonErrors, 409: conflictResponse('E-mail already in use') },
+  }),
+  update: createRoute({
+    ...base, method: 'put', path: '/{id}', summary: 'Update a user (partial)',
+    request: { params: userIdParams, ...jsonBody(updateUserBody) },
+    responses: { 200: jsonContent(dataEnvelope(userSchema), 'The updated user'), ...commonErrors, ...userNotFound, 409: conflictResponse('E-mail in use, or last active administrator') },
+  }),
+  delete: createRoute({
+    ...base, method: 'delete', path: '/{id}', summary: 'Delete a user',
+    request: { params: userIdParams },
+    responses: { 200: jsonContent(messageEnvelope, 'Deleted'), ...commonErrors, ...userNotFound, 409: conflictResponse('Last active administrator') },
+  }),
+  password: createRoute({
+    ...base, method: 'put', path: '/{id}/password', summary: 'Change a password',
+    request: { params: userIdParams, ...jsonBody(passwordBody) },
+    responses: { 200: jsonContent(messageEnvelope, 'Changed; the user must sign in again'), ...commonErrors, ...userNotFound },
+  }),
+  resetPassword: createRoute({
+    ...base, method: 'post', path: '/{id}/reset-password', summary: 'E-mail a password reset link (admin only)',
+    request: { params: userIdParams, ...jsonBody(resetRequestBody) },
+    responses: { 200: jsonContent(messageEnvelope, 'Reset e-mail sent'), ...commonErrors, ...userNotFound },
+  }),
+  getPermissions: createRoute({
+    ...base, method: 'get', path: '/{id}/permissions', summary: "Get a user's permissions",
+    request: { params: userIdParams },
+    responses: { 200: jsonContent(dataEnvelope(z.object({ permissions: z.array(permissionEntrySchema) })), 'The permissions'), ...commonErrors, ...userNotFound },
+  }),
+  setPermissions: createRoute({
+    ...base, method: 'put', path: '/{id}/permissions', summary: "Replace a user's permissions (admin only)",
+    request: { params: userIdParams, ...jsonBody(permissionsBody) },
+    responses: { 200: jsonContent(messageEnvelope, 'Updated'), ...commonErrors, ...userNotFound },
+  }),
+  activity: createRoute({
+    ...base, method: 'get', path: '/{id}/activity', summary: "A user's activity, newest first",
+    request: { params: userIdParams, query: activityQuery },
+    responses: { 200: jsonContent(dataEnvelope(z.object({ activities: z.array(activitySchema), pagination: paginationSchema })), 'A page of activity'), ...commonErrors, ...userNotFound },
+  }),
+};
+
+export function usersRoutes(services: Services) {
+  const app = createRouter();
+  app.use('*', requireAuth(services));
+
+  app.openapi(routes.list, async (c) => {
+    const query = c.req.valid('query');
+    const { users: list, total } = await users.listUsers(services, c.var.principal, query);
+    return c.json(ok({ users: list, pagination: pagination(query.page, query.limit, total) }), 200);
+  });
+
+  app.openapi(routes.get, async (c) => c.json(ok(await users.getUser(services, c.var.principal, c.req.valid('param').id)), 200));
+
+  app.openapi(routes.create, async (c) => {
+    const { name, email, password, role, active } = c.req.valid('json');
+    return c.json(ok(await users.createUser(services, c.var.principal, { name, email, password, role, active }, c.var.client)), 201);
+  });
+
+  app.openapi(routes.update, async (c) => {
+    const { name, email, role, active } = c.req.valid('json');
+    return c.json(ok(await users.updateUser(services, c.var.principal, c.req.valid('param').id, { name, email, role, active }, c.var.client)), 200);
+  });
+
+  app.openapi(routes.delete, async (c) => {
+    await users.deleteUser(services, c.var.principal, c.req.valid('param').id, c.var.client);
+    return c.json(message('User deleted'), 200);
+  });
+
+  app.openapi(routes.password, async (c) => {
+    await users.changePassword(services, c.var.principal, c.req.valid('param').id, c.req.valid('json'), c.var.client);
+    return c.json(message('Password updated; sign in again with the new password'), 200);
+  });
+
+  app.openapi(routes.resetPassword, async (c) => {
+    const email = await users.requestPasswordReset(services, c.var.principal, c.req.valid('param').id, c.req.valid('json').email, c.var.client);
+    return c.json(message(`A password reset e-mail was sent to ${email}; its link is valid for one hour`), 200);
+  });
+
+  app.openapi(routes.getPermissions, async (c) =>
+    c.json(ok({ permissions: await users.getPermissions(services, c.var.principal, c.req.valid('param').id) }), 200),
+  );
+
+  app.openapi(routes.setPermissions, async (c) => {
+    await users.setPermissions(services, c.var.principal, c.req.valid('param').id, c.req.valid('json').permissions, c.var.client);
+    return c.json(message('Permissions updated'), 200);
+  });
+
+  app.openapi(routes.activity, async (c) => {
+    const query = c.req.valid('query');
+    const { activities, total } = await users.getActivity(services, c.var.principal, c.req.valid('param').id, query);
+    return c.json(ok({ activities, pagination: pagination(query.page, query.limit, total) }), 200);
+  });
+
+  return app;
+}

@@ -1,0 +1,162 @@
+import type { Db } from '../db/postgres.js';
+import { selectPage } from '../db/paging.js';
+import { join, sql, type SqlFragment } from '../db/sql.js';
+import { DEFAULT_USER_PERMISSIONS, toEntries, toPairs, type PermissionEntry, type Role } from './permissions.js';
+
+export interface UserRow {
+  id: number;
+  name: string;
+  email: string;
+  role: Role;
+  active: boolean;
+  password_hash: string;
+  token_version: number;
+  last_login_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The User of the specification; the password hash never leaves this module's callers. */
+export interface User {
+  id: number;
+  name: string;
+  email: string;
+  role: Role;
+  active: boolean;
+  lastLoginAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const toUser = (row: UserRow): User => ({
+  id: row.id,
+  name: row.name,
+  email: row.email,
+  role: row.role,
+  active: row.active,
+  lastLoginAt: row.last_login_at ? new Date(row.last_login_at).toISOString() : null,
+  createdAt: new Date(row.created_at).toISOString(),
+  updatedAt: new Date(row.updated_at).toISOString(),
+});
+
+export const normaliseEmail = (email: string) => email.trim().toLowerCase();
+
+export async function findUserById(db: Db, id: number): Promise<UserRow | undefined> {
+  const [row] = await db.query<UserRow>(sql`select * from users where id = ${id}`);
+  return row;
+}
+
+export async function findUserByEmail(db: Db, email: string): Promise<UserRow | undefined> {
+  const [row] = await db.query<UserRow>(sql`select * from users where email = ${normaliseEmail(email)}`);
+  return row;
+}
+
+/** A user with their permission pairs, in one round trip: the per-request identity lookup. */
+export async function findUserWithPermissions(db: Db, id: number): Promise<(UserRow & { permissions: { resource: string; action: string }[] }) | undefined> {
+  const [row] = await db.query<UserRow & { permissions: { resource: string; action: string }[] | string }>(sql`
+    select u.*, coalesce(
+      (select json_agg(json_build_object('resource', p.resource, 'action', p.action)) from user_permissions p where p.user_id = u.id),
+      '[]'::json) as permissions
+    from users u where u.id = ${id}`);
+  if (!row) return undefined;
+  return { ...row, permissions: typeof row.permissions === 'string' ? JSON.parse(row.permissions) : row.permissions };
+}
+
+export interface UserFilter {
+  page: number;
+  limit: number;
+  search?: string | undefined;
+  role?: Role | undefined;
+}
+
+export async function listUsers(db: Db, filter: UserFilter): Promise<{ users: User[]; total: number }> {
+  const conditions: SqlFragment[] = [sql`true`];
+  // strpos, not LIKE: `%` and `_` in a search are literal characters.
+  if (filter.search) conditions.push(sql`(strpos(lower(name), lower(${filter.search})) > 0 or strpos(email, lower(${filter.search})) > 0)`);
+  if (filter.role) conditions.push(sql`role = ${filter.role}`);
+  const { rows, total } = await selectPage<UserRow>(db, { table: sql`users`, where: join(conditions, sql` and `), orderBy: sql`id`, ...filter });
+  return { users: rows.map(toUser), total };
+}
+
+export interface NewUser {
+  name: string;
+  email: string;
+  passwordHash: string;
+  role: Role;
+  active: boolean;
+}
+
+/** Creates the user with the default permissions of a new `user`. Throws a unique violation for a taken e-mail. */
+export async function insertUser(db: Db, user: NewUser): Promise<UserRow> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx.query<UserRow>(sql`
+      insert into users (name, email, password_hash, role, active)
+      values (${user.name}, ${normaliseEmail(user.email)}, ${user.passwordHash}, ${user.role}, ${user.active})
+      returning *`);
+    await replacePermissions(tx, row!.id, DEFAULT_USER_PERMISSIONS);
+    return row!;
+  });
+}
+
+export interface UserPatch {
+  name?: string | undefined;
+  email?: string | undefined;
+  role?: Role | undefined;
+  active?: boolean | undefined;
+}
+
+/** Applies a partial update; ends the user's sessions when the role changes or the user is deactivated. */
+export async function updateUser(db: Db, id: number, patch: UserPatch, endSessions: boolean): Promise<UserRow | undefined> {
+  const sets: SqlFragment[] = [sql`updated_at = now()`];
+  if (patch.name !== undefined) sets.push(sql`name = ${patch.name}`);
+  if (patch.email !== undefined) sets.push(sql`email = ${normaliseEmail(patch.email)}`);
+  if (patch.role !== undefined) sets.push(sql`role = ${patch.role}`);
+  if (patch.active !== undefined) sets.push(sql`active = ${patch.active}`);
+  if (endSessions) sets.push(sql`token_version = token_version + 1`);
+  const [row] = await db.query<UserRow>(sql`update users set ${join(sets, sql`, `)} where id = ${id} returning *`);
+  if (row && endSessions) await revokeRefreshTokens(db, id);
+  return row;
+}
+
+export async function deleteUser(db: Db, id: number): Promise<boolean> {
+  const rows = await db.query(sql`delete from users where id = ${id} returning id`);
+  return rows.length > 0;
+}
+
+/** Sets a new password hash and ends every session of the user. */
+export async function setPasswordHash(db: Db, id: number, passwordHash: string): Promise<void> {
+  await db.query(sql`update users set password_hash = ${passwordHash}, token_version = token_version + 1, updated_at = now() where id = ${id}`);
+  await revokeRefreshTokens(db, id);
+}
+
+export async function revokeRefreshTokens(db: Db, userId: number): Promise<void> {
+  await db.query(sql`update refresh_tokens set revoked_at = now() where user_id = ${userId} and revoked_at is null`);
+}
+
+export async function recordLogin(db: Db, id: number): Promise<UserRow | undefined> {
+  const [row] = await db.query<UserRow>(sql`update users set last_login_at = now() where id = ${id} returning *`);
+  return row;
+}
+
+/**
+ * Locks the active administrators' rows for the rest of the transaction and counts them, so two
+ * concurrent demotions cannot both pass the last-admin check.
+ */
+export async function lockActiveAdmins(tx: Db): Promise<number[]> {
+  const rows = await tx.query<{ id: number }>(sql`select id from users where role = 'admin' and active order by id for update`);
+  return rows.map((r) => r.id);
+}
+
+export async function readPermissions(db: Db, userId: number): Promise<PermissionEntry[]> {
+  return toEntries(await db.query<{ resource: string; action: string }>(sql`select resource, action from user_permissions where user_id = ${userId}`));
+}
+
+export async function replacePermissions(db: Db, userId: number, entries: PermissionEntry[]): Promise<void> {
+  await db.query(sql`delete from user_permissions where user_id = ${userId}`);
+  const pairs = toPairs(entries);
+  if (pairs.length === 0) return;
+  // One statement whatever the count: the pairs travel as a single JSON parameter.
+  await db.query(sql`
+    insert into user_permissions (user_id, resource, action)
+    select ${userId}, p->>'resource', p->>'action' from jsonb_array_elements(${JSON.stringify(pairs)}::jsonb) p`);
+}
