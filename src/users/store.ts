@@ -155,8 +155,9 @@ export async function replacePermissions(db: Db, userId: number, entries: Permis
   await db.query(sql`delete from user_permissions where user_id = ${userId}`);
   const pairs = toPairs(entries);
   if (pairs.length === 0) return;
-  // One statement whatever the count: the pairs travel as a single JSON parameter.
+  // One statement whatever the count: the pairs travel as one JSON text parameter (text, so that
+  // the postgres driver does not JSON-encode the string a second time).
   await db.query(sql`
     insert into user_permissions (user_id, resource, action)
-    select ${userId}, p->>'resource', p->>'action' from jsonb_array_elements(${JSON.stringify(pairs)}::jsonb) p`);
+    select ${userId}, p->>'resource', p->>'action' from jsonb_array_elements(${JSON.stringify(pairs)}::text::jsonb) p`);
 }

@@ -1,0 +1,129 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import postgres from 'postgres';
+import { createApp, type App } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
+import { openRuntime, type Runtime } from '../../src/runtime.js';
+
+export const ADMIN_EMAIL = 'admin@example.com';
+export const ADMIN_PASSWORD = 'admin-password-1';
+export const JWT_SECRET = 'test-secret-that-is-at-least-32-bytes-long!';
+
+/**
+ * With DATABASE_URL set (CI's second run), each test file gets a database of its own on that
+ * server, dropped afterwards; without it, the embedded PGlite under a temporary DATA_DIR.
+ */
+async function freshDatabase(): Promise<{ url: string | undefined; drop: () => Promise<void> }> {
+  const serverUrl = process.env.DATABASE_URL;
+  if (!serverUrl) return { url: undefined, drop: async () => {} };
+  const name = `tailhouse_test_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database ${name}`);
+  await admin.end();
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const again = postgres(serverUrl, { max: 1, onnotice: () => {} });
+      await again.unsafe(`drop database if exists ${name} with (force)`);
+      await again.end();
+    },
+  };
+}
+
+export interface TestApp {
+  app: App;
+  runtime: Runtime;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  /** Opens the same stores again (a restart); the old runtime must be closed first. */
+  restart(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A real runtime (both stores, migrations, first admin) behind `app.request()`. */
+export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tailhouse-test-'));
+  const db = await freshDatabase();
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    ADMIN_EMAIL,
+    ADMIN_PASSWORD,
+    JWT_SECRET,
+    TRUST_PROXY: 'true',
+    BASE_URL: 'http://tailhouse.test',
+    ...(db.url ? { DATABASE_URL: db.url } : {}),
+    ...env,
+  });
+  const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+  const handle: TestApp = {
+    runtime: await openRuntime(config, log, () => {}),
+    app: undefined as unknown as App,
+    dataDir,
+    databaseUrl: db.url,
+    async restart() {
+      handle.runtime = await openRuntime(config, log, () => {});
+      handle.app = createApp(handle.runtime);
+    },
+    async close() {
+      await handle.runtime.close();
+      await db.drop();
+      await fs.rm(dataDir, { recursive: true, force: true });
+    },
+  };
+  handle.app = createApp(handle.runtime);
+  return handle;
+}
+
+export interface CallOptions {
+  token?: string;
+  body?: unknown;
+  /** Sent as X-Forwarded-For (the test app trusts the proxy). */
+  ip?: string;
+  headers?: Record<string, string>;
+}
+
+export interface CallResult<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+/** One request through the real HTTP stack; JSON bodies parsed. */
+export async function call<T = any>(app: App, method: string, url: string, options: CallOptions = {}): Promise<CallResult<T>> {
+  const headers: Record<string, string> = { 'user-agent': 'vitest', ...options.headers };
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  if (options.ip) headers['x-forwarded-for'] = options.ip;
+  let body: string | undefined;
+  if (options.body !== undefined) {
+    headers['content-type'] ??= 'application/json';
+    body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+  }
+  const response = await app.request(url, { method, headers, body });
+  const text = await response.text();
+  let parsed: unknown = text;
+  if ((response.headers.get('content-type') ?? '').includes('json')) parsed = JSON.parse(text);
+  return { status: response.status, headers: response.headers, body: parsed as T };
+}
+
+export async function login(app: App, email: string, password: string, ip?: string): Promise<{ accessToken: string; refreshToken: string; user: any }> {
+  const res = await call(app, 'POST', '/api/auth/login', { body: { email, password }, ...(ip ? { ip } : {}) });
+  if (res.status !== 200) throw new Error(`login of ${email} failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.data;
+}
+
+/** Creates a user through the API as the given admin token and signs it in. */
+export async function createUserAndLogin(
+  app: App,
+  adminToken: string,
+  user: { email: string; password?: string; name?: string; role?: 'admin' | 'user' },
+): Promise<{ id: number; token: string; refreshToken: string; password: string }> {
+  const password = user.password ?? 'user-password-1';
+  const created = await call(app, 'POST', '/api/users', { token: adminToken, body: { ...user, password } });
+  if (created.status !== 201) throw new Error(`create ${user.email}: ${created.status} ${JSON.stringify(created.body)}`);
+  const session = await login(app, user.email, password);
+  return { id: created.body.data.id, token: session.accessToken, refreshToken: session.refreshToken, password };
+}
