@@ -1,4 +1,5 @@
 import { Command, Option } from 'commander';
+import { pino } from 'pino';
 import { insertApiToken, listApiTokens, revokeApiToken } from './auth/store.js';
 import { PERSONAL_TOKEN_PREFIX, randomToken, tokenHash } from './auth/tokens.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
@@ -8,7 +9,7 @@ import { openDb } from './db/postgres.js';
 import { findDomainByName, insertDomain } from './domains/store.js';
 import { domainNameField } from './domains/schemas.js';
 import { createLogger, type Logger } from './log.js';
-import { openRuntime, type Runtime } from './runtime.js';
+import { lockDataDir, openRuntime, type Runtime } from './runtime.js';
 import { runServer } from './server.js';
 import { createUserRecord } from './users/service.js';
 import { emailField, passwordField } from './users/schemas.js';
@@ -24,15 +25,17 @@ function parseWith<T extends z.ZodTypeAny>(schema: T, value: unknown, what: stri
   return result.data;
 }
 
-function setup(): { config: Config; log: Logger } {
+/** `serve` logs to stdout; commands other than serve print their results there, so their log goes to stderr. */
+const toStderr = () => pino.destination({ dest: 2, sync: true });
+
+function setup(logTo?: pino.DestinationStream): { config: Config; log: Logger } {
   const config = loadConfig();
-  // Commands other than serve print their results; the log goes to stderr to keep stdout clean.
-  return { config, log: createLogger(config.logLevel) };
+  return { config, log: createLogger(config.logLevel, logTo) };
 }
 
 async function withRuntime(work: (runtime: Runtime) => Promise<void>): Promise<void> {
   const config = loadConfig();
-  const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel);
+  const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, toStderr());
   const runtime = await openRuntime(config, log, (line) => process.stderr.write(`${line}\n`));
   try {
     await work(runtime);
@@ -61,19 +64,25 @@ program
   .command('migrate')
   .description('apply pending Postgres and ClickHouse migrations, then exit')
   .action(async () => {
-    const { config, log } = setup();
-    const db = await openDb(config);
+    const { config, log } = setup(toStderr());
+    // Embedded stores bind DATA_DIR to one process: never migrate under a running `serve`.
+    const unlock = !config.databaseUrl || !config.clickhouseUrl ? lockDataDir(config.dataDir) : () => {};
     try {
-      const pg = await migratePostgres(db, log);
-      const clickhouse = await openClickhouse(config);
+      const db = await openDb(config);
       try {
-        const ch = await migrateClickhouse(clickhouse, log, { LOG_RETENTION_DAYS: config.logRetentionDays });
-        process.stdout.write(`applied ${pg} Postgres and ${ch} ClickHouse migrations\n`);
+        const pg = await migratePostgres(db, log);
+        const clickhouse = await openClickhouse(config);
+        try {
+          const ch = await migrateClickhouse(clickhouse, log, { LOG_RETENTION_DAYS: config.logRetentionDays });
+          process.stdout.write(`applied ${pg} Postgres and ${ch} ClickHouse migrations\n`);
+        } finally {
+          await clickhouse.close();
+        }
       } finally {
-        await clickhouse.close();
+        await db.close();
       }
     } finally {
-      await db.close();
+      unlock();
     }
   });
 

@@ -3,7 +3,9 @@ import { z } from 'zod';
 import { EMAIL_ADDRESS } from './formats.js';
 
 const boolFromEnv = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+  .string()
+  .toLowerCase()
+  .pipe(z.enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' }))
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 
 const positiveInt = (what: string) =>
@@ -72,6 +74,15 @@ export class ConfigError extends Error {
   }
 }
 
+/** Variables whose value an error line must not repeat: secrets, and credentials inside URLs. */
+const SECRET_VARIABLES = new Set(['JWT_SECRET', 'ADMIN_PASSWORD']);
+const URL_VARIABLES = new Set(['BASE_URL', 'DATABASE_URL', 'CLICKHOUSE_URL', 'SMTP_URL']);
+
+function shownValue(name: string, value: string): string {
+  if (SECRET_VARIABLES.has(name)) return `${value.length} characters`;
+  return JSON.stringify(URL_VARIABLES.has(name) ? value.replace(/^([a-z][a-z0-9+.-]*:\/\/)?.*@/i, '$1***@') : value);
+}
+
 /** Reads and validates the configuration; throws ConfigError with one line per bad variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   // An empty variable means "unset", as in most twelve-factor tools.
@@ -80,7 +91,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => {
       const name = String(issue.path[0]);
-      return `invalid configuration: ${name} ${issue.message} (got ${JSON.stringify(present[name] ?? '')})`;
+      return `invalid configuration: ${name} ${issue.message} (got ${shownValue(name, present[name] ?? '')})`;
     });
     throw new ConfigError(problems);
   }

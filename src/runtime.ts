@@ -20,7 +20,7 @@ export interface Runtime extends Services {
  * Embedded PGlite and chDB each bind their data directory to one process; a pid file makes a
  * second process fail with a clear message instead of corrupting the stores.
  */
-function lockDataDir(dataDir: string): () => void {
+export function lockDataDir(dataDir: string): () => void {
   fs.mkdirSync(dataDir, { recursive: true });
   const file = path.join(dataDir, 'tailhouse.pid');
   try {
@@ -75,9 +75,12 @@ export async function openRuntime(config: Config, log: Logger, announce: (line: 
   const embedded = !config.databaseUrl || !config.clickhouseUrl;
   const unlock = embedded ? lockDataDir(config.dataDir) : () => {};
   const closers: (() => Promise<void> | void)[] = [unlock];
-  const close = async () => {
-    for (const closer of closers.reverse()) await closer();
-  };
+  // Closing twice (a signal during shutdown, a test's cleanup) is harmless.
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      for (const closer of closers.reverse()) await closer();
+    })());
   try {
     const db = await openDb(config);
     closers.push(() => db.close());

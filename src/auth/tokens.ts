@@ -26,6 +26,21 @@ export async function loadJwtSecret(configured: string | undefined, dataDir: str
   return new TextEncoder().encode((await fs.readFile(file, 'utf8')).trim());
 }
 
+const hmacKeys = new WeakMap<Uint8Array, Promise<CryptoKey>>();
+
+/**
+ * The secret as a WebCrypto HMAC key, imported once per secret: handed the raw bytes, jose would
+ * import them again for every token (a sixth of the CPU of an authenticated request, bench/auth).
+ */
+function hmacKey(secret: Uint8Array): Promise<CryptoKey> {
+  let key = hmacKeys.get(secret);
+  if (!key) {
+    key = crypto.subtle.importKey('raw', secret as Uint8Array<ArrayBuffer>, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+    hmacKeys.set(secret, key);
+  }
+  return key;
+}
+
 export interface AccessClaims {
   userId: number;
   /** The user's token_version when issued; a later bump invalidates the token. */
@@ -40,17 +55,45 @@ export async function signAccessToken(secret: Uint8Array, claims: AccessClaims, 
     .setIssuedAt(iat)
     .setExpirationTime(iat + ACCESS_TOKEN_TTL_S)
     .setIssuer('tailhouse')
-    .sign(secret);
+    .sign(await hmacKey(secret));
 }
 
-/** The claims of a valid token, or undefined for anything forged, expired or malformed. */
+/** Tokens this process has verified, per secret, with their claims and expiry (epoch seconds). */
+const verifiedTokens = new WeakMap<Uint8Array, Map<string, { claims: AccessClaims; exp: number }>>();
+const VERIFIED_TOKENS_MAX = 10_000;
+
+/**
+ * The claims of a valid token, or undefined for anything forged, expired or malformed.
+ *
+ * A client sends the same access token with every request for its 15 minutes, so a token whose
+ * signature has been checked once is remembered (by its whole text, so only that exact string
+ * matches) until it expires: the WebCrypto HMAC was the largest single cost of an authenticated
+ * request (bench/auth). Expiry is still checked on every use, exactly as jose does; revocation
+ * does not depend on this, it is the per-request token_version check against the user's row.
+ */
 export async function verifyAccessToken(secret: Uint8Array, token: string): Promise<AccessClaims | undefined> {
+  let cache = verifiedTokens.get(secret);
+  if (!cache) {
+    cache = new Map();
+    verifiedTokens.set(secret, cache);
+  }
+  const known = cache.get(token);
+  if (known) {
+    if (known.exp > Math.floor(Date.now() / 1000)) return known.claims;
+    cache.delete(token);
+    return undefined;
+  }
   try {
-    const { payload } = await jwtVerify(token, secret, { algorithms: ['HS256'], issuer: 'tailhouse' });
+    const { payload } = await jwtVerify(token, await hmacKey(secret), { algorithms: ['HS256'], issuer: 'tailhouse' });
     const userId = Number(payload.sub);
     const version = payload['ver'];
     if (!Number.isSafeInteger(userId) || userId <= 0 || typeof version !== 'number') return undefined;
-    return { userId, version };
+    const claims = { userId, version };
+    if (typeof payload.exp === 'number') {
+      if (cache.size >= VERIFIED_TOKENS_MAX) cache.clear();
+      cache.set(token, { claims, exp: payload.exp });
+    }
+    return claims;
   } catch {
     return undefined;
   }

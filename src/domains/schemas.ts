@@ -1,7 +1,6 @@
 import { z } from '@hono/zod-openapi';
-import { HOST_NAME } from '../formats.js';
+import { HOST_NAME, NO_NUL } from '../formats.js';
 import { idParam, pageQuery } from '../http/query.js';
-
 
 /** A host name, lower-cased, without a trailing dot. */
 export const domainNameField = z
@@ -16,6 +15,8 @@ const ownerIdField = z
   .number({ message: 'must be a user id or null' })
   .int({ message: 'must be a user id or null' })
   .positive({ message: 'must be a user id or null' })
+  // User ids are Postgres integers; a larger number would fail in the query, not as a 422.
+  .max(2 ** 31 - 1, { message: 'must be a user id or null' })
   .nullable();
 
 export const domainSchema = z
@@ -30,7 +31,10 @@ export const domainSchema = z
 
 export const domainIdParams = z.object({ domainId: idParam('domainId') });
 
-export const listDomainsQuery = z.object({ ...pageQuery(), search: z.string().max(253).optional() });
+export const listDomainsQuery = z.object({
+  ...pageQuery(),
+  search: z.string().max(253).regex(NO_NUL, { message: 'must not contain NUL characters' }).optional(),
+});
 
 export const createDomainBody = z.strictObject({ name: domainNameField, ownerId: ownerIdField.optional() }).openapi('CreateDomain');
 

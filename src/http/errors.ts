@@ -55,7 +55,7 @@ export function handleError(err: Error, c: Context, log: Logger): Response {
   }
   if (err instanceof HTTPException) {
     const status = err.status;
-    if (status === 413) return c.json({ success: false, error: 'Request body too large (limit 1 MiB)' }, 413);
+    if (status === 413) return c.json({ success: false, error: 'Request body too large (limit 1 MiB)' }, 413, { Connection: 'close' });
     if (status === 415 || status === 400) {
       // Hono's validator raises 400 for malformed JSON and 415 for another content type.
       return c.json({ success: false, error: 'Request body must be valid JSON (Content-Type: application/json)' }, 400);

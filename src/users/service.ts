@@ -35,6 +35,14 @@ function demandSelfOr(principal: Principal, userId: number, action: Action): voi
   if (principal.user.id !== userId && !principal.permissions.can('users', action)) throw forbidden();
 }
 
+/**
+ * Administrator accounts are changed by administrators only (or by themselves): a user holding
+ * `users:update` must not be able to redirect an admin's e-mail, nor `users:delete` remove one.
+ */
+function demandRightsOver(principal: Principal, target: UserRow): void {
+  if (target.role === 'admin' && target.id !== principal.user.id && !isAdmin(principal)) throw forbidden();
+}
+
 function demandAdmin(principal: Principal): void {
   if (!isAdmin(principal)) throw forbidden();
 }
@@ -92,6 +100,7 @@ export async function updateUser(deps: Deps, principal: Principal, id: number, p
   demandSelfOr(principal, id, 'update');
   const row = await deps.db.transaction(async (tx) => {
     const target = await existingUser(tx, id);
+    demandRightsOver(principal, target);
     const roleChanges = patch.role !== undefined && patch.role !== target.role;
     const activeChanges = patch.active !== undefined && patch.active !== target.active;
     if ((roleChanges || activeChanges) && !isAdmin(principal)) throw forbidden();
@@ -117,6 +126,7 @@ export async function deleteUser(deps: Deps, principal: Principal, id: number, c
   if (!principal.permissions.can('users', 'delete')) throw forbidden();
   await deps.db.transaction(async (tx) => {
     const target = await existingUser(tx, id);
+    demandRightsOver(principal, target);
     await guardLastAdmin(tx, target, true);
     await deleteUserRow(tx, id);
     if (principal.user.id !== id) {
