@@ -1,0 +1,91 @@
+import { expect } from 'vitest';
+import type { App } from '../../src/app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type CallResult } from './app.js';
+
+/**
+ * Helpers shared by the test/auth*.test.ts files. Failed logins are throttled per client address,
+ * and every request without an `ip` shares one (empty) address, so anything that may fail a login
+ * sends a fresh address from `nextIp()`.
+ */
+
+let ipCounter = 0;
+/** A client address no other call in this test file has used (TEST-NET and 10/8 ranges). */
+export function nextIp(): string {
+  ipCounter++;
+  return `10.${(ipCounter >> 16) & 255}.${(ipCounter >> 8) & 255}.${ipCounter & 255}`;
+}
+
+let emailCounter = 0;
+/** A fresh, lower-case e-mail address, unique within the test file. */
+export function freshEmail(tag: string): string {
+  emailCounter++;
+  return `${tag}-${emailCounter}-${Math.random().toString(36).slice(2, 8)}@example.com`;
+}
+
+export async function adminToken(app: App): Promise<string> {
+  return (await login(app, ADMIN_EMAIL, ADMIN_PASSWORD, nextIp())).accessToken;
+}
+
+/** A new `user` through the API, signed in once. */
+export async function freshUser(app: App, admin: string, tag = 'user', extra: { password?: string; name?: string; role?: 'admin' | 'user' } = {}) {
+  const email = freshEmail(tag);
+  const created = await createUserAndLogin(app, admin, { email, ...extra });
+  return { ...created, email };
+}
+
+export function tryLogin(app: App, email: string, password: string, ip = nextIp()): Promise<CallResult> {
+  return call(app, 'POST', '/api/auth/login', { body: { email, password }, ip });
+}
+
+export function refresh(app: App, refreshToken: string): Promise<CallResult> {
+  return call(app, 'POST', '/api/auth/refresh', { body: { refreshToken }, ip: nextIp() });
+}
+
+/** The 401 of CONTRACT §3 for a missing, malformed, expired or revoked bearer token. */
+export function expectAuthRequired(res: CallResult): void {
+  expect({ status: res.status, body: res.body, challenge: res.headers.get('www-authenticate') }).toEqual({
+    status: 401,
+    body: { success: false, error: 'Authentication required' },
+    challenge: 'Bearer',
+  });
+}
+
+/** The 401 of a refused refresh token. */
+export function expectRefreshRefused(res: CallResult): void {
+  expect(res.status).toBe(401);
+  expect(res.body.success).toBe(false);
+  expect(res.body).not.toHaveProperty('data');
+  expect(typeof res.body.error).toBe('string');
+}
+
+export function expectValidation(res: CallResult, fields: string[]): void {
+  expect(res.status).toBe(422);
+  expect(res.body.success).toBe(false);
+  expect(res.body.error).toBe('Validation failed');
+  for (const field of fields) {
+    expect(res.body.details, `details.${field}`).toHaveProperty([field]);
+    expect(typeof res.body.details[field]).toBe('string');
+    expect(res.body.details[field].length).toBeGreaterThan(0);
+  }
+}
+
+export interface ActivityEntry {
+  id: number;
+  action: string;
+  resource: string;
+  details: string;
+  ipAddress: string;
+  userAgent: string;
+  timestamp: string;
+}
+
+export async function activityOf(app: App, admin: string, userId: number): Promise<ActivityEntry[]> {
+  const res = await call(app, 'GET', `/api/users/${userId}/activity?limit=100`, { token: admin });
+  expect(res.status).toBe(200);
+  return res.body.data.activities;
+}
+
+/** The exact set of fields a User has (CONTRACT / specification); nothing about passwords. */
+export const USER_FIELDS = ['active', 'createdAt', 'email', 'id', 'lastLoginAt', 'name', 'role', 'updatedAt'];
+
+export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
