@@ -57,6 +57,7 @@ export async function listActivity(db: Db, userId: number, filter: ActivityFilte
   if (filter.startDate) conditions.push(sql`created_at >= ${filter.startDate}`);
   if (filter.endDate) conditions.push(sql`created_at <= ${filter.endDate}`);
   const { rows, total } = await selectPage<ActivityRow>(db, {
+    columns: sql`*`,
     table: sql`activity`,
     where: join(conditions, sql` and `),
     orderBy: sql`created_at desc, id desc`,

@@ -49,7 +49,7 @@ export async function listDomains(
   const conditions = [visibleTo(visibility)];
   // Byte order (collate "C"), so the listing is the same on every server whatever its locale.
   if (filter.search) conditions.push(sql`strpos(name, lower(${filter.search})) > 0`);
-  const { rows, total } = await selectPage<DomainRow>(db, { table: sql`domains`, where: join(conditions, sql` and `), orderBy: sql`name collate "C"`, ...filter });
+  const { rows, total } = await selectPage<DomainRow>(db, { columns: sql`*`, table: sql`domains`, where: join(conditions, sql` and `), orderBy: sql`name collate "C"`, ...filter });
   return { domains: rows.map(toDomain), total };
 }
 

@@ -28,7 +28,11 @@ export interface User {
   updatedAt: string;
 }
 
-export const toUser = (row: UserRow): User => ({
+/** The columns a User is made of: lists never load password hashes. */
+const USER_COLUMNS = sql`id, name, email, role, active, last_login_at, created_at, updated_at`;
+type PublicUserRow = Omit<UserRow, 'password_hash' | 'token_version'>;
+
+export const toUser = (row: PublicUserRow): User => ({
   id: row.id,
   name: row.name,
   email: row.email,
@@ -74,7 +78,7 @@ export async function listUsers(db: Db, filter: UserFilter): Promise<{ users: Us
   // strpos, not LIKE: `%` and `_` in a search are literal characters.
   if (filter.search) conditions.push(sql`(strpos(lower(name), lower(${filter.search})) > 0 or strpos(email, lower(${filter.search})) > 0)`);
   if (filter.role) conditions.push(sql`role = ${filter.role}`);
-  const { rows, total } = await selectPage<UserRow>(db, { table: sql`users`, where: join(conditions, sql` and `), orderBy: sql`id`, ...filter });
+  const { rows, total } = await selectPage<PublicUserRow>(db, { columns: USER_COLUMNS, table: sql`users`, where: join(conditions, sql` and `), orderBy: sql`id`, ...filter });
   return { users: rows.map(toUser), total };
 }
 
