@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Activity } from '../src/activity/store.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, login, startTestApp, type TestApp } from './support/app.js';
 import {
   api,
@@ -25,16 +26,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.close();
 });
-
-interface Activity {
-  id: number;
-  action: string;
-  resource: string;
-  details: string;
-  ipAddress: string;
-  userAgent: string;
-  timestamp: string;
-}
 
 const ACTIVITY_FIELDS = ['action', 'details', 'id', 'ipAddress', 'resource', 'timestamp', 'userAgent'];
 

@@ -1,4 +1,5 @@
 import { expect } from 'vitest';
+import type { Activity } from '../../src/activity/store.js';
 import type { App } from '../../src/app.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type CallResult } from './app.js';
 
@@ -69,17 +70,7 @@ export function expectValidation(res: CallResult, fields: string[]): void {
   }
 }
 
-export interface ActivityEntry {
-  id: number;
-  action: string;
-  resource: string;
-  details: string;
-  ipAddress: string;
-  userAgent: string;
-  timestamp: string;
-}
-
-export async function activityOf(app: App, admin: string, userId: number): Promise<ActivityEntry[]> {
+export async function activityOf(app: App, admin: string, userId: number): Promise<Activity[]> {
   const res = await call(app, 'GET', `/api/users/${userId}/activity?limit=100`, { token: admin });
   expect(res.status).toBe(200);
   return res.body.data.activities;
