@@ -1,0 +1,328 @@
+/**
+ * The nginx access-log format compiler: a `log_format` string (or the named `combined` / `main`)
+ * becomes one anchored RegExp, built once, plus a mapper from its capture groups to an AccessEntry.
+ *
+ * How each variable is matched. nginx writes variables with escape=default, so no value holds a
+ * raw `"` (see nginx-escape.ts):
+ * - variables nginx always writes in one shape ($status, $time_local, $request_time, counts,
+ *   $upstream_response_time lists, …) have exact patterns;
+ * - any other variable followed by a literal that starts with `"` runs to that quote, so quoted
+ *   values may hold anything, spaces included;
+ * - addresses and host names, unquoted, run to the next space (backtracking finds the port of
+ *   `$remote_addr:$remote_port` for IPv6 clients too);
+ * - any other unquoted variable runs to the first character of the literal after it, which it
+ *   therefore cannot contain: free text belongs in quotes, as `combined` has it (a `$remote_user`
+ *   with a space in it makes a combined line fail to match, like in most log parsers).
+ * Variables that no AccessEntry field needs are matched without a capture group.
+ */
+import type { AccessEntry, ParseResult } from '../types.js';
+import { unescapeNginx } from './nginx-escape.js';
+import { d2, wallTime } from './time.js';
+
+export type AccessLineParser = (line: string) => ParseResult<AccessEntry>;
+
+const NAMED_FORMATS = new Map<string, string>([
+  ['combined', '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"'],
+  ['main', '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" "$http_x_forwarded_for"'],
+]);
+
+type Kind =
+  | 'timeLocal' | 'timeIso' | 'msec' | 'seconds' | 'status' | 'count' | 'ratio' | 'pipe'
+  | 'secondsList' | 'countList' | 'addressList'
+  | 'address' | 'host' | 'request' | 'text';
+type FreeKind = 'address' | 'host' | 'request' | 'text';
+type TypedKind = Exclude<Kind, FreeKind>;
+const isFree = (kind: Kind): kind is FreeKind => kind === 'address' || kind === 'host' || kind === 'request' || kind === 'text';
+
+const SECONDS = '\\d+(?:\\.\\d+)?';
+// nginx joins the values of several upstreams of one group with ", " and of groups passed
+// through by an internal redirect with " : "; an upstream without a value is "-".
+const list = (item: string) => `(?:${item})(?:(?:, | : )(?:${item}))*`;
+
+const TYPED: Record<TypedKind, { pattern: string; expected: string }> = {
+  timeLocal: { pattern: '\\d{2}/[A-Z][a-z]{2}/\\d{4}:\\d{2}:\\d{2}:\\d{2} [+-]\\d{4}', expected: 'a time like 21/Nov/2026:08:15:30 +0100' },
+  timeIso: { pattern: '\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:[+-]\\d{2}:\\d{2}|Z)', expected: 'a time like 2026-11-21T08:15:30+01:00' },
+  msec: { pattern: SECONDS, expected: 'seconds since the epoch like 1763709330.123' },
+  seconds: { pattern: `${SECONDS}|-`, expected: 'seconds like 0.123' },
+  status: { pattern: '\\d{3}', expected: 'a 3-digit status' },
+  count: { pattern: '\\d+|-', expected: 'a number' },
+  ratio: { pattern: '\\d+\\.\\d+|-', expected: 'a ratio like 3.25 or -' },
+  pipe: { pattern: '[p.]', expected: '"p" or "."' },
+  secondsList: { pattern: list(`${SECONDS}|-`), expected: 'seconds or a list like 0.001, 0.002 : 0.003' },
+  countList: { pattern: list('\\d+|-'), expected: 'a number or a list like 502, 200' },
+  addressList: { pattern: list('[^ ,"]+'), expected: 'an address or a list like 10.0.0.1:80, 10.0.0.2:80' },
+};
+
+const KINDS = new Map<string, Kind>([
+  ['time_local', 'timeLocal'], ['time_iso8601', 'timeIso'], ['msec', 'msec'],
+  ['request_time', 'seconds'], ['connection_time', 'seconds'],
+  ['status', 'status'],
+  ['body_bytes_sent', 'count'], ['bytes_sent', 'count'], ['request_length', 'count'],
+  ['connection', 'count'], ['connection_requests', 'count'], ['pid', 'count'],
+  ['tcpinfo_rtt', 'count'], ['tcpinfo_rttvar', 'count'], ['tcpinfo_snd_cwnd', 'count'], ['tcpinfo_rcv_space', 'count'],
+  ['gzip_ratio', 'ratio'], ['pipe', 'pipe'],
+  ['upstream_response_time', 'secondsList'], ['upstream_connect_time', 'secondsList'],
+  ['upstream_header_time', 'secondsList'], ['upstream_queue_time', 'secondsList'],
+  ['upstream_status', 'countList'], ['upstream_bytes_received', 'countList'],
+  ['upstream_bytes_sent', 'countList'], ['upstream_response_length', 'countList'],
+  ['upstream_addr', 'addressList'],
+  ['remote_addr', 'address'], ['realip_remote_addr', 'address'], ['server_addr', 'address'],
+  ['proxy_protocol_addr', 'address'], ['proxy_protocol_server_addr', 'address'],
+  ['remote_port', 'address'], ['realip_remote_port', 'address'], ['server_port', 'address'],
+  ['proxy_protocol_port', 'address'], ['proxy_protocol_server_port', 'address'],
+  ['host', 'host'], ['server_name', 'host'], ['hostname', 'host'], ['ssl_server_name', 'host'],
+  ['request', 'request'],
+]);
+
+/** The variables some AccessEntry field is read from; all others are matched but not captured. */
+const MAPPED = new Set([
+  'msec', 'time_local', 'time_iso8601', 'remote_addr', 'realip_remote_addr', 'request', 'request_method', 'request_uri',
+  'uri', 'args', 'query_string', 'server_protocol', 'status', 'body_bytes_sent', 'bytes_sent', 'http_referer',
+  'http_user_agent', 'request_time', 'host', 'server_name',
+]);
+
+type Part = { literal: string } | { variable: string };
+
+/** nginx.conf's escapes (ngx_conf_read_token); any other backslash stays, and what follows it is read as usual. */
+const CONFIG_ESCAPES = new Map([['"', '"'], ["'", "'"], ['\\', '\\'], ['t', '\t'], ['r', '\r'], ['n', '\n']]);
+
+/**
+ * Splits a format into literals and variables the way nginx's log_format does: a name runs to the
+ * first character outside [A-Za-z0-9_], `${name}` delimits it explicitly. The string is taken as
+ * written between the quotes in nginx.conf, so nginx's config escapes (`\"`, `\'`, `\\`, `\t`,
+ * `\r`, `\n`) apply. Names are case-insensitive in nginx.
+ */
+function tokenize(format: string): Part[] {
+  const parts: Part[] = [];
+  let literal = '';
+  let i = 0;
+  while (i < format.length) {
+    const ch = format[i]!;
+    const escaped = ch === '\\' ? CONFIG_ESCAPES.get(format[i + 1] ?? '') : undefined;
+    if (escaped !== undefined) {
+      literal += escaped;
+      i += 2;
+      continue;
+    }
+    if (ch !== '$') {
+      literal += ch;
+      i++;
+      continue;
+    }
+    const column = i + 1;
+    const braced = format[i + 1] === '{';
+    let end = braced ? i + 2 : i + 1;
+    while (end < format.length && /[A-Za-z0-9_]/.test(format[end]!)) end++;
+    const name = format.slice(braced ? i + 2 : i + 1, end);
+    if (braced && format[end] !== '}') throw new Error(`log format: the closing bracket of the variable at column ${column} is missing`);
+    if (name === '') throw new Error(`log format: "$" without a variable name at column ${column}`);
+    if (literal !== '') parts.push({ literal });
+    literal = '';
+    parts.push({ variable: name.toLowerCase() });
+    i = braced ? end + 1 : end;
+  }
+  if (literal !== '') parts.push({ literal });
+  return parts;
+}
+
+const escapeRegExp = (text: string) => text.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
+
+/**
+ * The pattern of a variable without a fixed shape; `next` is the literal after it, or null when
+ * the format ends or another variable follows directly (`$host$request_uri`: the host stops at `/`).
+ */
+function freePattern(kind: FreeKind, next: string | null): string {
+  const quoted = next !== null && next.startsWith('"');
+  const stop = next === null || quoted ? '"' : `"${escapeRegExp(next[0]!)}`;
+  if (kind === 'request') return requestPattern(stop);
+  if (quoted) return '[^"]*';
+  if (kind === 'address') return '[^ "]*';
+  if (kind === 'host') return '[^ "/]*';
+  return `[^${stop}]*`;
+}
+
+/**
+ * `$request` is the request line as the client sent it, and nginx logs every connection that got
+ * an answer, garbage included: a 400 for a TLS handshake sent to a plain-HTTP port, `-` for a
+ * connection closed before its request. Those lines are kept, since their status counts. The
+ * expression splits the line itself (faster than splitting in JS), into four groups: a method
+ * token, the target (which may hold spaces), the protocol when the line ends with ` HTTP/…`
+ * (HTTP/0.9's `GET /` has none); or, for anything that does not start with a method token, the
+ * whole text, which becomes the url so that it stays searchable.
+ */
+const requestPattern = (stop: string) => `([A-Z_-]+) ([^${stop}]*?)(?: (HTTP/[^${stop} ]*))?|([^${stop}]*)`;
+const REQUEST_GROUPS = 4;
+
+// Keyed by the three character codes: no substring per line.
+const monthKey = (s: string, at: number) => (s.charCodeAt(at) << 16) | (s.charCodeAt(at + 1) << 8) | s.charCodeAt(at + 2);
+const MONTHS = new Map(['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'].map((m, i) => [monthKey(m, 0), i]));
+
+/** Wall-clock fields and a UTC offset in minutes (east positive) to epoch ms; NaN when out of range. */
+function toEpoch(year: number, month0: number, day: number, h: number, m: number, s: number, offsetMinutes: number): number {
+  return wallTime(year, month0, day, h, m, s) - offsetMinutes * 60_000;
+}
+
+/** `21/Nov/2026:08:15:30 +0100` */
+function parseTimeLocal(s: string): number {
+  const month = MONTHS.get(monthKey(s, 3));
+  if (month === undefined) return NaN;
+  const offset = (s.charCodeAt(21) === 45 ? -1 : 1) * (d2(s, 22) * 60 + d2(s, 24));
+  return toEpoch(d2(s, 7) * 100 + d2(s, 9), month, d2(s, 0), d2(s, 12), d2(s, 15), d2(s, 18), offset);
+}
+
+/** `2026-11-21T08:15:30+01:00` (nginx writes the offset, `+00:00` for UTC; `Z` is accepted too). */
+function parseTimeIso(s: string): number {
+  const offset = s.length === 20 ? 0 : (s.charCodeAt(19) === 45 ? -1 : 1) * (d2(s, 20) * 60 + d2(s, 23));
+  return toEpoch(d2(s, 0) * 100 + d2(s, 2), d2(s, 5) - 1, d2(s, 8), d2(s, 11), d2(s, 14), d2(s, 17), offset);
+}
+
+/** `1763709330.123` (seconds with milliseconds) */
+const parseMsec = (s: string) => Math.round(Number(s) * 1000);
+
+const TIME_PARSERS: [name: string, parse: (s: string) => number][] = [
+  // $msec first: it is the only one with milliseconds.
+  ['msec', parseMsec],
+  ['time_local', parseTimeLocal],
+  ['time_iso8601', parseTimeIso],
+];
+
+/** nginx logs `-` for a variable that has no value. */
+const text = (logged: string) => (logged === '-' ? '' : unescapeNginx(logged));
+
+/**
+ * Compiles `format` (`combined`, `main` or an nginx log_format string) into a line parser.
+ * Throws on a format nginx would refuse, or one without a time variable ($msec, $time_local,
+ * $time_iso8601), since no entry could be placed in time.
+ */
+export function compileAccessFormat(format: string): AccessLineParser {
+  const parts = tokenize(NAMED_FORMATS.get(format) ?? format);
+  const groups = new Map<string, number>();
+  let groupCount = 0;
+  const pieces = parts.map((part, i) => {
+    if ('literal' in part) return escapeRegExp(part.literal);
+    const captured = MAPPED.has(part.variable) && !groups.has(part.variable);
+    let kind = KINDS.get(part.variable) ?? 'text';
+    // A repeated $request is matched as plain text: it is split once.
+    if (kind === 'request' && !captured) kind = 'text';
+    const after = parts[i + 1];
+    const pattern = isFree(kind) ? freePattern(kind, after !== undefined && 'literal' in after ? after.literal : null) : TYPED[kind].pattern;
+    if (!captured) return `(?:${pattern})`;
+    groups.set(part.variable, groupCount + 1);
+    if (kind === 'request') {
+      // The request pattern holds its own groups.
+      groupCount += REQUEST_GROUPS;
+      return `(?:${pattern})`;
+    }
+    groupCount += 1;
+    return `(${pattern})`;
+  });
+  const re = new RegExp(`^${pieces.join('')}$`);
+
+  const time = TIME_PARSERS.find(([name]) => groups.has(name));
+  if (time === undefined) throw new Error('log format: no time variable ($time_local, $time_iso8601 or $msec)');
+  const [timeVar, parseTime] = time;
+  const timeGroup = groups.get(timeVar)!;
+  const group = (...names: string[]) => groups.get(names.find((name) => groups.has(name)) ?? '') ?? 0;
+  const addressGroup = group('remote_addr', 'realip_remote_addr');
+  const requestGroup = group('request');
+  const methodGroup = group('request_method');
+  const uriGroup = group('request_uri');
+  const pathGroup = group('uri');
+  const argsGroup = group('args', 'query_string');
+  const protocolGroup = group('server_protocol');
+  const statusGroup = group('status');
+  const sizeGroup = group('body_bytes_sent', 'bytes_sent');
+  const referrerGroup = group('http_referer');
+  const userAgentGroup = group('http_user_agent');
+  const requestTimeGroup = group('request_time');
+  const hostGroup = group('host', 'server_name');
+
+  /** url from $uri and $args when the format has neither $request_uri nor $request. */
+  const pathAndArgs = (m: RegExpExecArray) => {
+    const path = text(m[pathGroup]!);
+    const args = argsGroup ? text(m[argsGroup]!) : '';
+    return args === '' ? path : `${path}?${args}`;
+  };
+
+  let diagnose: ((line: string) => string) | undefined;
+
+  return (line) => {
+    const m = re.exec(line);
+    if (m === null) {
+      diagnose ??= diagnoser(parts, pieces);
+      return { ok: false, reason: diagnose(line) };
+    }
+    const timestamp = parseTime(m[timeGroup]!);
+    if (Number.isNaN(timestamp)) return { ok: false, reason: `$${timeVar}: invalid time ${JSON.stringify(m[timeGroup])}` };
+    let method = '';
+    let url = '';
+    let protocol = '';
+    if (requestGroup) {
+      const other = m[requestGroup + 3];
+      if (other === undefined) {
+        method = m[requestGroup]!;
+        url = unescapeNginx(m[requestGroup + 1]!);
+        const version = m[requestGroup + 2];
+        if (version !== undefined) protocol = unescapeNginx(version);
+      } else {
+        url = text(other);
+      }
+    }
+    if (methodGroup) method = text(m[methodGroup]!);
+    if (uriGroup) url = text(m[uriGroup]!);
+    else if (pathGroup && !requestGroup) url = pathAndArgs(m);
+    if (protocolGroup) protocol = text(m[protocolGroup]!);
+    const size = sizeGroup ? m[sizeGroup]! : '-';
+    const requestTime = requestTimeGroup ? m[requestTimeGroup]! : '-';
+    const entry: AccessEntry = {
+      timestamp,
+      ipAddress: addressGroup ? text(m[addressGroup]!) : '',
+      method,
+      url,
+      protocol,
+      statusCode: statusGroup ? Number(m[statusGroup]) : 0,
+      responseSize: size === '-' ? 0 : Number(size),
+      referrer: referrerGroup ? text(m[referrerGroup]!) : '',
+      userAgent: userAgentGroup ? text(m[userAgentGroup]!) : '',
+      responseTime: requestTime === '-' ? null : Math.round(Number(requestTime) * 1000),
+      host: hostGroup ? text(m[hostGroup]!) : null,
+    };
+    return { ok: true, entry };
+  };
+}
+
+/**
+ * Explains why a line does not match: the first part of the format that no longer matches, with
+ * its column. Built on the first failure only; a misconfigured format fails every line, so the
+ * prefix expressions are compiled once, not per line.
+ */
+function diagnoser(parts: Part[], pieces: string[]): (line: string) => string {
+  const prefixes = pieces.map((_, k) => new RegExp(`^(?:${pieces.slice(0, k + 1).join('')})`));
+  return (line) => {
+    if (line === '') return 'empty line';
+    let at = 0;
+    for (let k = 0; k < parts.length; k++) {
+      const m = prefixes[k]!.exec(line);
+      if (m === null) {
+        const part = parts[k]!;
+        const found = `found ${snippet(line, at)}`;
+        if ('literal' in part) {
+          const previous = parts[k - 1];
+          const after = previous !== undefined && 'variable' in previous ? ` after $${previous.variable}` : '';
+          return `expected ${JSON.stringify(part.literal)}${after} at column ${at + 1}, ${found}`;
+        }
+        const kind = KINDS.get(part.variable) ?? 'text';
+        const expected = isFree(kind) ? 'a value' : TYPED[kind].expected;
+        return `$${part.variable} at column ${at + 1}: expected ${expected}, ${found}`;
+      }
+      at = m[0].length;
+    }
+    return `unexpected text after the last field at column ${at + 1}: ${snippet(line, at)}`;
+  };
+}
+
+function snippet(line: string, at: number): string {
+  if (at >= line.length) return 'the end of the line';
+  const head = line.slice(at, at + 40);
+  return JSON.stringify(head) + (line.length > at + 40 ? '…' : '');
+}

@@ -1,0 +1,61 @@
+/**
+ * nginx error-log lines:
+ *
+ *   2026/11/21 08:15:30 [error] 1234#5678: *99 open() "/srv/x" failed (2: No such file or directory),
+ *     client: 203.0.113.7, server: shop.example.com, request: "GET /x HTTP/1.1", host: "shop.example.com"
+ *
+ * The `*CONN ` part (the connection's number) and the trailing context are optional. nginx
+ * appends the context in a fixed order (client, server, request, subrequest, upstream, host,
+ * referrer) and does not escape it, so it is matched as one anchored tail: the first `, client: `
+ * from which the rest of the line reads as that sequence starts it, and a `, client: ` inside the
+ * message (a file name taken from a URL) stays part of the message. A line whose context does not
+ * read that way (nginx cuts lines at 2048 bytes) keeps all its text as the message.
+ */
+import type { ErrorEntry, ErrorLevel, ParseResult } from '../types.js';
+import { d2, wallTime, zonedWallTimeToEpoch } from './time.js';
+
+/** CONTRACT §5's folding of nginx's eight levels onto four. */
+const LEVELS = new Map<string, ErrorLevel>([
+  ['emerg', 'error'], ['alert', 'error'], ['crit', 'error'], ['error', 'error'],
+  ['warn', 'warn'],
+  ['notice', 'info'], ['info', 'info'],
+  ['debug', 'debug'],
+]);
+
+const PREFIX = /^\d{4}\/\d{2}\/\d{2} \d{2}:\d{2}:\d{2} \[([a-z]+)\] \d+#\d+: (?:\*\d+ )?/;
+
+const CONTEXT_KEYS = ['client', 'server', 'request', 'subrequest', 'upstream', 'host', 'referrer'] as const;
+// `s`: a request line may hold a stray CR. Quoted values are lazy so each stops at the closing quote
+// that the next key (or the end of the line) follows.
+const CONTEXT = /, client: ([^ ,]*)(?:, server: ([^,]*))?(?:, request: "(.*?)")?(?:, subrequest: "(.*?)")?(?:, upstream: "(.*?)")?(?:, host: "(.*?)")?(?:, referrer: "(.*?)")?$/ys;
+
+/**
+ * Parses one error-log line. Its time carries no zone and is read in the IANA `timezone`; an
+ * unknown zone name throws a RangeError (a configuration error, not a property of the line).
+ * `context` holds the keys the line carries, `subrequest` included when nginx wrote one.
+ */
+export function parseErrorLine(line: string, timezone = 'UTC'): ParseResult<ErrorEntry> {
+  const m = PREFIX.exec(line);
+  if (m === null) {
+    if (line === '') return { ok: false, reason: 'empty line' };
+    return { ok: false, reason: `not an nginx error-log line: expected "YYYY/MM/DD HH:MM:SS [level] PID#TID: ", found ${JSON.stringify(line.slice(0, 40))}` };
+  }
+  const level = LEVELS.get(m[1]!);
+  if (level === undefined) return { ok: false, reason: `unknown level [${m[1]}]` };
+  const wall = wallTime(d2(line, 0) * 100 + d2(line, 2), d2(line, 5) - 1, d2(line, 8), d2(line, 11), d2(line, 14), d2(line, 17));
+  if (Number.isNaN(wall)) return { ok: false, reason: `invalid time ${JSON.stringify(line.slice(0, 19))}` };
+  const timestamp = zonedWallTimeToEpoch(wall, timezone);
+  const start = m[0].length;
+  const context: Record<string, string> = {};
+  for (let at = line.indexOf(', client: ', start); at !== -1; at = line.indexOf(', client: ', at + 1)) {
+    CONTEXT.lastIndex = at;
+    const c = CONTEXT.exec(line);
+    if (c === null) continue;
+    CONTEXT_KEYS.forEach((key, i) => {
+      const value = c[i + 1];
+      if (value !== undefined) context[key] = value;
+    });
+    return { ok: true, entry: { timestamp, level, message: line.slice(start, at), context } };
+  }
+  return { ok: true, entry: { timestamp, level, message: line.slice(start), context } };
+}

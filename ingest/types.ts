@@ -1,0 +1,57 @@
+/**
+ * The shapes that flow through the ingest pipeline: sources produce line chunks, parsers turn
+ * lines into entries, sinks write entries (or rejects) to ClickHouse.
+ */
+
+/** An nginx access-log line, parsed. Times are epoch milliseconds (UTC). */
+export interface AccessEntry {
+  timestamp: number;
+  ipAddress: string;
+  method: string;
+  url: string;
+  protocol: string;
+  statusCode: number;
+  responseSize: number;
+  /** `""` when nginx logged `-`. */
+  referrer: string;
+  /** `""` when nginx logged `-`. */
+  userAgent: string;
+  /** Milliseconds ($request_time × 1000), or null when the format has no $request_time. */
+  responseTime: number | null;
+  /** `$host` or `$server_name` when the format has one: routes the line to its domain. */
+  host: string | null;
+}
+
+export type ErrorLevel = 'error' | 'warn' | 'info' | 'debug';
+
+/** An nginx error-log line, parsed. */
+export interface ErrorEntry {
+  timestamp: number;
+  level: ErrorLevel;
+  message: string;
+  /** Whichever of client, server, request, upstream, host, referrer the line carries. */
+  context: Record<string, string>;
+}
+
+export type ParseResult<T> = { ok: true; entry: T } | { ok: false; reason: string };
+
+/** One complete line of a source and the byte offset where it starts. */
+export interface SourceLine {
+  text: string;
+  offset: number;
+}
+
+/**
+ * Complete lines read from one file (or stream) between two byte offsets. `identity` names the
+ * file independently of its path (content fingerprint + device/inode), so a checkpoint survives
+ * rotation; [startOffset, endOffset) is deterministic for the same file content.
+ */
+export interface LineChunk {
+  identity: string;
+  path: string;
+  startOffset: number;
+  endOffset: number;
+  lines: SourceLine[];
+  /** Lines longer than the limit, not in `lines`: they go to the rejects with their offsets. */
+  overlong: { offset: number; length: number; head: string }[];
+}
