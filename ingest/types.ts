@@ -43,8 +43,9 @@ export interface SourceLine {
 
 /**
  * Complete lines read from one file (or stream) between two byte offsets. `identity` names the
- * file independently of its path (content fingerprint + device/inode), so a checkpoint survives
- * rotation; [startOffset, endOffset) is deterministic for the same file content.
+ * file independently of its path (a fingerprint of the source and the file's first line; the
+ * device/inode is only a hint kept in the checkpoint), so a checkpoint survives rotation;
+ * [startOffset, endOffset) is deterministic for the same file content.
  */
 export interface LineChunk {
   identity: string;

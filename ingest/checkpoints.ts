@@ -1,0 +1,185 @@
+/**
+ * Durable ingest progress: file identity → how far the sink has accepted it. One JSON file
+ * (DATA_DIR/ingest/checkpoints.json) shared by every file source of the process, rewritten whole
+ * and atomically on each change: write a temporary file, fsync it, rename it over the old one, fsync
+ * the directory. A crash at any point leaves either the old or the new file, never a torn one.
+ *
+ * Writes are grouped: callers that change entries while a write is under way share the next write,
+ * so many sources acknowledging at once cost one fsync, not one each.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { z } from 'zod';
+import type { Logger } from '../src/log.js';
+
+export interface Checkpoint {
+  /** The source (followed path) the file belongs to: each follower lists and prunes its own. */
+  source: string;
+  /** Where the file was last seen; only a hint, rotation moves files. */
+  path: string;
+  /** Byte offset up to which the sink has accepted the file: the next line starts here. */
+  offset: number;
+  /** Device and inode when last seen: a hint to explain a mismatch, never the identity itself. */
+  dev: number;
+  ino: number;
+  /**
+   * Ends of chunks handed out at the end of the file (so not at a deterministic boundary) and not
+   * yet accepted, ascending: a replay after a crash cuts there again, so that its batches are
+   * byte-for-byte the ones that may already have reached the sink, and deduplicate.
+   */
+  cuts: number[];
+  /** ISO 8601: when the entry last changed. */
+  updatedAt: string;
+}
+
+export type CheckpointUpdate = Omit<Checkpoint, 'updatedAt'>;
+
+const FILE_NAME = 'checkpoints.json';
+const TEMP_NAME = `${FILE_NAME}.tmp`;
+
+const offset = z.number().int().nonnegative();
+const fileSchema = z.object({
+  version: z.literal(1),
+  files: z.record(
+    z.string().min(1),
+    z.object({
+      source: z.string(),
+      path: z.string(),
+      offset,
+      dev: z.number(),
+      ino: z.number(),
+      cuts: z.array(offset),
+      updatedAt: z.string(),
+    }),
+  ),
+});
+
+export class CheckpointStore {
+  private writing: Promise<void> | null = null;
+  private queued: Promise<void> | null = null;
+
+  private constructor(
+    private readonly dir: string,
+    private readonly entries: Map<string, Checkpoint>,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Loads the store of `dir` (created when missing). A leftover temporary file is what a crash in
+   * the middle of a write leaves: the real file is still the previous complete version, so the
+   * leftover is deleted. A real file that does not parse is an error, not an empty store: starting
+   * over would read every file again from its beginning.
+   */
+  static async open(dir: string, log: Logger): Promise<CheckpointStore> {
+    await fs.mkdir(dir, { recursive: true });
+    const file = path.join(dir, FILE_NAME);
+    try {
+      await fs.unlink(path.join(dir, TEMP_NAME));
+      log.info({ dir }, 'checkpoints: removed the temporary file of an interrupted write');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    let text: string;
+    try {
+      text = await fs.readFile(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new CheckpointStore(dir, new Map(), log);
+      throw err;
+    }
+    let parsed: z.infer<typeof fileSchema>;
+    try {
+      parsed = fileSchema.parse(JSON.parse(text));
+    } catch (err) {
+      throw new Error(
+        `checkpoint file ${file} is not valid (${(err as Error).message.split('\n')[0]}); move it away to start over, which reads every log file again from its beginning`,
+      );
+    }
+    return new CheckpointStore(dir, new Map(Object.entries(parsed.files)), log);
+  }
+
+  get(identity: string): Checkpoint | undefined {
+    return this.entries.get(identity);
+  }
+
+  /** The entries of one source, oldest change first. */
+  list(source: string): [string, Checkpoint][] {
+    return [...this.entries].filter(([, e]) => e.source === source).sort(([, a], [, b]) => a.updatedAt.localeCompare(b.updatedAt));
+  }
+
+  /** Records an entry; resolves once it is on disk. */
+  set(identity: string, update: CheckpointUpdate): Promise<void> {
+    this.entries.set(identity, { ...update, cuts: [...update.cuts], updatedAt: new Date().toISOString() });
+    return this.persist();
+  }
+
+  /**
+   * Deletes the entries of `source` unchanged for `olderThanMs` whose file `isGone` says has
+   * disappeared. The age guard keeps the entry of a file that is only being renamed right now.
+   * Dropping the entry of a rotated file that still exists under another name is harmless: a
+   * follower only ever reopens files that have an entry, and never reads a file from its beginning
+   * unless it is the file at the followed path. Returns how many entries went.
+   */
+  async prune(source: string, olderThanMs: number, isGone: (identity: string, entry: Checkpoint) => Promise<boolean>): Promise<number> {
+    const limit = Date.now() - olderThanMs;
+    let removed = 0;
+    for (const [identity, entry] of this.list(source)) {
+      if (Date.parse(entry.updatedAt) > limit || !(await isGone(identity, entry))) continue;
+      // isGone awaited: the entry may have been refreshed meanwhile.
+      if (this.entries.get(identity) !== entry) continue;
+      this.entries.delete(identity);
+      removed++;
+    }
+    if (removed > 0) {
+      this.log.info({ source, removed }, 'checkpoints: pruned entries of files that are gone');
+      await this.persist();
+    }
+    return removed;
+  }
+
+  /** A write that starts after the caller's change: joins the queued one, or starts one, or queues one. */
+  private persist(): Promise<void> {
+    if (this.queued) return this.queued;
+    if (!this.writing) return this.startWrite();
+    this.queued = this.writing
+      .catch(() => {})
+      .then(() => {
+        this.queued = null;
+        return this.startWrite();
+      });
+    return this.queued;
+  }
+
+  private startWrite(): Promise<void> {
+    // The snapshot is taken now, synchronously: every change made before this call is in it.
+    const text = `${JSON.stringify({ version: 1, files: Object.fromEntries(this.entries) })}\n`;
+    const write = this.writeAtomically(text).finally(() => {
+      this.writing = null;
+    });
+    this.writing = write;
+    return write;
+  }
+
+  private async writeAtomically(text: string): Promise<void> {
+    const temp = path.join(this.dir, TEMP_NAME);
+    const fh = await fs.open(temp, 'w');
+    try {
+      await fh.writeFile(text, 'utf8');
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await fs.rename(temp, path.join(this.dir, FILE_NAME));
+    // The rename itself is only durable once the directory is synced.
+    const dirFh = await fs.open(this.dir, 'r');
+    try {
+      await dirFh.sync();
+    } finally {
+      await dirFh.close();
+    }
+  }
+}
+
+/** The checkpoint directory under DATA_DIR. */
+export function checkpointDir(dataDir: string): string {
+  return path.join(dataDir, 'ingest');
+}

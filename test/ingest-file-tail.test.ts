@@ -1,0 +1,690 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { checkpointDir, CheckpointStore } from '../ingest/checkpoints.js';
+import { fileIdentity, fingerprintLength, IDENTITY_BYTES, inspectPath, relate } from '../ingest/sources/file-identity.js';
+import { FileTail, type FileTailOptions } from '../ingest/sources/file-tail.js';
+import type { LineChunk } from '../ingest/types.js';
+import { createLogger } from '../src/log.js';
+
+// Real files in a temporary directory, a real follower, real checkpoints. Nothing sleeps a fixed
+// time to let something happen: every wait polls a condition until a deadline.
+
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+
+let dir: string;
+let file: string;
+let dataDir: string;
+const tails: FileTail[] = [];
+
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-tail-'));
+  file = path.join(dir, 'logs', 'access.log');
+  dataDir = checkpointDir(path.join(dir, 'data'));
+  fs.mkdirSync(path.dirname(file));
+});
+
+afterEach(async () => {
+  await Promise.all(tails.splice(0).map((t) => t.close()));
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** A follower of `file` with the checkpoints of `dataDir`, loaded afresh as after a restart. */
+async function openTail(options: Partial<FileTailOptions> = {}): Promise<FileTail> {
+  const tail = new FileTail({ path: file, checkpoints: await CheckpointStore.open(dataDir, log), log, pollMs: 50, ...options });
+  tails.push(tail);
+  return tail;
+}
+
+/** Resolves once `condition` holds; fails with `what()` after the deadline. */
+async function waitFor(condition: () => boolean, what: () => string, deadlineMs = 10_000): Promise<void> {
+  const deadline = Date.now() + deadlineMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting after ${deadlineMs} ms: ${what()}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Pulls chunks from a follower; `pull` gives up at a deadline but keeps the pending request. */
+class Consumer {
+  readonly chunks: LineChunk[] = [];
+  private pending: Promise<IteratorResult<LineChunk>> | null = null;
+  private running: Promise<void> | null = null;
+  private failure: unknown = null;
+
+  constructor(
+    private readonly tail: FileTail,
+    private readonly autoAck = true,
+  ) {}
+
+  /** The next chunk, or null when none came within `withinMs`. */
+  async pull(withinMs = 10_000): Promise<LineChunk | null> {
+    this.pending ??= this.tail.next();
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), withinMs)));
+    const result = await Promise.race([this.pending, expired]);
+    clearTimeout(timer);
+    if (result === null) return null;
+    this.pending = null;
+    if (result.done) return null;
+    this.chunks.push(result.value);
+    if (this.autoAck) await this.tail.ack(result.value);
+    return result.value;
+  }
+
+  /** Pulls and acknowledges in the background until the follower closes. */
+  run(): void {
+    this.running = (async () => {
+      for (;;) {
+        const result = await this.tail.next();
+        if (result.done) return;
+        this.chunks.push(result.value);
+        await this.tail.ack(result.value);
+      }
+    })().catch((err: unknown) => {
+      this.failure = err;
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.tail.close();
+    await this.running;
+    if (this.failure !== null) throw this.failure;
+  }
+
+  lines(): string[] {
+    return this.chunks.flatMap((c) => c.lines.map((l) => l.text));
+  }
+
+  async untilLines(count: number, deadlineMs = 10_000): Promise<void> {
+    const deadline = Date.now() + deadlineMs;
+    while (this.lines().length < count) {
+      if (this.running) {
+        await waitFor(() => this.lines().length >= count || this.failure !== null, () => `${this.lines().length} of ${count} lines`, deadline - Date.now());
+        if (this.failure !== null) throw this.failure;
+      }
+      else if ((await this.pull(Math.max(1, deadline - Date.now()))) === null) throw new Error(`${this.lines().length} of ${count} lines by the deadline`);
+    }
+  }
+}
+
+/** Chunks of one file follow each other without gap or overlap, from 0 or a known start. */
+function expectContiguous(chunks: LineChunk[], starts: Record<string, number> = {}): void {
+  const next = new Map<string, number>(Object.entries(starts));
+  for (const c of chunks) {
+    expect(c.startOffset, `chunk of ${c.path}`).toBe(next.get(c.identity) ?? 0);
+    let at = c.startOffset;
+    const entries = [...c.lines.map((l) => ({ offset: l.offset, length: Buffer.byteLength(l.text) })), ...c.overlong].sort((a, b) => a.offset - b.offset);
+    for (const e of entries) {
+      expect(e.offset).toBe(at);
+      at = e.offset + e.length + 1;
+    }
+    expect(c.endOffset).toBe(at);
+    next.set(c.identity, c.endOffset);
+  }
+}
+
+/** A seeded pseudo-random sequence (mulberry32): the same writes on every run. */
+function random(seed: number): (n: number) => number {
+  let a = seed;
+  return (n) => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
+  };
+}
+
+/** Appends numbered lines the way nginx does: one write per line, to a descriptor opened with O_APPEND. */
+class Writer {
+  private fd: number;
+  seq = 0;
+  private readonly rand = random(7);
+
+  /** `fixed`: every line the same length, so offsets of two contents line up. */
+  constructor(
+    private readonly target: string,
+    private readonly fixed = false,
+  ) {
+    this.fd = fs.openSync(target, 'a');
+  }
+
+  write(count: number): void {
+    for (let i = 0; i < count; i++) {
+      const query = this.fixed ? 'fixed' : 'x'.repeat(this.rand(90));
+      fs.writeSync(this.fd, `${String(this.seq).padStart(6, '0')} GET /item?q=${query} 200\n`);
+      this.seq++;
+    }
+  }
+
+  /** nginx after USR1: reopen the path (creating it when missing). */
+  reopen(): void {
+    fs.closeSync(this.fd);
+    this.fd = fs.openSync(this.target, 'a');
+  }
+
+  close(): void {
+    fs.closeSync(this.fd);
+  }
+}
+
+function seqOf(line: string): number {
+  return Number(line.slice(0, line.indexOf(' ')));
+}
+
+/** Every line exactly once, and in order within each file. */
+function expectExactlyOnce(consumer: Consumer, total: number): void {
+  const seqs = consumer.lines().map(seqOf);
+  expect(seqs.length).toBe(total);
+  expect([...seqs].sort((a, b) => a - b)).toEqual(Array.from({ length: total }, (_, i) => i));
+  const lastOfFile = new Map<string, number>();
+  for (const c of consumer.chunks) {
+    for (const l of c.lines) {
+      const seq = seqOf(l.text);
+      expect(seq, `order within ${c.path}`).toBeGreaterThan(lastOfFile.get(c.identity) ?? -1);
+      lastOfFile.set(c.identity, seq);
+    }
+  }
+  expectContiguous(consumer.chunks);
+}
+
+describe('file identity', () => {
+  it('is the first line, at most IDENTITY_BYTES of it, and unknown before that', () => {
+    expect(fingerprintLength(Buffer.from('abc'))).toBeNull();
+    expect(fingerprintLength(Buffer.from('abc\ndef'))).toBe(4);
+    expect(fingerprintLength(Buffer.alloc(IDENTITY_BYTES - 1, 'a'))).toBeNull();
+    expect(fingerprintLength(Buffer.alloc(IDENTITY_BYTES + 10, 'a'))).toBe(IDENTITY_BYTES);
+    // A growing file keeps its identity: it does not depend on how much follows the first line.
+    expect(fileIdentity('s', Buffer.from('first\n'))).not.toBe(fileIdentity('t', Buffer.from('first\n')));
+  });
+
+  it('stays the same while the file grows, and tells inode reuse from a move', async () => {
+    fs.writeFileSync(file, 'first line\nsec');
+    const a = await inspectPath(file, 'src');
+    fs.appendFileSync(file, 'ond line\n'.repeat(500));
+    const b = await inspectPath(file, 'src');
+    expect(a!.identity).not.toBeNull();
+    expect(b!.identity).toBe(a!.identity);
+    expect(b!.size).toBeGreaterThan(IDENTITY_BYTES);
+    expect(relate(a!, b!)).toBe('same');
+    expect(relate(a!, { ...b!, ino: b!.ino + 1 })).toBe('moved');
+    expect(relate(a!, { ...b!, identity: 'other' })).toBe('inode-reused');
+    expect(relate(a!, { ...b!, identity: null, ino: b!.ino + 1 })).toBe('other');
+    expect(await inspectPath(path.join(dir, 'missing'), 'src')).toBeNull();
+  });
+});
+
+describe('following a file', () => {
+  it('delivers appended lines well within a second, with the default polling', async () => {
+    fs.writeFileSync(file, '');
+    const tail = await openTail({ pollMs: undefined });
+    const consumer = new Consumer(tail);
+    for (let i = 0; i < 5; i++) {
+      const pulled = consumer.pull(5_000);
+      // Let the follower reach its wait first, so the measure covers noticing the append.
+      await waitFor(() => tail.stats().refreshes > i, () => 'the follower has not looked at the file');
+      const written = Date.now();
+      fs.appendFileSync(file, `line ${i}\n`);
+      const chunk = await pulled;
+      expect(Date.now() - written).toBeLessThan(1_000);
+      expect(chunk?.lines.map((l) => l.text)).toEqual([`line ${i}`]);
+    }
+    expectContiguous(consumer.chunks);
+  });
+
+  it('picks up a file, and even its directory, created after the start', async () => {
+    file = path.join(dir, 'later', 'access.log');
+    const tail = await openTail();
+    const consumer = new Consumer(tail);
+    const first = consumer.pull(10_000);
+    await waitFor(() => tail.stats().refreshes >= 3, () => 'no look at the missing file');
+    fs.mkdirSync(path.dirname(file));
+    fs.writeFileSync(file, 'hello\nworld\n');
+    expect((await first)?.lines).toEqual([
+      { offset: 0, text: 'hello' },
+      { offset: 6, text: 'world' },
+    ]);
+  });
+
+  it('holds a partial last line back until its newline arrives', async () => {
+    fs.writeFileSync(file, 'one\ntw');
+    const tail = await openTail();
+    const consumer = new Consumer(tail);
+    expect((await consumer.pull())?.lines).toEqual([{ offset: 0, text: 'one' }]);
+    const next = consumer.pull(10_000);
+    const seen = tail.stats().refreshes;
+    await waitFor(() => tail.stats().refreshes >= seen + 5, () => 'the follower stopped looking');
+    expect(consumer.chunks).toHaveLength(1);
+    fs.appendFileSync(file, 'o\nthr');
+    expect((await next)?.lines).toEqual([{ offset: 4, text: 'two' }]);
+    fs.appendFileSync(file, 'ee\n');
+    expect((await consumer.pull())?.lines).toEqual([{ offset: 8, text: 'three' }]);
+    expectContiguous(consumer.chunks);
+  });
+
+  it('reports an overlong line with its offset, length and head, never holds it whole, and goes on', async () => {
+    const long = 200 * 1024;
+    fs.writeFileSync(file, 'before\n');
+    const tail = await openTail();
+    const consumer = new Consumer(tail);
+    expect((await consumer.pull())?.lines.map((l) => l.text)).toEqual(['before']);
+    // Written in two halves with looks in between, as a slow writer would: the follower keeps
+    // only the head of the line while it waits for the rest.
+    const next = consumer.pull(10_000);
+    fs.appendFileSync(file, 'y'.repeat(long / 2));
+    const seen = tail.stats().refreshes;
+    await waitFor(() => tail.stats().refreshes >= seen + 3, () => 'the follower stopped looking');
+    fs.appendFileSync(file, `${'z'.repeat(long / 2)}\nafter\n`);
+    const chunk = await next;
+    expect(chunk?.overlong).toEqual([{ offset: 7, length: long, head: 'y'.repeat(1024) }]);
+    expect(chunk?.lines).toEqual([{ offset: 7 + long + 1, text: 'after' }]);
+    expectContiguous(consumer.chunks);
+  });
+
+  it('honours maxLineBytes exactly, and an overlong line found whole in one read', async () => {
+    fs.writeFileSync(file, `${'a'.repeat(100)}\n${'b'.repeat(101)}\nc\n`);
+    const tail = await openTail({ maxLineBytes: 100 });
+    const consumer = new Consumer(tail);
+    const chunk = await consumer.pull();
+    expect(chunk?.lines.map((l) => l.text)).toEqual(['a'.repeat(100), 'c']);
+    expect(chunk?.overlong).toEqual([{ offset: 101, length: 101, head: 'b'.repeat(101) }]);
+    expectContiguous(consumer.chunks);
+  });
+
+  it('cuts chunks at deterministic offsets: the same backlog gives the same chunks', async () => {
+    const writer = new Writer(file);
+    writer.write(1000);
+    writer.close();
+    const cut = async (source: string) => {
+      const tail = await openTail({ source, chunkMaxLines: 64, chunkMaxBytes: 4096 });
+      const consumer = new Consumer(tail);
+      await consumer.untilLines(1000);
+      await tail.close();
+      return consumer.chunks.map((c) => [c.startOffset, c.endOffset]);
+    };
+    const first = await cut('a');
+    expect(first.length).toBeGreaterThan(10);
+    expect(await cut('b')).toEqual(first);
+  });
+
+  it('starts at the end when asked and there is no checkpoint, keeping a partial line whole', async () => {
+    fs.writeFileSync(file, 'old 1\nold 2\npart');
+    const tail = await openTail({ startAt: 'end' });
+    const consumer = new Consumer(tail);
+    const next = consumer.pull();
+    await waitFor(() => tail.stats().refreshes >= 2, () => 'no look');
+    fs.appendFileSync(file, 'ial\nnew\n');
+    expect((await next)?.lines).toEqual([
+      { offset: 12, text: 'partial' },
+      { offset: 20, text: 'new' },
+    ]);
+  });
+});
+
+describe('rotation while a writer keeps appending', () => {
+  /** Writes rounds of lines at an uneven pace, calling `rotate` between rounds, and checks every line arrived once. */
+  async function scenario(rotate: (round: number, writer: Writer, consumer: Consumer) => Promise<void>): Promise<FileTail> {
+    const writer = new Writer(file);
+    const tail = await openTail({ chunkMaxLines: 7, rotatedIdleMs: 300 });
+    const consumer = new Consumer(tail);
+    consumer.run();
+    const pace = random(11);
+    for (let round = 0; round < 4; round++) {
+      for (let i = 0; i < 15; i++) {
+        writer.write(1 + pace(6));
+        // The writer's cadence, not a wait for the follower.
+        await new Promise((resolve) => setTimeout(resolve, pace(4)));
+      }
+      await rotate(round, writer, consumer);
+    }
+    writer.write(25);
+    writer.close();
+    await consumer.untilLines(writer.seq, 15_000);
+    // Nothing more may come: let the follower look several more times, then check again.
+    const seen = tail.stats().refreshes;
+    await waitFor(() => tail.stats().refreshes >= seen + 5, () => 'the follower stopped looking');
+    expectExactlyOnce(consumer, writer.seq);
+    // Rotated-away files are closed once idle; only the file at the path stays open.
+    await waitFor(() => tail.stats().openFiles === 1, () => `${tail.stats().openFiles} files still open`);
+    expect(tail.stats().lagBytes).toBe(0);
+    await consumer.stop();
+    return tail;
+  }
+
+  it('rename and create: the old file is finished through its open descriptor, then the new one', async () => {
+    await scenario(async (round, writer) => {
+      fs.renameSync(file, `${file}.${round + 1}`);
+      fs.writeFileSync(file, '');
+      // nginx keeps writing to the renamed file until it gets USR1 and reopens.
+      writer.write(3);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      writer.write(2);
+      writer.reopen();
+    });
+  });
+
+  it('copytruncate: the unread rest of the old content comes from the copy, the new content from 0', async () => {
+    await scenario(async (round) => {
+      // logrotate copies, then truncates; the writer's O_APPEND descriptor carries on at 0.
+      fs.copyFileSync(file, `${file}.${round + 1}`);
+      fs.truncateSync(file, 0);
+    });
+  });
+
+  it('in-place truncation after the follower caught up', async () => {
+    await scenario(async (_round, writer, consumer) => {
+      await consumer.untilLines(writer.seq);
+      fs.truncateSync(file, 0);
+    });
+  });
+
+  it('delete and recreate: the deleted file is drained through its descriptor', async () => {
+    let generationStart = 0;
+    await scenario(async (_round, writer, consumer) => {
+      // A file deleted before anyone opened it cannot be read by anyone: wait until the follower
+      // has delivered a line of this generation, so it holds the file open.
+      await waitFor(() => consumer.lines().some((l) => seqOf(l) >= generationStart), () => 'no line of the current generation yet');
+      fs.unlinkSync(file);
+      writer.write(3);
+      writer.reopen();
+      generationStart = writer.seq;
+    });
+  });
+});
+
+describe('the same content under another inode', () => {
+  it('continues where the original left off when a copy is moved over the file (sed -i, editors)', async () => {
+    fs.writeFileSync(file, Array.from({ length: 10 }, (_, i) => `${String(i).padStart(6, '0')} GET /\n`).join(''));
+    const tail = await openTail({ rotatedIdleMs: 200 });
+    const consumer = new Consumer(tail);
+    await consumer.untilLines(10);
+    const copy = `${file}.new`;
+    fs.copyFileSync(file, copy);
+    fs.appendFileSync(copy, '000010 GET /\n000011 GET /\n');
+    fs.renameSync(copy, file);
+    await consumer.untilLines(12);
+    expectExactlyOnce(consumer, 12);
+    expect(new Set(consumer.chunks.map((c) => c.identity)).size).toBe(1);
+  });
+});
+
+describe('replaced content found by its fingerprint', () => {
+  it('copytruncate while nobody reads, the new content already longer than the old position', async () => {
+    // Lines of one length: the old read position falls on a line boundary of the new content too,
+    // so only the first line (the identity) shows that the content changed.
+    const writer = new Writer(file, true);
+    writer.write(20);
+    const tail = await openTail();
+    const consumer = new Consumer(tail);
+    await consumer.untilLines(20);
+    const position = consumer.chunks.at(-1)!.endOffset;
+    const oldIdentity = consumer.chunks[0]!.identity;
+    // Ten more lines the follower has not read (nobody pulls), then the rotation, then much more.
+    writer.write(10);
+    fs.copyFileSync(file, `${file}.1`);
+    fs.truncateSync(file, 0);
+    writer.write(200);
+    writer.close();
+    expect(fs.statSync(file).size).toBeGreaterThan(position);
+    await consumer.untilLines(230);
+    expectExactlyOnce(consumer, 230);
+    const fromCopy = consumer.chunks.filter((c) => c.identity === oldIdentity && c.startOffset >= position);
+    expect(fromCopy.map((c) => c.path)).toEqual([`${file}.1`]);
+    expect(fromCopy.flatMap((c) => c.lines.map((l) => seqOf(l.text)))).toEqual(Array.from({ length: 10 }, (_, i) => 20 + i));
+  });
+});
+
+describe('several rotations between two looks', () => {
+  it.each(['rename and create', 'copytruncate'])('reads the generation nobody saw (%s)', async (how) => {
+    const writer = new Writer(file);
+    writer.write(10);
+    const tail = await openTail();
+    const consumer = new Consumer(tail);
+    await consumer.untilLines(10);
+    // Nobody pulls, so the follower does not look while two rotations go by.
+    for (const suffix of ['.1', '.2']) {
+      writer.write(5);
+      if (how === 'copytruncate') {
+        fs.copyFileSync(file, `${file}${suffix}`);
+        fs.truncateSync(file, 0);
+      } else {
+        fs.renameSync(file, `${file}${suffix}`);
+        writer.reopen();
+      }
+    }
+    writer.write(5);
+    writer.close();
+    await consumer.untilLines(25);
+    expectExactlyOnce(consumer, 25);
+  });
+});
+
+describe('restart from the checkpoint', () => {
+  it('resumes exactly: an unacknowledged chunk cut at the end of the file is cut the same way again', async () => {
+    const writer = new Writer(file);
+    writer.write(10);
+    const a = await openTail();
+    const first = new Consumer(a, false);
+    const c1 = (await first.pull())!;
+    await a.ack(c1);
+    writer.write(5);
+    const c2 = (await first.pull())!;
+    expect(c2.lines.map((l) => seqOf(l.text))).toEqual([10, 11, 12, 13, 14]);
+    // c2 may have reached the sink but is not acknowledged; the file grows before the crash.
+    writer.write(5);
+    await a.close();
+
+    const b = await openTail();
+    const second = new Consumer(b);
+    const again = (await second.pull())!;
+    expect([again.identity, again.startOffset, again.endOffset]).toEqual([c2.identity, c2.startOffset, c2.endOffset]);
+    expect(again.lines).toEqual(c2.lines);
+    expect((await second.pull())?.lines.map((l) => seqOf(l.text))).toEqual([15, 16, 17, 18, 19]);
+    await b.close();
+
+    const stored = JSON.parse(fs.readFileSync(path.join(dataDir, 'checkpoints.json'), 'utf8'));
+    expect(stored.files[c1.identity]).toMatchObject({ source: file, path: file, offset: fs.statSync(file).size, cuts: [] });
+
+    writer.write(1);
+    writer.close();
+    const c = await openTail();
+    const third = new Consumer(c);
+    const last = (await third.pull())!;
+    expect(last.startOffset).toBe(second.chunks[1]!.endOffset);
+    expect(last.lines.map((l) => seqOf(l.text))).toEqual([20]);
+  });
+
+  it('finishes a file that rotated away while stopped, then reads the new one', async () => {
+    const writer = new Writer(file);
+    writer.write(10);
+    const a = await openTail();
+    const first = new Consumer(a);
+    await first.untilLines(10);
+    await a.close();
+    writer.write(5);
+    fs.renameSync(file, `${file}.1`);
+    writer.reopen();
+    writer.write(7);
+    writer.close();
+
+    const b = await openTail();
+    const second = new Consumer(b);
+    await second.untilLines(12);
+    const seqs = second.lines().map(seqOf);
+    expect(seqs).toEqual(Array.from({ length: 12 }, (_, i) => 10 + i));
+    expect(second.chunks[0]!.path).toBe(`${file}.1`);
+    expect(second.chunks[0]!.startOffset).toBe(first.chunks.at(-1)!.endOffset);
+  });
+
+  it('reads every generation of several rotations while stopped, but no older archive', async () => {
+    fs.writeFileSync(`${file}.3`, 'an archive from before the first start\n');
+    const writer = new Writer(file);
+    writer.write(10);
+    const a = await openTail();
+    const first = new Consumer(a);
+    await first.untilLines(10);
+    await a.close();
+    // Older than the checkpoint: an mtime comparison must not depend on sub-millisecond luck.
+    fs.utimesSync(`${file}.3`, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    for (const suffix of ['.2', '.1']) {
+      writer.write(4);
+      fs.renameSync(file, `${file}${suffix}`);
+      writer.reopen();
+    }
+    writer.write(3);
+    writer.close();
+
+    const b = await openTail();
+    const second = new Consumer(b);
+    await second.untilLines(11);
+    expect(second.lines().map(seqOf)).toEqual(Array.from({ length: 11 }, (_, i) => 10 + i));
+    expect(second.chunks.map((c) => path.basename(c.path))).toEqual(['access.log.2', 'access.log.1', 'access.log']);
+  });
+
+  it('finishes the copy of a file copytruncated while stopped', async () => {
+    const writer = new Writer(file);
+    writer.write(10);
+    const a = await openTail();
+    const first = new Consumer(a);
+    await first.untilLines(10);
+    await a.close();
+    writer.write(5);
+    fs.copyFileSync(file, `${file}-20251121`);
+    fs.truncateSync(file, 0);
+    writer.write(7);
+    writer.close();
+
+    const b = await openTail();
+    const second = new Consumer(b);
+    await second.untilLines(12);
+    expect(second.lines().map(seqOf)).toEqual(Array.from({ length: 12 }, (_, i) => 10 + i));
+  });
+
+  it.each(['rewritten in place', 'deleted and recreated'])('does not resume a checkpoint on a reused inode (%s)', async (how) => {
+    fs.writeFileSync(file, Array.from({ length: 10 }, (_, i) => `old line ${i}\n`).join(''));
+    const before = fs.statSync(file);
+    const a = await openTail();
+    const first = new Consumer(a);
+    await first.untilLines(10);
+    await a.close();
+    // Same line lengths, so the old offset even falls on a line boundary: only the identity tells.
+    const replacement = Array.from({ length: 20 }, (_, i) => `new line ${i}\n`).join('');
+    if (how === 'rewritten in place') {
+      fs.truncateSync(file, 0);
+      fs.appendFileSync(file, replacement);
+      expect(fs.statSync(file).ino).toBe(before.ino);
+    } else {
+      fs.unlinkSync(file);
+      fs.writeFileSync(file, replacement);
+    }
+    const b = await openTail();
+    const second = new Consumer(b);
+    await second.untilLines(20);
+    expect(second.lines()).toEqual(Array.from({ length: 20 }, (_, i) => `new line ${i}`));
+    expect(second.chunks[0]!.startOffset).toBe(0);
+  });
+});
+
+describe('backpressure', () => {
+  it('reads no further than the unacknowledged chunks allow on a 50 MB backlog, then delivers it all', async () => {
+    const lineCount = 50 * 8192;
+    const block = Buffer.from(Array.from({ length: 8192 }, (_, i) => `${String(i).padStart(8, '0')} ${'p'.repeat(118)}\n`).join(''));
+    const fd = fs.openSync(file, 'w');
+    for (let i = 0; i < 50; i++) fs.writeSync(fd, block);
+    fs.closeSync(fd);
+    const chunkMaxBytes = 1024 * 1024;
+    const heapBefore = process.memoryUsage().heapUsed;
+    const tail = await openTail({ chunkMaxBytes, chunkMaxLines: 100_000, maxInFlight: 2 });
+    const stalled = new Consumer(tail, false);
+    expect(await stalled.pull()).not.toBeNull();
+    expect(await stalled.pull()).not.toBeNull();
+    // The consumer stalls: the follower must not read on. This negative check needs a window.
+    expect(await stalled.pull(300)).toBeNull();
+    expect(tail.stats().inFlight).toBe(2);
+    expect(tail.stats().readBytes).toBeLessThanOrEqual(2 * (chunkMaxBytes + 64 * 1024));
+    expect(process.memoryUsage().heapUsed - heapBefore).toBeLessThan(32 * 1024 * 1024);
+
+    for (const c of stalled.chunks) await tail.ack(c);
+    let lines = stalled.chunks.reduce((n, c) => n + c.lines.length, 0);
+    while (lines < lineCount) {
+      const c = (await stalled.pull())!;
+      await tail.ack(c);
+      lines += c.lines.length;
+      expect(tail.stats().inFlight).toBe(0);
+    }
+    expect(lines).toBe(lineCount);
+    expect(stalled.chunks.every((c) => c.endOffset - c.startOffset <= chunkMaxBytes + 127)).toBe(true);
+    expect(tail.stats().lagBytes).toBe(0);
+    // Each byte read about once: cutting a chunk rereads at most one buffer.
+    expect(tail.stats().readBytes).toBeLessThan(fs.statSync(file).size * 1.1);
+  });
+
+  it('refuses acknowledgements out of order or twice', async () => {
+    fs.writeFileSync(file, 'a\n');
+    const tail = await openTail({ maxInFlight: 3 });
+    const consumer = new Consumer(tail, false);
+    const c1 = (await consumer.pull())!;
+    fs.appendFileSync(file, 'b\n');
+    const c2 = (await consumer.pull())!;
+    await expect(tail.ack(c2)).rejects.toThrow(/in order/);
+    await tail.ack(c1);
+    await expect(tail.ack(c1)).rejects.toThrow(/twice/);
+    await tail.ack(c2);
+  });
+});
+
+describe('checkpoint store', () => {
+  const entry = { source: 's', path: '/var/log/nginx/a.log', offset: 10, dev: 1, ino: 2, cuts: [] };
+
+  it('reloads what was written, after a restart', async () => {
+    const store = await CheckpointStore.open(dataDir, log);
+    await Promise.all(Array.from({ length: 50 }, (_, i) => store.set(`id${i}`, { ...entry, offset: i, cuts: [i + 5] })));
+    await store.set('id7', { ...entry, offset: 70, cuts: [] });
+    const again = await CheckpointStore.open(dataDir, log);
+    expect(again.list('s')).toHaveLength(50);
+    expect(again.get('id7')).toMatchObject({ ...entry, offset: 70, cuts: [] });
+    expect(again.get('id3')).toMatchObject({ offset: 3, cuts: [8] });
+    expect(again.list('other')).toEqual([]);
+  });
+
+  it('is not corrupted by a crash in the middle of a write (a leftover temporary file)', async () => {
+    const store = await CheckpointStore.open(dataDir, log);
+    await store.set('id', entry);
+    fs.writeFileSync(path.join(dataDir, 'checkpoints.json.tmp'), '{"version":1,"files":{"id":{"sou');
+    const again = await CheckpointStore.open(dataDir, log);
+    expect(again.get('id')).toMatchObject(entry);
+    expect(fs.existsSync(path.join(dataDir, 'checkpoints.json.tmp'))).toBe(false);
+    await again.set('id', { ...entry, offset: 11 });
+    expect((await CheckpointStore.open(dataDir, log)).get('id')?.offset).toBe(11);
+  });
+
+  it('refuses a checkpoint file that does not parse instead of starting over', async () => {
+    fs.mkdirSync(dataDir, { recursive: true });
+    fs.writeFileSync(path.join(dataDir, 'checkpoints.json'), '{"version":1,"files":{"id":{"offset":-1}}}');
+    await expect(CheckpointStore.open(dataDir, log)).rejects.toThrow(/checkpoints\.json is not valid/);
+  });
+
+  it('prunes old entries of files that are gone, and only those', async () => {
+    const store = await CheckpointStore.open(dataDir, log);
+    await store.set('gone', entry);
+    await store.set('present', entry);
+    await store.set('other-source', { ...entry, source: 't' });
+    expect(await store.prune('s', 60_000, async () => true)).toBe(0);
+    expect(await store.prune('s', 0, async (identity) => identity === 'gone')).toBe(1);
+    const again = await CheckpointStore.open(dataDir, log);
+    expect(again.get('gone')).toBeUndefined();
+    expect(again.get('present')).toBeDefined();
+    expect(again.get('other-source')).toBeDefined();
+  });
+
+  it('lets a follower prune the entry of a finished file that is gone', async () => {
+    const store = await CheckpointStore.open(dataDir, log);
+    await store.set('finished', { ...entry, source: file, path: path.join(dir, 'logs', 'access.log.9') });
+    fs.writeFileSync(file, 'x\n');
+    const tail = await openTail({ pruneAfterMs: 0 });
+    const consumer = new Consumer(tail);
+    await consumer.untilLines(1);
+    expect((await CheckpointStore.open(dataDir, log)).get('finished')).toBeUndefined();
+  });
+});
