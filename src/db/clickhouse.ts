@@ -1,11 +1,23 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
-import { createChdbConnection } from 'chdb/connection';
+import { createChdbConnection, type ChdbExtension } from 'chdb/connection';
 import type { Logger } from '../log.js';
 import { readMigrations, SQL_DIR } from './migrate.js';
 
-export type { ClickHouseClient };
+export type { ChdbExtension, ClickHouseClient };
+
+// chDB's own entry points (zero-copy raw inserts, streaming queries) of each embedded client.
+const chdbHandles = new WeakMap<ClickHouseClient, ChdbExtension>();
+
+/**
+ * The chDB engine behind an embedded client, for the paths `@clickhouse/client` cannot offer
+ * there (its insert turns the body into SQL text, its query buffers the whole result);
+ * undefined for a ClickHouse server.
+ */
+export function chdbOf(client: ClickHouseClient): ChdbExtension | undefined {
+  return chdbHandles.get(client);
+}
 
 /**
  * One `@clickhouse/client` API for both modes: a ClickHouse server at CLICKHOUSE_URL, or the
@@ -21,8 +33,11 @@ export async function openClickhouse(options: { clickhouseUrl?: string; dataDir:
   const dir = path.join(options.dataDir, 'clickhouse');
   await fs.mkdir(dir, { recursive: true });
   // chdb bundles its own copy of @clickhouse/client-common's types; the objects are compatible.
-  const connection = createChdbConnection({ path: dir }) as unknown as NonNullable<Parameters<typeof createClient>[0]>['connection'];
-  return createClient({ connection });
+  const chdb = createChdbConnection({ path: dir });
+  const connection = chdb as unknown as NonNullable<Parameters<typeof createClient>[0]>['connection'];
+  const client = createClient({ connection });
+  chdbHandles.set(client, chdb.chdb);
+  return client;
 }
 
 /** Values the ClickHouse migrations may name as `{{name}}`: validated configuration numbers, never user input. */

@@ -15,7 +15,7 @@ export const JWT_SECRET = 'test-secret-that-is-at-least-32-bytes-long!';
  * With DATABASE_URL set (CI's second run), each test file gets a database of its own on that
  * server, dropped afterwards; without it, the embedded PGlite under a temporary DATA_DIR.
  */
-async function freshDatabase(): Promise<{ url: string | undefined; drop: () => Promise<void> }> {
+export async function freshDatabase(): Promise<{ url: string | undefined; drop: () => Promise<void> }> {
   const serverUrl = process.env.DATABASE_URL;
   if (!serverUrl) return { url: undefined, drop: async () => {} };
   const name = `tailhouse_test_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
