@@ -3,6 +3,7 @@ import { authenticate } from '../src/auth/service.js';
 import type { Principal } from '../src/context.js';
 import { resolveDomain } from '../src/domains/service.js';
 import { ApiError } from '../src/http/errors.js';
+import { dedupToken, insertAccessBatch, insertErrorBatch } from '../ingest/sinks/clickhouse.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 
 let t: TestApp;
@@ -385,6 +386,25 @@ describe('update and delete (admin)', () => {
     expect((await listAll(admin.token, '&search=doomed')).domains).toEqual([]);
     const again = await adminCreates('doomed.example.net');
     expect(again.id).not.toBe(domain.id);
+  });
+
+  it('deleting a domain deletes its log rows in ClickHouse, and only its own', async () => {
+    const doomed = await adminCreates('logs-doomed.example.net', alice.id);
+    const kept = await adminCreates('logs-kept.example.net', alice.id);
+    const row = (domainId: number, i: number) => ({
+      domainId, id: 2 ** 32 + i, timestamp: Date.now() - 60_000, ipAddress: '192.0.2.1', method: 'GET', url: `/p/${i}`,
+      protocol: 'HTTP/1.1', statusCode: 200, responseSize: 1, referrer: '', userAgent: 'ua', responseTime: 1, host: null,
+    });
+    const ch = t.runtime.clickhouse;
+    await insertAccessBatch(ch, [row(doomed.id, 1), row(doomed.id, 2), row(kept.id, 3)], dedupToken('domains-test', 0, 3));
+    await insertErrorBatch(ch, [{ domainId: doomed.id, id: 2 ** 32 + 9, timestamp: Date.now() - 60_000, level: 'error', message: 'm', context: {} }], dedupToken('domains-test', 3, 4));
+    const count = async (table: string, domainId: number) => {
+      const result = await ch.query({ query: `SELECT count() AS n FROM ${table} WHERE domain_id = {d:UInt32}`, query_params: { d: domainId }, format: 'JSONEachRow' });
+      return Number((await result.json<{ n: string }>())[0]!.n);
+    };
+    expect([await count('access_logs', doomed.id), await count('error_logs', doomed.id), await count('access_logs', kept.id)]).toEqual([2, 1, 1]);
+    expect((await call(t.app, 'DELETE', `/api/domains/${doomed.id}`, { token: admin.token })).status).toBe(200);
+    expect([await count('access_logs', doomed.id), await count('error_logs', doomed.id), await count('access_logs', kept.id)]).toEqual([0, 0, 1]);
   });
 
   it('deleting the owner leaves the domain ownerless, visible to admins only', async () => {

@@ -3,6 +3,7 @@ import type { Principal, Services } from '../context.js';
 import { isUniqueViolation } from '../db/postgres.js';
 import { conflict, forbidden, invalidField, notFound } from '../http/errors.js';
 import type { Action, Resource } from '../users/permissions.js';
+import { deleteDomainLogs } from '../logs/store.js';
 import { findUserById } from '../users/store.js';
 import {
   deleteDomain as deleteDomainRow,
@@ -17,6 +18,7 @@ import {
 } from './store.js';
 
 type Deps = Pick<Services, 'db'>;
+type DeleteDeps = Pick<Services, 'db' | 'clickhouse' | 'log'>;
 
 const visibilityOf = (principal: Principal): Visibility =>
   principal.user.role === 'admin' ? { all: true } : { all: false, ownerId: principal.user.id };
@@ -93,10 +95,16 @@ export async function updateDomain(
   return toDomain(row);
 }
 
-/** Deletes the domain; rows that belong to it in Postgres go with it (foreign keys cascade). */
-export async function deleteDomain(deps: Deps, principal: Principal, domainId: number, client: ClientInfo): Promise<void> {
+/**
+ * Deletes the domain and everything of it: its log rows in ClickHouse first (should that fail,
+ * the domain is still there and the delete can be repeated), then the domain, whose Postgres rows
+ * go with it (foreign keys cascade).
+ */
+export async function deleteDomain(deps: DeleteDeps, principal: Principal, domainId: number, client: ClientInfo): Promise<void> {
   const domain = await resolveDomain(deps, principal, domainId);
   if (principal.user.role !== 'admin') throw forbidden();
+  await deleteDomainLogs(deps.clickhouse, domainId);
   await deleteDomainRow(deps.db, domainId);
+  deps.log.info({ domainId, domain: domain.name }, 'domain and its logs deleted');
   await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.delete', resource: `domains/${domainId}`, details: `Deleted domain ${domain.name}` }, client);
 }
