@@ -273,6 +273,19 @@ const timed = <T>(t: Timing, key: keyof Timing, f: () => T): T => {
   t[key] += performance.now() - s;
   return v;
 };
+/** The whole file as one Readable of TSV, parsed and built 10,000 lines at a time. */
+function tsvStream(file: string, t: Timing): Readable {
+  return Readable.from(
+    (function* () {
+      for (const lines of lineBatches(file, 10_000)) {
+        const rows = timed(t, 'parseMs', () => parse(lines));
+        yield timed(t, 'buildMs', () => accessTsv(rows));
+      }
+    })(),
+    { objectMode: false },
+  );
+}
+
 const timedAsync = async (t: Timing, key: keyof Timing, f: () => Promise<unknown>) => {
   const s = performance.now();
   await f();
@@ -362,15 +375,7 @@ const VARIANTS: Variant[] = [
     what: '@clickhouse/client insert(), one Readable of TSV for the whole file',
     batch: 0,
     whole: async (ctx, t) => {
-      const source = Readable.from(
-        (function* () {
-          for (const lines of lineBatches(ctx.file, 10_000)) {
-            const rows = timed(t, 'parseMs', () => parse(lines));
-            yield timed(t, 'buildMs', () => accessTsv(rows));
-          }
-        })(),
-        { objectMode: false },
-      );
+      const source = tsvStream(ctx.file, t);
       await timedAsync(t, 'insertMs', () => ctx.client.insert({ table: 'access_logs', columns: [...COLUMNS], values: source, format: 'TabSeparated', clickhouse_settings: SETTINGS }));
     },
   },
@@ -385,15 +390,7 @@ const VARIANTS: Variant[] = [
     what: 'chdb streamInsert(), Readable of TSV (8 MiB chunks)',
     batch: 0,
     whole: async (ctx, t) => {
-      const source = Readable.from(
-        (function* () {
-          for (const lines of lineBatches(ctx.file, 10_000)) {
-            const rows = timed(t, 'parseMs', () => parse(lines));
-            yield timed(t, 'buildMs', () => accessTsv(rows));
-          }
-        })(),
-        { objectMode: false },
-      );
+      const source = tsvStream(ctx.file, t);
       await timedAsync(t, 'insertMs', () => ctx.chdb.streamInsert({ table: 'access_logs', columns: COLUMNS, values: source, format: 'TabSeparated', settings: SETTINGS }));
     },
   },

@@ -19,7 +19,7 @@ import { sql } from '../src/db/sql.js';
  * Capacity: 2,097,151 segments per domain. A log rotated hourly, access and error file, uses 48
  * a day: 119 years. A file larger than 4 GiB takes one segment per 4 GiB.
  */
-export const SEGMENT_BITS = 32;
+const SEGMENT_BITS = 32;
 const SEGMENT_SIZE = 2 ** SEGMENT_BITS;
 export const MAX_SEGMENT_NUMBER = 2 ** (53 - SEGMENT_BITS) - 1;
 
@@ -67,15 +67,17 @@ export function createIdAllocator(db: Db): IdAllocator {
       }
       const first = segmentIndex(startOffset);
       const last = segmentIndex(Math.max(startOffset, endOffset - 1));
-      const numbers = new Map<string, number>();
+      // Per domain, the numbers of the batch's segments from `first` on: the id function runs once
+      // per line, so it does two array/map lookups and builds no key strings.
+      const numbers = new Map<number, number[]>();
       for (const domainId of new Set(domainIds)) {
-        for (let segment = first; segment <= last; segment++) {
-          numbers.set(key(domainId, identity, segment), await number(domainId, identity, segment));
-        }
+        const segments: number[] = [];
+        for (let segment = first; segment <= last; segment++) segments.push(await number(domainId, identity, segment));
+        numbers.set(domainId, segments);
       }
       return (domainId, offset) => {
-        const n = numbers.get(key(domainId, identity, segmentIndex(offset)));
-        if (n === undefined || offset < startOffset || offset >= endOffset) {
+        const n = offset >= startOffset && offset < endOffset ? numbers.get(domainId)?.[segmentIndex(offset) - first] : undefined;
+        if (n === undefined) {
           throw new RangeError(`offset ${offset} of domain ${domainId} is outside the batch [${startOffset}, ${endOffset})`);
         }
         return entryId(n, offset);

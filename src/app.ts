@@ -8,7 +8,7 @@ import { docsRoutes } from './docs/routes.js';
 import { domainsRoutes } from './domains/routes.js';
 import { healthRoutes } from './health/routes.js';
 import { clientInfo } from './http/client-info.js';
-import { handleError } from './http/errors.js';
+import { handleError, payloadTooLarge } from './http/errors.js';
 import { usersRoutes } from './users/routes.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -25,11 +25,7 @@ export function createApp(services: Services) {
     log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10, ip: c.var.client.ipAddress }, 'request');
   });
   app.use('*', secureHeaders({ crossOriginResourcePolicy: false }));
-  const limitBody = bodyLimit({
-    maxSize: MAX_BODY_BYTES,
-    // The rest of the body is never read, so the connection cannot carry another request (as nginx does).
-    onError: (c) => c.json({ success: false, error: 'Request body too large (limit 1 MiB)' }, 413, { Connection: 'close' }),
-  });
+  const limitBody = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: payloadTooLarge });
   // GET and HEAD handlers never read a body; merely asking whether there is one makes the node
   // adapter build a full Request object, a tenth of the CPU of an authenticated GET (bench/auth).
   app.use('/api/*', (c, next) => (c.req.method === 'GET' || c.req.method === 'HEAD' ? next() : limitBody(c, next)));

@@ -460,6 +460,15 @@ describe('several rotations between two looks', () => {
   });
 });
 
+/** A first run of the follower: reads (and acknowledges) `count` lines, then stops. */
+async function runUntilLines(count: number): Promise<Consumer> {
+  const tail = await openTail();
+  const consumer = new Consumer(tail);
+  await consumer.untilLines(count);
+  await tail.close();
+  return consumer;
+}
+
 describe('restart from the checkpoint', () => {
   it('resumes exactly: an unacknowledged chunk cut at the end of the file is cut the same way again', async () => {
     const writer = new Writer(file);
@@ -498,10 +507,7 @@ describe('restart from the checkpoint', () => {
   it('finishes a file that rotated away while stopped, then reads the new one', async () => {
     const writer = new Writer(file);
     writer.write(10);
-    const a = await openTail();
-    const first = new Consumer(a);
-    await first.untilLines(10);
-    await a.close();
+    const first = await runUntilLines(10);
     writer.write(5);
     fs.renameSync(file, `${file}.1`);
     writer.reopen();
@@ -521,10 +527,7 @@ describe('restart from the checkpoint', () => {
     fs.writeFileSync(`${file}.3`, 'an archive from before the first start\n');
     const writer = new Writer(file);
     writer.write(10);
-    const a = await openTail();
-    const first = new Consumer(a);
-    await first.untilLines(10);
-    await a.close();
+    const first = await runUntilLines(10);
     // Older than the checkpoint: an mtime comparison must not depend on sub-millisecond luck.
     fs.utimesSync(`${file}.3`, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
     for (const suffix of ['.2', '.1']) {
@@ -545,10 +548,7 @@ describe('restart from the checkpoint', () => {
   it('finishes the copy of a file copytruncated while stopped', async () => {
     const writer = new Writer(file);
     writer.write(10);
-    const a = await openTail();
-    const first = new Consumer(a);
-    await first.untilLines(10);
-    await a.close();
+    const first = await runUntilLines(10);
     writer.write(5);
     fs.copyFileSync(file, `${file}-20251121`);
     fs.truncateSync(file, 0);
@@ -564,10 +564,7 @@ describe('restart from the checkpoint', () => {
   it.each(['rewritten in place', 'deleted and recreated'])('does not resume a checkpoint on a reused inode (%s)', async (how) => {
     fs.writeFileSync(file, Array.from({ length: 10 }, (_, i) => `old line ${i}\n`).join(''));
     const before = fs.statSync(file);
-    const a = await openTail();
-    const first = new Consumer(a);
-    await first.untilLines(10);
-    await a.close();
+    const first = await runUntilLines(10);
     // Same line lengths, so the old offset even falls on a line boundary: only the identity tells.
     const replacement = Array.from({ length: 20 }, (_, i) => `new line ${i}\n`).join('');
     if (how === 'rewritten in place') {

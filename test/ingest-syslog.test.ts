@@ -92,6 +92,12 @@ function write(socket: net.Socket, data: string | Buffer): Promise<void> {
 const messages = (events: SyslogEvent[]) => events.filter((e): e is SyslogMessage => e.kind === 'message');
 const malformed = (events: SyslogEvent[]) => events.filter((e): e is SyslogMalformed => e.kind === 'malformed');
 
+
+/** The ISO time a parser gives a header time `Mmm dd hh:mm:ss` received at `at`, or its reason. */
+const headerTime = (parse: ReturnType<typeof createSyslogParser>) => (text: string, at: number) => {
+  const result = parse(`<190>${text} web1 nginx: x`, at);
+  return result.ok ? new Date(result.entry.timestamp).toISOString() : result.reason;
+};
 describe('RFC 3164 parsing of what nginx sends', () => {
   const received = Date.UTC(2026, 10, 21, 8, 15, 31);
 
@@ -137,11 +143,7 @@ describe('RFC 3164 parsing of what nginx sends', () => {
   });
 
   it('infers the year around New Year, both ways, and keeps Feb 29 in its leap year', () => {
-    const parse = createSyslogParser();
-    const timeOf = (text: string, at: number) => {
-      const result = parse(`<190>${text} web1 nginx: x`, at);
-      return result.ok ? new Date(result.entry.timestamp).toISOString() : result.reason;
-    };
+    const timeOf = headerTime(createSyslogParser());
     // Sent just before midnight, received just after.
     expect(timeOf('Dec 31 23:59:59', Date.UTC(2027, 0, 1, 0, 0, 2))).toBe('2026-12-31T23:59:59.000Z');
     // The sender's clock a little ahead of ours.
@@ -151,11 +153,7 @@ describe('RFC 3164 parsing of what nginx sends', () => {
   });
 
   it('reads the header time in the configured zone, across daylight saving time', () => {
-    const parse = createSyslogParser('Europe/Paris');
-    const timeOf = (text: string, at: number) => {
-      const result = parse(`<190>${text} web1 nginx: x`, at);
-      return result.ok ? new Date(result.entry.timestamp).toISOString() : result.reason;
-    };
+    const timeOf = headerTime(createSyslogParser('Europe/Paris'));
     expect(timeOf('Jan 15 12:00:00', Date.UTC(2026, 0, 15, 11, 0, 1))).toBe('2026-01-15T11:00:00.000Z');
     // 29 March 2026: Paris moves from +01:00 to +02:00 at 02:00 local time.
     expect(timeOf('Mar 29 01:30:00', Date.UTC(2026, 2, 29, 0, 30, 1))).toBe('2026-03-29T00:30:00.000Z');

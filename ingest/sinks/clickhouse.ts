@@ -250,7 +250,7 @@ const QUOTED_SPECIAL_ALL = /[\t\n\r\\\0']/g;
 const ESCAPES: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r', '\\': '\\\\', '\0': '\\0', "'": "\\'" };
 const escapeChar = (c: string) => ESCAPES[c]!;
 
-export function tsvString(s: string): string {
+function tsvString(s: string): string {
   return TSV_SPECIAL.test(s) ? s.replace(TSV_SPECIAL_ALL, escapeChar) : s;
 }
 

@@ -25,7 +25,7 @@ export const conflict = (message: string) => new ApiError(409, message);
 export const invalidField = (field: string, message: string) => new ApiError(422, 'Validation failed', { [field]: message });
 
 /** Maps zod issues to `details`: one message per field, the first issue of each field winning. */
-export function validationDetails(error: ZodError): Record<string, string> {
+function validationDetails(error: ZodError): Record<string, string> {
   const details: Record<string, string> = {};
   for (const issue of error.issues) {
     if (issue.code === 'unrecognized_keys') {
@@ -43,9 +43,15 @@ export function validationFailed(error: ZodError): ApiError {
   return new ApiError(422, 'Validation failed', validationDetails(error));
 }
 
-export function errorBody(err: ApiError) {
+function errorBody(err: ApiError) {
   return err.details ? { success: false as const, error: err.message, details: err.details } : { success: false as const, error: err.message };
 }
+
+/**
+ * The 413 answer. The rest of the body is never read, so the connection cannot carry another
+ * request: it is closed, as nginx does.
+ */
+export const payloadTooLarge = (c: Context) => c.json({ success: false, error: 'Request body too large (limit 1 MiB)' }, 413, { Connection: 'close' });
 
 /** Turns anything thrown in a handler into the envelope; never a stack trace to the caller. */
 export function handleError(err: Error, c: Context, log: Logger): Response {
@@ -55,7 +61,7 @@ export function handleError(err: Error, c: Context, log: Logger): Response {
   }
   if (err instanceof HTTPException) {
     const status = err.status;
-    if (status === 413) return c.json({ success: false, error: 'Request body too large (limit 1 MiB)' }, 413, { Connection: 'close' });
+    if (status === 413) return payloadTooLarge(c);
     if (status === 415 || status === 400) {
       // Hono's validator raises 400 for malformed JSON and 415 for another content type.
       return c.json({ success: false, error: 'Request body must be valid JSON (Content-Type: application/json)' }, 400);
