@@ -3,13 +3,10 @@ import { pino } from 'pino';
 import { insertApiToken, listApiTokens, revokeApiToken } from './auth/store.js';
 import { PERSONAL_TOKEN_PREFIX, randomToken, tokenHash } from './auth/tokens.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { migrateClickhouse, openClickhouse } from './db/clickhouse.js';
-import { migratePostgres } from './db/migrate.js';
-import { openDb } from './db/postgres.js';
 import { findDomainByName, insertDomain } from './domains/store.js';
 import { domainNameField } from './domains/schemas.js';
 import { createLogger, type Logger } from './log.js';
-import { lockDataDir, openRuntime, type Runtime } from './runtime.js';
+import { openRuntime, openStores, type Runtime } from './runtime.js';
 import { runServer } from './server.js';
 import { createUserRecord } from './users/service.js';
 import { emailField, passwordField } from './users/schemas.js';
@@ -54,7 +51,7 @@ const program = new Command('tailhouse').description('nginx log analytics for ho
 
 program
   .command('serve')
-  .description('serve the API (embedded mode: also runs the alert evaluator and ingest sources)')
+  .description('serve the API')
   .action(async () => {
     const { config, log } = setup();
     await runServer(config, log);
@@ -65,25 +62,10 @@ program
   .description('apply pending Postgres and ClickHouse migrations, then exit')
   .action(async () => {
     const { config, log } = setup(toStderr());
-    // Embedded stores bind DATA_DIR to one process: never migrate under a running `serve`.
-    const unlock = !config.databaseUrl || !config.clickhouseUrl ? lockDataDir(config.dataDir) : () => {};
-    try {
-      const db = await openDb(config);
-      try {
-        const pg = await migratePostgres(db, log);
-        const clickhouse = await openClickhouse(config);
-        try {
-          const ch = await migrateClickhouse(clickhouse, log, { LOG_RETENTION_DAYS: config.logRetentionDays });
-          process.stdout.write(`applied ${pg} Postgres and ${ch} ClickHouse migrations\n`);
-        } finally {
-          await clickhouse.close();
-        }
-      } finally {
-        await db.close();
-      }
-    } finally {
-      unlock();
-    }
+    // Through openStores, so an embedded DATA_DIR in use by a running `serve` is refused.
+    const stores = await openStores(config, log);
+    await stores.close();
+    process.stdout.write(`applied ${stores.applied.postgres} Postgres and ${stores.applied.clickhouse} ClickHouse migrations\n`);
   });
 
 const users = program.command('users').description('manage users');

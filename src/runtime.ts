@@ -4,7 +4,7 @@ import path from 'node:path';
 import { loadJwtSecret } from './auth/tokens.js';
 import type { Config } from './config.js';
 import type { Services } from './context.js';
-import { migrateClickhouse, openClickhouse } from './db/clickhouse.js';
+import { migrateClickhouse, openClickhouse, type ClickHouseClient } from './db/clickhouse.js';
 import { migratePostgres } from './db/migrate.js';
 import { openDb, type Db } from './db/postgres.js';
 import { sql } from './db/sql.js';
@@ -20,7 +20,7 @@ export interface Runtime extends Services {
  * Embedded PGlite and chDB each bind their data directory to one process; a pid file makes a
  * second process fail with a clear message instead of corrupting the stores.
  */
-export function lockDataDir(dataDir: string): () => void {
+function lockDataDir(dataDir: string): () => void {
   fs.mkdirSync(dataDir, { recursive: true });
   const file = path.join(dataDir, 'tailhouse.pid');
   try {
@@ -70,11 +70,24 @@ export async function bootstrapAdmin(db: Db, config: Config, log: Logger, announ
   });
 }
 
-/** Opens both stores (applying migrations), the mailer and the token secret. */
-export async function openRuntime(config: Config, log: Logger, announce: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<Runtime> {
+/** Both stores, migrated, with what the migrations applied and one close for all. */
+export interface Stores {
+  db: Db;
+  clickhouse: ClickHouseClient;
+  applied: { postgres: number; clickhouse: number };
+  /** Closes what was opened, in reverse order; closing twice is harmless. */
+  close(): Promise<void>;
+  /** Runs on close, before the stores close (for what was opened on top of them). */
+  onClose(closer: () => Promise<void> | void): void;
+}
+
+/**
+ * Locks DATA_DIR when an embedded store is in use, opens both stores and applies their pending
+ * migrations: the common start of `serve`, the other commands and `migrate`.
+ */
+export async function openStores(config: Config, log: Logger): Promise<Stores> {
   const embedded = !config.databaseUrl || !config.clickhouseUrl;
-  const unlock = embedded ? lockDataDir(config.dataDir) : () => {};
-  const closers: (() => Promise<void> | void)[] = [unlock];
+  const closers: (() => Promise<void> | void)[] = [embedded ? lockDataDir(config.dataDir) : () => {}];
   // Closing twice (a signal during shutdown, a test's cleanup) is harmless.
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -84,13 +97,24 @@ export async function openRuntime(config: Config, log: Logger, announce: (line: 
   try {
     const db = await openDb(config);
     closers.push(() => db.close());
-    await migratePostgres(db, log);
+    const postgres = await migratePostgres(db, log);
     const clickhouse = await openClickhouse(config);
     closers.push(() => clickhouse.close());
-    await migrateClickhouse(clickhouse, log, { LOG_RETENTION_DAYS: config.logRetentionDays });
+    const applied = { postgres, clickhouse: await migrateClickhouse(clickhouse, log, { LOG_RETENTION_DAYS: config.logRetentionDays }) };
+    return { db, clickhouse, applied, close, onClose: (closer) => closers.push(closer) };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+/** Opens both stores (applying migrations), the mailer and the token secret. */
+export async function openRuntime(config: Config, log: Logger, announce: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<Runtime> {
+  const { db, clickhouse, close, onClose } = await openStores(config, log);
+  try {
     const jwtSecret = await loadJwtSecret(config.jwtSecret, config.dataDir);
     const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, outboxDir: path.join(config.dataDir, 'outbox'), log });
-    closers.push(() => mailer.close());
+    onClose(() => mailer.close());
     await bootstrapAdmin(db, config, log, announce);
     return { config, log, db, clickhouse, mailer, jwtSecret, close };
   } catch (err) {

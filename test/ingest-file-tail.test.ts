@@ -527,7 +527,7 @@ describe('restart from the checkpoint', () => {
     fs.writeFileSync(`${file}.3`, 'an archive from before the first start\n');
     const writer = new Writer(file);
     writer.write(10);
-    const first = await runUntilLines(10);
+    await runUntilLines(10);
     // Older than the checkpoint: an mtime comparison must not depend on sub-millisecond luck.
     fs.utimesSync(`${file}.3`, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
     for (const suffix of ['.2', '.1']) {
@@ -548,7 +548,7 @@ describe('restart from the checkpoint', () => {
   it('finishes the copy of a file copytruncated while stopped', async () => {
     const writer = new Writer(file);
     writer.write(10);
-    const first = await runUntilLines(10);
+    await runUntilLines(10);
     writer.write(5);
     fs.copyFileSync(file, `${file}-20251121`);
     fs.truncateSync(file, 0);
@@ -564,7 +564,7 @@ describe('restart from the checkpoint', () => {
   it.each(['rewritten in place', 'deleted and recreated'])('does not resume a checkpoint on a reused inode (%s)', async (how) => {
     fs.writeFileSync(file, Array.from({ length: 10 }, (_, i) => `old line ${i}\n`).join(''));
     const before = fs.statSync(file);
-    const first = await runUntilLines(10);
+    await runUntilLines(10);
     // Same line lengths, so the old offset even falls on a line boundary: only the identity tells.
     const replacement = Array.from({ length: 20 }, (_, i) => `new line ${i}\n`).join('');
     if (how === 'rewritten in place') {

@@ -150,8 +150,10 @@ export async function changePassword(
     if (!body.currentPassword) throw invalidField('currentPassword', 'is required');
     if (!(await verifyPassword(target.password_hash, body.currentPassword))) throw invalidField('currentPassword', 'is incorrect');
   }
+  // Hashed before the transaction: argon2 takes milliseconds that a held connection need not wait.
+  const passwordHash = await hashPassword(body.newPassword);
   await deps.db.transaction(async (tx) => {
-    await setPasswordHash(tx, id, await hashPassword(body.newPassword));
+    await setPasswordHash(tx, id, passwordHash);
     await recordActivity(tx, { userId: principal.user.id, action: 'password.change', resource: `users/${id}`, details: self ? 'Changed own password' : `Changed the password of user ${id}` }, client);
   });
 }
