@@ -48,7 +48,8 @@ import fsp, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../../src/log.js';
 import type { Checkpoint, CheckpointStore, CheckpointUpdate } from '../checkpoints.js';
-import type { LineChunk, SourceLine } from '../types.js';
+import type { LineChunk } from '../types.js';
+import { DEFAULT_CUT_LIMITS, LineCutter, type Cut, type OverlongScan } from './line-cutter.js';
 import { inspectPath, isMissing, readIdentity, relate, type FoundFile } from './file-identity.js';
 
 export interface FileTailOptions {
@@ -86,14 +87,6 @@ export interface FileTailStats {
   openFiles: number;
 }
 
-type Overlong = LineChunk['overlong'][number];
-
-/** A line longer than the limit whose newline has not been read yet. */
-interface OverlongScan {
-  head: string;
-  /** File offset up to which it has been read. */
-  scanned: number;
-}
 
 interface Position {
   lineStart: number;
@@ -137,11 +130,7 @@ interface Progress {
   ino: number;
 }
 
-interface Scan {
-  lines: SourceLine[];
-  overlong: Overlong[];
-  /** Where the next line starts. */
-  lineStart: number;
+interface Scan extends Cut {
   /** An overlong line still missing its newline at the end. */
   pending: OverlongScan | null;
   /** Stopped at the end of the file rather than at a chunk limit or a recorded cut. */
@@ -150,7 +139,6 @@ interface Scan {
 
 const NEWLINE = 0x0a;
 const READ_BUFFER_BYTES = 64 * 1024;
-const OVERLONG_HEAD_BYTES = 1024;
 const WATCH_RETRY_MS = 5_000;
 /**
  * File systems stamp modification times from a coarse clock (ext4: one scheduler tick behind), so
@@ -167,9 +155,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private readonly store: CheckpointStore;
   private readonly log: Logger;
   private readonly startAt: 'beginning' | 'end';
-  private readonly maxLineBytes: number;
-  private readonly chunkMaxLines: number;
-  private readonly chunkMaxBytes: number;
+  private readonly cutter: LineCutter;
   private readonly maxInFlight: number;
   private readonly pollMs: number;
   private readonly rotatedIdleMs: number;
@@ -203,9 +189,11 @@ export class FileTail implements AsyncIterable<LineChunk> {
     this.store = options.checkpoints;
     this.log = options.log.child({ component: 'file-tail', source: this.source });
     this.startAt = options.startAt ?? 'beginning';
-    this.maxLineBytes = options.maxLineBytes ?? 64 * 1024;
-    this.chunkMaxLines = options.chunkMaxLines ?? 20_000;
-    this.chunkMaxBytes = options.chunkMaxBytes ?? 4 * 1024 * 1024;
+    this.cutter = new LineCutter({
+      maxLineBytes: options.maxLineBytes ?? DEFAULT_CUT_LIMITS.maxLineBytes,
+      chunkMaxLines: options.chunkMaxLines ?? DEFAULT_CUT_LIMITS.chunkMaxLines,
+      chunkMaxBytes: options.chunkMaxBytes ?? DEFAULT_CUT_LIMITS.chunkMaxBytes,
+    });
     this.maxInFlight = options.maxInFlight ?? 2;
     this.pollMs = options.pollMs ?? 200;
     this.rotatedIdleMs = options.rotatedIdleMs ?? 5_000;
@@ -615,45 +603,14 @@ export class FileTail implements AsyncIterable<LineChunk> {
    * next read (an overlong one keeps only its head and how far it has been scanned).
    */
   private async scan(t: Tracked, cutAt: number): Promise<Scan> {
-    const start = t.lineStart;
-    const lines: SourceLine[] = [];
-    const overlong: Overlong[] = [];
-    let lineStart = start;
-    // Non-null while the line in progress is overlong.
-    let head: string | null = t.overlong?.head ?? null;
-    // The line in progress, when it started in an earlier buffer (copies: the buffer is reused).
-    let pieces: Buffer[] = [];
-    let pos = t.overlong?.scanned ?? start;
+    const cutter = this.cutter;
+    cutter.begin(t.lineStart, cutAt, t.overlong);
+    let pos = t.overlong?.scanned ?? t.lineStart;
     for (;;) {
       const { bytesRead } = await t.fh.read(this.buffer, 0, this.buffer.length, pos);
-      if (bytesRead === 0) return { lines, overlong, lineStart, pending: head === null ? null : { head, scanned: pos }, eof: true };
+      if (bytesRead === 0) return { ...cutter.cut(), pending: cutter.pendingOverlong(pos), eof: true };
       this.readBytes += bytesRead;
-      const view = this.buffer.subarray(0, bytesRead);
-      let from = 0;
-      for (let nl = view.indexOf(NEWLINE); nl !== -1; nl = view.indexOf(NEWLINE, from)) {
-        const length = pos + nl - lineStart;
-        if (head !== null || length > this.maxLineBytes) {
-          overlong.push({ offset: lineStart, length, head: head ?? headOf([...pieces, view.subarray(from, nl)]) });
-        } else {
-          const text = pieces.length === 0 ? view.toString('utf8', from, nl) : Buffer.concat([...pieces, view.subarray(from, nl)]).toString('utf8');
-          lines.push({ offset: lineStart, text });
-        }
-        head = null;
-        pieces = [];
-        lineStart = pos + nl + 1;
-        from = nl + 1;
-        if (lines.length + overlong.length >= this.chunkMaxLines || lineStart - start >= this.chunkMaxBytes || lineStart >= cutAt) {
-          return { lines, overlong, lineStart, pending: null, eof: false };
-        }
-      }
-      if (head === null && from < bytesRead) {
-        if (pos + bytesRead - lineStart > this.maxLineBytes) {
-          head = headOf([...pieces, view.subarray(from)]);
-          pieces = [];
-        } else {
-          pieces.push(Buffer.from(view.subarray(from)));
-        }
-      }
+      if (cutter.feed(this.buffer.subarray(0, bytesRead), pos) !== -1) return { ...cutter.cut(), pending: null, eof: false };
       pos += bytesRead;
     }
   }
@@ -758,10 +715,4 @@ async function lastLineEnd(fh: FileHandle, size: number): Promise<number> {
     end = start;
   }
   return 0;
-}
-
-/** The first bytes of a line given in pieces, as text (a multi-byte character cut at the end shows as U+FFFD). */
-function headOf(parts: Buffer[]): string {
-  const total = parts.reduce((n, b) => n + b.length, 0);
-  return Buffer.concat(parts, Math.min(total, OVERLONG_HEAD_BYTES)).toString('utf8');
 }
