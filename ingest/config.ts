@@ -9,6 +9,7 @@ import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Docume
 import { z } from 'zod';
 import { ConfigError } from '../src/config.js';
 import { HOST_NAME } from '../src/formats.js';
+import { compileAccessFormat } from './parsers/access-format.js';
 
 export type StartAt = 'beginning' | 'end';
 export type LogType = 'access' | 'error';
@@ -68,7 +69,7 @@ const PATH_RULE = 'must be a file path';
 /** nginx refuses any other `tag=` (ngx_syslog.c: alphanumerics and underscore, at most 32). */
 const SYSLOG_TAG = /^[A-Za-z0-9_]{1,32}$/;
 
-function isTimeZone(zone: string): boolean {
+export function isTimeZone(zone: string): boolean {
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: zone });
     return true;
@@ -238,6 +239,29 @@ function duplicatePaths(sources: FileSource[]): Problem[] {
   return problems;
 }
 
+/**
+ * Formats the compiler refuses, and formats that leave a line without a domain: with no `domain`,
+ * an access line picks it with `$host` (or `$server_name`), so the format must have one.
+ */
+function formatProblems(config: IngestConfig): Problem[] {
+  const check = (at: Path, format: string, domain: string | null): Problem[] => {
+    try {
+      const parser = compileAccessFormat(format);
+      if (domain === null && !parser.hasHost) {
+        return [{ path: at, message: 'has no $host or $server_name to pick each line\'s domain: add one, or give the source a domain' }];
+      }
+      return [];
+    } catch (err) {
+      return [{ path: at, message: (err as Error).message }];
+    }
+  };
+  const problems = config.sources.flatMap((s, i) => (s.access === null ? [] : check(['sources', i, 'format'], s.format, s.domain)));
+  for (const [tag, route] of config.syslog?.tags ?? []) {
+    if (route.type === 'access') problems.push(...check(['syslog', 'tags', tag, 'format'], route.format, route.domain));
+  }
+  return problems;
+}
+
 function toConfig(parsed: ParsedConfig, file: string): IngestConfig {
   const dir = path.dirname(file);
   const sources = parsed.sources.map(
@@ -286,7 +310,7 @@ export function parseIngestConfig(text: string, file: string): IngestConfig {
   const parsed = configSchema.safeParse(data ?? {});
   const problems = parsed.success ? [] : zodProblems(parsed.error, data);
   const config = parsed.success ? toConfig(parsed.data, absolute) : null;
-  if (config) problems.push(...duplicatePaths(config.sources));
+  if (config) problems.push(...duplicatePaths(config.sources), ...formatProblems(config));
   if (problems.length > 0 || !config) {
     const located = problems.map((p) => ({ ...p, line: lineOf(doc, lines, p.path) }));
     // In file order, as an editor shows them.

@@ -30,6 +30,13 @@ export function entryId(segmentNumber: number, offset: number): number {
   return segmentNumber * SEGMENT_SIZE + (offset % SEGMENT_SIZE);
 }
 
+/** The domain a batch was routed to was deleted since: route the batch again. */
+export class UnknownDomainError extends Error {
+  constructor(readonly domainId: number) {
+    super(`domain ${domainId} does not exist`);
+  }
+}
+
 /** Turns (domain, offset) into an id for the lines of one batch; see IdAllocator.forBatch. */
 export type IdOf = (domainId: number, offset: number) => number;
 
@@ -102,7 +109,7 @@ async function segmentNumber(db: Db, domainId: number, identity: string, segment
   if (known !== undefined) return known;
   return db.transaction(async (tx) => {
     const [domain] = await tx.query(sql`select id from domains where id = ${domainId} for update`);
-    if (!domain) throw new Error(`domain ${domainId} does not exist`);
+    if (!domain) throw new UnknownDomainError(domainId);
     const again = await find(tx);
     if (again !== undefined) return again;
     const [row] = await tx.query<{ number: number }>(sql`

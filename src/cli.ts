@@ -8,6 +8,11 @@ import { domainNameField } from './domains/schemas.js';
 import { createLogger, type Logger } from './log.js';
 import { openRuntime, openStores, type Runtime } from './runtime.js';
 import { runServer } from './server.js';
+import { stopOnSignals } from './shutdown.js';
+import { loadIngestConfig } from '../ingest/config.js';
+import { ImportError, importFiles } from '../ingest/import.js';
+import { startIngest } from '../ingest/worker.js';
+import { importOptionsSchema, importProgress, importReport } from './cli-import.js';
 import { createUserRecord } from './users/service.js';
 import { emailField, passwordField } from './users/schemas.js';
 import { findUserByEmail } from './users/store.js';
@@ -66,6 +71,56 @@ program
     const stores = await openStores(config, log);
     await stores.close();
     process.stdout.write(`applied ${stores.applied.postgres} Postgres and ${stores.applied.clickhouse} ClickHouse migrations\n`);
+  });
+
+program
+  .command('ingest')
+  .description('the ingest worker: follow the files and syslog inputs of an ingest config into ClickHouse (CONTRACT §6)')
+  .requiredOption('--config <file>', 'the ingest config (YAML)')
+  .action(async (opts: { config: string }) => {
+    const { config, log } = setup();
+    const ingestConfig = await loadIngestConfig(opts.config);
+    const stores = await openStores(config, log);
+    try {
+      const worker = await startIngest(ingestConfig, { db: stores.db, clickhouse: stores.clickhouse, log, dataDir: config.dataDir, statsIntervalMs: config.ingestStatsIntervalMs });
+      stopOnSignals(log, async () => {
+        await worker.close();
+        await stores.close();
+      });
+    } catch (err) {
+      await stores.close();
+      throw err;
+    }
+  });
+
+program
+  .command('import')
+  .description('backfill finished log files (rotated, archived, .gz) into ClickHouse; running it again adds nothing twice')
+  .argument('<files...>', 'log files, plain or gzip-compressed')
+  .option('--domain <name>', 'the registered domain of the lines (default: each access line\'s $host)')
+  .addOption(new Option('--type <type>', 'what the files hold').choices(['access', 'error']).default('access'))
+  .option('--format <format>', 'access logs: combined, main or the nginx log_format string', 'combined')
+  .option('--timezone <zone>', 'error logs: the IANA zone of their times', 'UTC')
+  .action(async (files: string[], opts: { domain?: string; type: 'access' | 'error'; format: string; timezone: string }) => {
+    const options = parseWith(importOptionsSchema, opts, 'import:');
+    const { config, log } = setup(toStderr());
+    const stores = await openStores(config, log);
+    const abort = new AbortController();
+    process.once('SIGINT', () => abort.abort());
+    process.once('SIGTERM', () => abort.abort());
+    const progress = await importProgress(files);
+    try {
+      const summary = await importFiles(files, options, { db: stores.db, clickhouse: stores.clickhouse, log, dataDir: config.dataDir, signal: abort.signal, onProgress: progress.update });
+      progress.stop();
+      process.stdout.write(importReport(summary));
+      if (summary.interrupted) process.exitCode = 130;
+    } catch (err) {
+      progress.stop();
+      if (err instanceof ImportError) throw new CliError(err.message);
+      throw err;
+    } finally {
+      await stores.close();
+    }
   });
 
 const users = program.command('users').description('manage users');

@@ -35,6 +35,7 @@ const envSchema = z.object({
   SMTP_URL: urlWithProtocols(['smtp:', 'smtps:']).optional(),
   MAIL_FROM: z.string().min(3).default('tailhouse <tailhouse@localhost>'),
   INGEST_CONFIG: z.string().min(1).optional(),
+  INGEST_STATS_INTERVAL_MS: z.coerce.number({ message: 'must be a whole number of milliseconds, 0 for never' }).int().min(0).default(60_000),
   ALERT_INTERVAL_S: positiveInt('a whole number of seconds above 0').default(30),
   EXPORT_TTL_S: positiveInt('a whole number of seconds above 0').default(86400),
   LOG_RETENTION_DAYS: positiveInt('a whole number of days above 0').default(90),
@@ -58,6 +59,8 @@ export interface Config {
   smtpUrl: string | undefined;
   mailFrom: string;
   ingestConfig: string | undefined;
+  /** How often the ingest worker logs its counters; 0: never. */
+  ingestStatsIntervalMs: number;
   alertIntervalS: number;
   exportTtlS: number;
   logRetentionDays: number;
@@ -111,6 +114,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     smtpUrl: e.SMTP_URL,
     mailFrom: e.MAIL_FROM,
     ingestConfig: e.INGEST_CONFIG,
+    ingestStatsIntervalMs: e.INGEST_STATS_INTERVAL_MS,
     alertIntervalS: e.ALERT_INTERVAL_S,
     exportTtlS: e.EXPORT_TTL_S,
     logRetentionDays: e.LOG_RETENTION_DAYS,

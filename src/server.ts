@@ -1,35 +1,39 @@
 import { serve } from '@hono/node-server';
+import { loadIngestConfig } from '../ingest/config.js';
+import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { createApp } from './app.js';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import { openRuntime } from './runtime.js';
+import { stopOnSignals } from './shutdown.js';
 
 /**
- * `tailhouse serve`: the API on PORT. SIGTERM/SIGINT stop accepting connections, let requests in
- * flight finish, then close both stores so PGlite and chDB are never left half-written.
+ * `tailhouse serve`: the API on PORT, and the ingest worker beside it when INGEST_CONFIG is set
+ * (CONTRACT §6). SIGTERM/SIGINT stop accepting connections, let requests in flight and batches being
+ * written finish, then close both stores so PGlite and chDB are never left half-written.
  */
 export async function runServer(config: Config, log: Logger): Promise<void> {
+  // A bad ingest config is reported before anything is opened.
+  const ingestConfig = config.ingestConfig ? await loadIngestConfig(config.ingestConfig) : null;
   const runtime = await openRuntime(config, log);
+  let ingest: IngestWorker | null = null;
+  try {
+    if (ingestConfig) {
+      ingest = await startIngest(ingestConfig, { db: runtime.db, clickhouse: runtime.clickhouse, log, dataDir: config.dataDir, statsIntervalMs: config.ingestStatsIntervalMs });
+    }
+  } catch (err) {
+    await runtime.close();
+    throw err;
+  }
   const app = createApp(runtime);
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
-    log.info({ port: info.port, host: config.host, mode: config.databaseUrl ? 'server' : 'embedded', baseUrl: config.baseUrl }, 'listening');
+    log.info({ port: info.port, host: config.host, mode: config.databaseUrl ? 'server' : 'embedded', baseUrl: config.baseUrl, ingest: ingestConfig?.path ?? null }, 'listening');
   });
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) {
-      log.warn({ signal }, 'second signal; exiting at once');
-      process.exit(1);
-    }
-    stopping = true;
-    log.info({ signal }, 'shutting down');
-    server.close(async () => {
-      await runtime.close();
-      log.info('stopped');
-      process.exit(0);
-    });
+  stopOnSignals(log, async () => {
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     // Idle keep-alive connections would hold server.close open.
     if ('closeIdleConnections' in server) server.closeIdleConnections();
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+    await Promise.all([closed, ingest?.close()]);
+    await runtime.close();
+  });
 }

@@ -30,6 +30,7 @@ describe('loadConfig defaults', () => {
       smtpUrl: undefined,
       mailFrom: 'tailhouse <tailhouse@localhost>',
       ingestConfig: undefined,
+      ingestStatsIntervalMs: 60_000,
       alertIntervalS: 30,
       exportTtlS: 86400,
       logRetentionDays: 90,

@@ -86,6 +86,7 @@ syslog:
     nginx_blog_err: { domain: blog.example.com, type: error }
     nginx_paris_err: { type: error, timezone: Europe/Paris }
     nginx:
+      domain: shop.example.com
 `,
       FILE,
     );
@@ -99,28 +100,28 @@ syslog:
       tags: new Map([
         ['nginx_blog_err', { domain: 'blog.example.com', type: 'error', format: 'combined', timezone: 'America/New_York' }],
         ['nginx_paris_err', { domain: null, type: 'error', format: 'combined', timezone: 'Europe/Paris' }],
-        ['nginx', { domain: null, type: 'access', format: 'combined', timezone: 'America/New_York' }],
+        ['nginx', { domain: 'shop.example.com', type: 'access', format: 'combined', timezone: 'America/New_York' }],
       ]),
     });
   });
 
   it('accepts a config with syslog only, or sources only', () => {
-    expect(parseIngestConfig('syslog:\n  tcp: localhost:6514\n  tags:\n    nginx: {}\n', FILE).sources).toEqual([]);
-    expect(parseIngestConfig('sources:\n  - access: /a.log\n', FILE).syslog).toBeNull();
+    expect(parseIngestConfig('syslog:\n  tcp: localhost:6514\n  tags:\n    nginx: { domain: a.example.com }\n', FILE).sources).toEqual([]);
+    expect(parseIngestConfig('sources:\n  - domain: a.example.com\n    access: /a.log\n', FILE).syslog).toBeNull();
   });
 
   it('takes relative paths from the directory of the config file', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-ingest-config-'));
     tempDirs.push(dir);
     const file = path.join(dir, 'ingest.yaml');
-    fs.writeFileSync(file, 'sources:\n  - access: logs/shop.access.log\n    error: ../shop.error.log\n');
+    fs.writeFileSync(file, 'sources:\n  - domain: shop.example.com\n    access: logs/shop.access.log\n    error: ../shop.error.log\n');
     const config = await loadIngestConfig(file);
     expect(config.path).toBe(file);
     expect(config.sources[0]).toMatchObject({ access: path.join(dir, 'logs/shop.access.log'), error: path.join(path.dirname(dir), 'shop.error.log') });
   });
 
   it('routes a tag named like an Object member to nothing unless configured', () => {
-    const config = parseIngestConfig('syslog:\n  udp: 127.0.0.1:5514\n  tags:\n    nginx: {}\n', FILE);
+    const config = parseIngestConfig('syslog:\n  udp: 127.0.0.1:5514\n  tags:\n    nginx: { type: error }\n', FILE);
     expect(config.syslog?.tags.get('constructor')).toBeUndefined();
     expect(config.syslog?.tags.get('toString')).toBeUndefined();
   });
@@ -155,8 +156,21 @@ describe('invalid ingest configs: one line per problem, naming file, line and fi
     ['a bad startAt', 'sources:\n  - access: /a.log\n    startAt: 0\n', [`${AT}:3: sources[0].startAt: must be beginning or end (got 0)`]],
     [
       'one file read twice',
-      'sources:\n  - access: /var/log/a.log\n  - domain: b.example.com\n    access: /var/log/b.log\n    error: /var/log/a.log\n',
-      [`${AT}:5: sources[1].error: /var/log/a.log is already read by sources[0].access`],
+      'sources:\n  - access: /var/log/a.log\n    format: main\n    domain: a.example.com\n  - domain: b.example.com\n    access: /var/log/b.log\n    error: /var/log/a.log\n',
+      [`${AT}:7: sources[1].error: /var/log/a.log is already read by sources[0].access`],
+    ],
+    [
+      'no domain and no $host in the format',
+      'sources:\n  - access: /a.log\nsyslog:\n  udp: 127.0.0.1:5514\n  tags:\n    nginx: { format: main }\n    nginx_all: { format: \'$host [$time_local] "$request" $status\' }\n',
+      [
+        `${AT}:2: sources[0].format: has no $host or $server_name to pick each line's domain: add one, or give the source a domain`,
+        `${AT}:6: syslog.tags.nginx.format: has no $host or $server_name to pick each line's domain: add one, or give the source a domain`,
+      ],
+    ],
+    [
+      'a format the compiler refuses',
+      'sources:\n  - domain: a.example.com\n    access: /a.log\n    format: \'$remote_addr "$request"\'\n',
+      [`${AT}:4: sources[0].format: log format: no time variable ($time_local, $time_iso8601 or $msec)`],
     ],
     ['a source that is only a path', 'sources:\n  - /var/log/nginx/access.log\n', [`${AT}:2: sources[0]: must be a mapping with access and/or error (got "/var/log/nginx/access.log")`]],
     ['syslog as a string', 'syslog: 127.0.0.1:5514\n', [`${AT}:1: syslog: must be a mapping with udp and/or tcp, and tags (got "127.0.0.1:5514")`]],

@@ -19,7 +19,11 @@ import type { AccessEntry, ParseResult } from '../types.js';
 import { unescapeNginx } from './nginx-escape.js';
 import { d2, wallTime } from './time.js';
 
-export type AccessLineParser = (line: string) => ParseResult<AccessEntry>;
+export interface AccessLineParser {
+  (line: string): ParseResult<AccessEntry>;
+  /** The format has `$host` or `$server_name`: its lines can pick their domain. */
+  readonly hasHost: boolean;
+}
 
 const NAMED_FORMATS = new Map<string, string>([
   ['combined', '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"'],
@@ -246,7 +250,7 @@ export function compileAccessFormat(format: string): AccessLineParser {
 
   let diagnose: ((line: string) => string) | undefined;
 
-  return (line) => {
+  const parse = (line: string): ParseResult<AccessEntry> => {
     const m = re.exec(line);
     if (m === null) {
       diagnose ??= diagnoser(parts, pieces);
@@ -289,6 +293,7 @@ export function compileAccessFormat(format: string): AccessLineParser {
     };
     return { ok: true, entry };
   };
+  return Object.assign(parse, { hasHost: hostGroup !== 0 });
 }
 
 /**

@@ -82,6 +82,21 @@ export async function insertRejects(client: ClickHouseClient, rows: readonly Rej
 }
 
 /**
+ * Writes one batch: its entries, then its rejects, all under the batch's token. Tables are written
+ * one after the other; a batch that failed half-way is sent again whole, and the half that landed
+ * deduplicates.
+ */
+export async function writeRows(
+  client: ClickHouseClient,
+  rows: { access: readonly AccessRow[]; error: readonly ErrorRow[]; rejects: readonly RejectRow[] },
+  token: string,
+): Promise<void> {
+  if (rows.access.length > 0) await insertAccessBatch(client, rows.access, token);
+  if (rows.error.length > 0) await insertErrorBatch(client, rows.error, token);
+  if (rows.rejects.length > 0) await insertRejects(client, rows.rejects, token);
+}
+
+/**
  * Whether an insert that failed may succeed when sent again unchanged: network errors, timeouts,
  * a busy or full server, too many parts, a table not created yet (migrations pending) are all
  * worth a retry with back-off, and the batch's token makes the retry safe. Only errors about the

@@ -41,6 +41,12 @@ export async function findDomainByName(db: Db, name: string): Promise<DomainRow 
   return row;
 }
 
+/** Every domain's id by name: the ingest worker routes lines with it. */
+export async function domainIdsByName(db: Db): Promise<Map<string, number>> {
+  const rows = await db.query<{ id: number; name: string }>(sql`select id, name from domains`);
+  return new Map(rows.map((r) => [r.name, r.id]));
+}
+
 export async function listDomains(
   db: Db,
   filter: { page: number; limit: number; search?: string | undefined },

@@ -1,0 +1,130 @@
+/**
+ * `tailhouse import FILE… --domain NAME`: backfills finished logs (rotated, archived, `.gz`) through
+ * the same pipeline as the live worker. Idempotent: a file's progress is checkpointed under an
+ * identity made of the import's domain and kind and the file's first line, so importing it again
+ * (or its compressed copy) resumes where the last run ended, which for a finished file is its end;
+ * a run interrupted by a crash resumes at its checkpoint, and ClickHouse deduplicates the batch
+ * that was in flight.
+ */
+import type { ClickHouseClient } from '../src/db/clickhouse.js';
+import type { Db } from '../src/db/postgres.js';
+import type { Logger } from '../src/log.js';
+import { CheckpointStore, checkpointDir } from './checkpoints.js';
+import { createDomainDirectory } from './domains.js';
+import { createIdAllocator } from './ids.js';
+import { compileAccessFormat } from './parsers/access-format.js';
+import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, type Backoff, type PipelineDeps } from './pipeline.js';
+import { openFileRead } from './sources/file-read.js';
+import { DEFAULT_CUT_LIMITS, type CutLimits } from './sources/line-cutter.js';
+import { accessDecoder, errorDecoder, type LogKind } from './transforms/rows.js';
+
+export interface ImportOptions {
+  /** The registered domain of every line, or null to route each access line by its `$host`. */
+  domain: string | null;
+  type: LogKind;
+  /** Access logs: `combined`, `main` or a log_format string. */
+  format: string;
+  /** Error logs: the zone of their times. */
+  timezone: string;
+  limits?: CutLimits;
+}
+
+export interface ImportDeps {
+  db: Db;
+  clickhouse: ClickHouseClient;
+  log: Logger;
+  dataDir: string;
+  signal: AbortSignal;
+  backoff?: Backoff;
+  /** Progress: bytes read from disk of all files so far, and lines imported. */
+  onProgress?: (diskBytes: number, lines: number) => void;
+}
+
+export interface FileSummary {
+  path: string;
+  compressed: boolean;
+  /** Lines read this run (entries and rejects). */
+  lines: number;
+  inserted: number;
+  rejected: number;
+  /** Bytes (uncompressed) an earlier import already took: this run started after them. */
+  skippedBytes: number;
+  /** Bytes after the last complete line: not imported. */
+  trailingBytes: number;
+}
+
+export interface ImportSummary {
+  files: FileSummary[];
+  lines: number;
+  inserted: number;
+  rejected: number;
+  elapsedMs: number;
+  /** Stopped before the end (SIGINT): a new run continues. */
+  interrupted: boolean;
+}
+
+export class ImportError extends Error {}
+
+export async function importFiles(files: string[], options: ImportOptions, deps: ImportDeps): Promise<ImportSummary> {
+  const started = performance.now();
+  const log = deps.log.child({ component: 'import' });
+  const domains = createDomainDirectory(deps.db);
+  await domains.refresh();
+  if (options.domain !== null && domains.idOf(options.domain) === undefined) {
+    throw new ImportError(`domain ${options.domain} is not registered: add it first (tailhouse domains add ${options.domain})`);
+  }
+  const decoder = options.type === 'access' ? accessDecoder(compileAccessFormat(options.format)) : errorDecoder(options.timezone);
+  if (options.domain === null && decoder.kind === 'access' && !decoder.parse.hasHost) {
+    throw new ImportError('the format has no $host or $server_name to route lines by: give --domain');
+  }
+  const pipeline: PipelineDeps = { clickhouse: deps.clickhouse, ids: createIdAllocator(deps.db), domains, log, backoff: deps.backoff ?? DEFAULT_BACKOFF, signal: deps.signal };
+  const checkpoints = await CheckpointStore.open(checkpointDir(deps.dataDir), log);
+  const limits = options.limits ?? DEFAULT_CUT_LIMITS;
+  const input = { decoder, domain: options.domain, maxLineBytes: limits.maxLineBytes };
+  const source = `import ${options.type} ${options.domain ?? '$host'}`;
+
+  const summaries: FileSummary[] = [];
+  let diskBytes = 0;
+  let lines = 0;
+  for (const file of files) {
+    if (deps.signal.aborted) break;
+    const read = await openFileRead({ path: file, source, checkpoints, limits, onDiskBytes: (n) => deps.onProgress?.((diskBytes += n), lines) });
+    const stats = newStats(`${options.type} ${file}`);
+    await pump(
+      read,
+      {
+        prepare: (chunk) => prepareChunk(chunk, input, stats, pipeline),
+        commit: async (chunk) => {
+          await read.ack(chunk);
+          lines += chunk.lines.length + chunk.overlong.length;
+          deps.onProgress?.(diskBytes, lines);
+        },
+      },
+      stats,
+      pipeline,
+    );
+    const summary: FileSummary = {
+      path: file,
+      compressed: read.compressed,
+      lines: stats.read,
+      inserted: stats.inserted,
+      rejected: stats.rejected,
+      skippedBytes: read.resumeAt,
+      trailingBytes: read.trailingBytes(),
+    };
+    summaries.push(summary);
+    log.info(summary, 'file imported');
+    if (summary.trailingBytes > 0 && !deps.signal.aborted) {
+      log.warn({ path: file, bytes: summary.trailingBytes }, 'the file ends without a newline: its last line was not imported');
+    }
+  }
+  const total = (key: 'lines' | 'inserted' | 'rejected') => summaries.reduce((n, s) => n + s[key], 0);
+  return {
+    files: summaries,
+    lines: total('lines'),
+    inserted: total('inserted'),
+    rejected: total('rejected'),
+    elapsedMs: performance.now() - started,
+    interrupted: deps.signal.aborted,
+  };
+}

@@ -1,0 +1,234 @@
+/**
+ * The ingest pipeline: source → transform (parse, route, ids) → sink → acknowledgement.
+ *
+ * `pump` drives one source. It prepares the next batch while the previous one is being written
+ * (ClickHouse works on its own threads, so parsing and inserting overlap on two cores), writes
+ * batches strictly one after the other, and acknowledges each only after ClickHouse accepted it:
+ * that acknowledgement is what moves a file's checkpoint (exactly once, with the batch's
+ * deduplication token covering a replay).
+ *
+ * When ClickHouse (or Postgres, for ids) fails, the write is retried with capped exponential
+ * back-off and nothing more is read meanwhile: the source's bounded in-flight window stops it, so
+ * the file on disk is the buffer and memory stays flat whatever the backlog. An error that a retry
+ * cannot cure (ClickHouse refusing the data itself) stops the source and is reported.
+ */
+import type { ClickHouseClient } from '../src/db/clickhouse.js';
+import type { Logger } from '../src/log.js';
+import { DOMAIN_REFRESH_MS, type DomainDirectory } from './domains.js';
+import { UnknownDomainError, type IdAllocator } from './ids.js';
+import { dedupToken, isRetryableInsertError, writeRows } from './sinks/clickhouse.js';
+import { decodeLines, domainsOf, emptyDecoded, toRows, type Decoded, type Decoder, type Routing, type Rows } from './transforms/rows.js';
+import type { LineChunk } from './types.js';
+
+export interface Backoff {
+  initialMs: number;
+  maxMs: number;
+}
+
+export const DEFAULT_BACKOFF: Backoff = { initialMs: 250, maxMs: 10_000 };
+
+/** What every source needs from the process. */
+export interface PipelineDeps {
+  clickhouse: ClickHouseClient;
+  ids: IdAllocator;
+  domains: DomainDirectory;
+  log: Logger;
+  backoff: Backoff;
+  /** Aborted when the worker stops: waits and retries end, the batch in hand is left for a replay. */
+  signal: AbortSignal;
+}
+
+export type SourceState = 'starting' | 'waiting for domain' | 'running' | 'retrying' | 'stopped' | 'failed';
+
+/** Counters of one source (CONTRACT §6): what was read, stored, rejected, and how far behind it is. */
+export interface SourceStats {
+  /** `access /var/log/nginx/shop.access.log`, `syslog udp 127.0.0.1:5514`, … */
+  name: string;
+  state: SourceState;
+  /** Lines read (including rejected ones). */
+  read: number;
+  /** Entries ClickHouse accepted. */
+  inserted: number;
+  /** Lines stored as rejects (do not parse, unknown domain, too long). */
+  rejected: number;
+  /** Bytes written to the source's files and not yet accepted by ClickHouse. */
+  lagBytes: number;
+  /** Failed writes retried so far. */
+  retries: number;
+  /** The last error met, for the operator; null once a write succeeds again. */
+  lastError: string | null;
+}
+
+export function newStats(name: string): SourceStats {
+  return { name, state: 'starting', read: 0, inserted: 0, rejected: 0, lagBytes: 0, retries: 0, lastError: null };
+}
+
+/** Resolves after `ms`, or early (false) when `signal` aborts. */
+export function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const done = (slept: boolean) => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      resolve(slept);
+    };
+    const onAbort = () => done(false);
+    const timer = setTimeout(() => done(true), ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Raised to end a pump when the worker stops in the middle of a wait or a retry. */
+export class Stopped extends Error {
+  constructor() {
+    super('stopped');
+  }
+}
+
+const describe = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!.slice(0, 500);
+
+/**
+ * Runs `attempt` until it succeeds, waiting with capped exponential back-off between failures
+ * that `retryable` accepts; throws the first other error, or Stopped when the worker stops.
+ */
+export async function retrying<T>(attempt: () => Promise<T>, what: string, stats: SourceStats, deps: PipelineDeps, retryable: (err: unknown) => boolean = () => true): Promise<T> {
+  let delay = deps.backoff.initialMs;
+  for (;;) {
+    if (deps.signal.aborted) throw new Stopped();
+    try {
+      const result = await attempt();
+      if (stats.state === 'retrying') {
+        stats.state = 'running';
+        deps.log.info({ source: stats.name }, `${what}: succeeded again`);
+      }
+      stats.lastError = null;
+      return result;
+    } catch (err) {
+      if (err instanceof Stopped || !retryable(err)) throw err;
+      stats.retries++;
+      stats.lastError = `${what}: ${describe(err)}`;
+      stats.state = 'retrying';
+      deps.log.warn({ source: stats.name, err: describe(err), retryInMs: delay }, `${what} failed: retrying`);
+      if (!(await sleep(delay, deps.signal))) throw new Stopped();
+      delay = Math.min(delay * 2, deps.backoff.maxMs);
+    }
+  }
+}
+
+/**
+ * A fixed domain's id, waiting (reading nothing) while the name is not registered: CONTRACT §6
+ * lets a source be configured before its domain exists. Host routing needs no wait.
+ */
+export async function routingFor(domain: string | null, stats: SourceStats, deps: PipelineDeps): Promise<Routing> {
+  if (domain === null) return { byHost: deps.domains };
+  for (let waited = false; ; waited = true) {
+    await retrying(() => deps.domains.refresh(), 'reading the registered domains', stats, deps);
+    const domainId = deps.domains.idOf(domain);
+    if (domainId !== undefined) {
+      if (waited) deps.log.info({ source: stats.name, domain }, 'domain registered: reading');
+      stats.state = 'running';
+      return { domainId };
+    }
+    if (!waited) deps.log.warn({ source: stats.name, domain }, 'domain not registered: waiting for it, reading nothing');
+    stats.state = 'waiting for domain';
+    if (!(await sleep(DOMAIN_REFRESH_MS, deps.signal))) throw new Stopped();
+  }
+}
+
+/** Rows of a batch with the token that makes its replay deduplicate. */
+export interface Prepared {
+  rows: Rows;
+  token: string;
+  /** Lines the batch read. */
+  lines: number;
+}
+
+/**
+ * Gives a decoded batch its ids. A domain deleted since the lines were routed fails the id
+ * allocation; the batch is then routed again from a fresh directory (`decode` runs again).
+ */
+export async function withIds(
+  decode: () => Promise<Decoded>,
+  identity: string,
+  range: [start: number, end: number],
+  stats: SourceStats,
+  deps: PipelineDeps,
+): Promise<Rows> {
+  for (;;) {
+    const decoded = await decode();
+    try {
+      const idOf = await retrying(
+        () => deps.ids.forBatch(identity, domainsOf(decoded), range[0], range[1]),
+        'allocating entry ids in Postgres',
+        stats,
+        deps,
+        (err) => !(err instanceof UnknownDomainError),
+      );
+      return toRows(decoded, idOf);
+    } catch (err) {
+      if (!(err instanceof UnknownDomainError)) throw err;
+      deps.log.warn({ source: stats.name, domainId: err.domainId }, 'a domain was deleted while its lines were being routed: routing them again');
+      await retrying(() => deps.domains.refresh(0), 'reading the registered domains', stats, deps);
+    }
+  }
+}
+
+/** How a chunk of file lines becomes a batch: its kind, parser, domain and line limit. */
+export interface ChunkInput {
+  decoder: Decoder;
+  /** The source's domain, or null to route each line by its host. */
+  domain: string | null;
+  maxLineBytes: number;
+}
+
+/** Parses, routes and numbers the lines of one file chunk. */
+export async function prepareChunk(chunk: LineChunk, input: ChunkInput, stats: SourceStats, deps: PipelineDeps): Promise<Prepared> {
+  const decode = async () => {
+    const routing = await routingFor(input.domain, stats, deps);
+    const decoded = emptyDecoded();
+    await decodeLines(decoded, chunk.lines, chunk.overlong, input.decoder, routing, { source: chunk.path, identity: chunk.identity }, input.maxLineBytes);
+    return decoded;
+  };
+  const rows = await withIds(decode, chunk.identity, [chunk.startOffset, chunk.endOffset], stats, deps);
+  return { rows, token: dedupToken(chunk.identity, chunk.startOffset, chunk.endOffset), lines: chunk.lines.length + chunk.overlong.length };
+}
+
+/** Writes a batch until ClickHouse accepts it; a refusal of the data itself is thrown. */
+export async function writeBatch(batch: Prepared, stats: SourceStats, deps: PipelineDeps): Promise<void> {
+  await retrying(() => writeRows(deps.clickhouse, batch.rows, batch.token), 'writing to ClickHouse', stats, deps, isRetryableInsertError);
+  stats.read += batch.lines;
+  stats.inserted += batch.rows.access.length + batch.rows.error.length;
+  stats.rejected += batch.rows.rejects.length;
+}
+
+/**
+ * Drives `items` through prepare → write → commit, one batch written at a time, the next one
+ * prepared meanwhile. Ends when the items end or the worker stops (the batch in hand is then
+ * neither written nor committed: its source replays it). Any other error ends it with that error.
+ */
+export async function pump<T>(
+  items: AsyncIterable<T>,
+  steps: { prepare(item: T): Promise<Prepared>; commit(item: T): Promise<void> },
+  stats: SourceStats,
+  deps: PipelineDeps,
+): Promise<void> {
+  let writing: Promise<void> | null = null;
+  try {
+    for await (const item of items) {
+      const batch = await steps.prepare(item);
+      if (writing) await writing;
+      writing = (async () => {
+        await writeBatch(batch, stats, deps);
+        await steps.commit(item);
+      })();
+      // Observed now, awaited later: a failure while the next batch is prepared is not unhandled.
+      writing.catch(() => {});
+    }
+    if (writing) await writing;
+  } catch (err) {
+    if (!(err instanceof Stopped)) throw err;
+  } finally {
+    // Stopped while preparing: the write under way still finishes (or stops) before the stores close.
+    await writing?.catch(() => {});
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * A finished log file read once from its checkpoint to its end, plain or gzip-compressed (told by
+ * its first bytes, not its name): the source of `tailhouse import`.
+ *
+ * Offsets are positions in the uncompressed text, so `access.log.2.gz` and the same file
+ * uncompressed share identity, ids and checkpoint: importing either after the other adds nothing.
+ * Chunks are cut by the same LineCutter as the follower's. The chunk that ends at the end of the
+ * file records its end in the checkpoint before it is handed out (as the follower does), so a
+ * replay after a crash cuts it the same way even if the file has grown since.
+ *
+ * A last line without its newline is not imported (it may be a write in progress): its bytes are
+ * reported by `trailingBytes()` once the iteration has ended.
+ */
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import zlib from 'node:zlib';
+import type { CheckpointStore } from '../checkpoints.js';
+import type { LineChunk } from '../types.js';
+import { fileIdentity, fingerprintLength, IDENTITY_BYTES } from './file-identity.js';
+import { LineCutter, type Cut, type CutLimits } from './line-cutter.js';
+
+const READ_BYTES = 1 << 20;
+const GZIP_MAGIC = [0x1f, 0x8b];
+
+export interface FileReadOptions {
+  path: string;
+  /** Names the source in identities and checkpoints. */
+  source: string;
+  checkpoints: CheckpointStore;
+  limits: CutLimits;
+  /** Called with the bytes read from disk (compressed bytes for a .gz) as reading goes on. */
+  onDiskBytes?: (bytes: number) => void;
+}
+
+export interface FileRead extends AsyncIterable<LineChunk> {
+  /** Null when the file holds no complete first line: there is nothing to import. */
+  readonly identity: string | null;
+  readonly compressed: boolean;
+  /** Size on disk. */
+  readonly diskBytes: number;
+  /** Where reading starts: the checkpoint of an earlier import, or 0. */
+  readonly resumeAt: number;
+  /** Records that the sink accepted `chunk`; chunks in the order they were handed out. */
+  ack(chunk: LineChunk): Promise<void>;
+  /** Bytes after the last complete line (known once the iteration has ended). */
+  trailingBytes(): number;
+}
+
+export async function openFileRead(options: FileReadOptions): Promise<FileRead> {
+  const { path: file, source, checkpoints } = options;
+  const st = await fsp.stat(file);
+  if (!st.isFile()) throw new Error(`${file} is not a regular file`);
+  const compressed = await startsWith(file, GZIP_MAGIC);
+  const head = await readHead(file, compressed);
+  const length = fingerprintLength(head);
+  const identity = length === null ? null : fileIdentity(source, head.subarray(0, length));
+  const saved = identity === null ? undefined : checkpoints.get(identity);
+  const resumeAt = saved?.offset ?? 0;
+  let cuts = saved?.cuts ?? [];
+  let trailing = 0;
+
+  const checkpoint = (offset: number) => checkpoints.set(identity!, { source, path: file, offset, dev: st.dev, ino: st.ino, cuts });
+
+  async function* chunks(): AsyncGenerator<LineChunk> {
+    if (identity === null) return;
+    const cutter = new LineCutter(options.limits);
+    let chunkStart = resumeAt;
+    const begin = () => cutter.begin(chunkStart, cuts.find((c) => c > chunkStart) ?? Infinity);
+    const chunkOf = (cut: Cut): LineChunk => ({ identity, path: file, startOffset: chunkStart, endOffset: cut.lineStart, lines: cut.lines, overlong: cut.overlong });
+    begin();
+    // Offset of the next uncompressed byte the stream delivers.
+    let pos = compressed ? 0 : resumeAt;
+    for await (const buf of textStream(file, compressed, resumeAt, options.onDiskBytes)) {
+      let view = buf as Buffer;
+      let at = pos;
+      pos += view.length;
+      if (at < resumeAt) {
+        // A compressed file is decompressed from its start; what was imported before is skipped.
+        const skip = Math.min(resumeAt - at, view.length);
+        view = view.subarray(skip);
+        at += skip;
+      }
+      while (view.length > 0) {
+        const used = cutter.feed(view, at);
+        if (used === -1) break;
+        const cut = cutter.cut();
+        yield chunkOf(cut);
+        chunkStart = cut.lineStart;
+        begin();
+        view = view.subarray(used);
+        at += used;
+      }
+    }
+    const last = cutter.cut();
+    trailing = pos - last.lineStart;
+    if (last.lines.length + last.overlong.length > 0) {
+      if (!cuts.includes(last.lineStart)) {
+        cuts = [...cuts, last.lineStart].sort((a, b) => a - b);
+        await checkpoint(chunkStart);
+      }
+      yield chunkOf(last);
+    }
+  }
+
+  return {
+    identity,
+    compressed,
+    diskBytes: st.size,
+    resumeAt,
+    async ack(chunk) {
+      cuts = cuts.filter((c) => c > chunk.endOffset);
+      await checkpoint(chunk.endOffset);
+    },
+    trailingBytes: () => trailing,
+    [Symbol.asyncIterator]: chunks,
+  };
+}
+
+async function startsWith(file: string, magic: number[]): Promise<boolean> {
+  const fh = await fsp.open(file, 'r');
+  try {
+    const buf = Buffer.alloc(magic.length);
+    const { bytesRead } = await fh.read(buf, 0, magic.length, 0);
+    return bytesRead === magic.length && magic.every((b, i) => buf[i] === b);
+  } finally {
+    await fh.close();
+  }
+}
+
+/** The first IDENTITY_BYTES of the (uncompressed) text, fewer if the file is shorter. */
+async function readHead(file: string, compressed: boolean): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let length = 0;
+  const stream = textStream(file, compressed, 0);
+  try {
+    for await (const buf of stream) {
+      parts.push(buf as Buffer);
+      length += (buf as Buffer).length;
+      if (length >= IDENTITY_BYTES) break;
+    }
+  } finally {
+    stream.destroy();
+  }
+  return Buffer.concat(parts).subarray(0, IDENTITY_BYTES);
+}
+
+/** The file's text from `start` (plain) or from its beginning (compressed, which cannot seek). */
+function textStream(file: string, compressed: boolean, start: number, onDiskBytes?: (bytes: number) => void): NodeJS.ReadableStream & { destroy(): void } {
+  const raw = fs.createReadStream(file, { start: compressed ? 0 : start, highWaterMark: READ_BYTES });
+  if (onDiskBytes) raw.on('data', (b) => onDiskBytes(b.length));
+  if (!compressed) return raw;
+  const gunzip = zlib.createGunzip({ chunkSize: READ_BYTES });
+  raw.on('error', (err) => gunzip.destroy(err));
+  // Concatenated gzip members (`cat a.gz b.gz`) are read as one text, as zcat does.
+  return raw.pipe(gunzip);
+}

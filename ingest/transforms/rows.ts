@@ -1,0 +1,132 @@
+/**
+ * The transform between sources and the sink: lines become rows. Each line is parsed, routed to
+ * its domain (the source's own, or the one its host names) and given its id; whatever cannot be
+ * stored as an entry (does not parse, names an unknown domain, too long) becomes a reject row
+ * with its reason, so that nothing read is dropped without a trace.
+ */
+import type { IdOf } from '../ids.js';
+import type { AccessLineParser } from '../parsers/access-format.js';
+import { parseErrorLine } from '../parsers/error-log.js';
+import type { AccessRow, ErrorRow, RejectRow } from '../sinks/clickhouse.js';
+import type { AccessEntry, ErrorEntry, LineChunk, SourceLine } from '../types.js';
+import type { DomainDirectory } from '../domains.js';
+
+export type LogKind = 'access' | 'error';
+
+/** How the lines of one input are read: their kind and parser. */
+export type Decoder = { kind: 'access'; parse: AccessLineParser } | { kind: 'error'; timezone: string };
+
+export function accessDecoder(parse: AccessLineParser): Decoder {
+  return { kind: 'access', parse };
+}
+
+export function errorDecoder(timezone: string): Decoder {
+  return { kind: 'error', timezone };
+}
+
+/** A fixed domain id, or each line's host looked up in the directory. */
+export type Routing = { domainId: number } | { byHost: DomainDirectory };
+
+/** Where lines were read: the source's name for the rejects and the identity their ids derive from. */
+export interface Origin {
+  source: string;
+  identity: string;
+}
+
+interface Routed<T> {
+  entry: T;
+  domainId: number;
+  offset: number;
+}
+
+/** Lines decoded and routed, not yet given ids. */
+export interface Decoded {
+  access: Routed<AccessEntry>[];
+  error: Routed<ErrorEntry>[];
+  rejects: RejectRow[];
+}
+
+/** Rows ready for the sink. */
+export interface Rows {
+  access: AccessRow[];
+  error: ErrorRow[];
+  rejects: RejectRow[];
+}
+
+export const emptyDecoded = (): Decoded => ({ access: [], error: [], rejects: [] });
+
+/**
+ * The host a line names, as domains are registered: lower-case, without a port or a final dot.
+ * An access line has `$host`/`$server_name`; an error line the `host` (else `server`) of its context.
+ */
+export function normaliseHost(host: string): string {
+  let h = host.trim().toLowerCase();
+  if (!h.startsWith('[')) h = h.replace(/:\d+$/, '');
+  return h.endsWith('.') ? h.slice(0, -1) : h;
+}
+
+/**
+ * Parses and routes `lines` (with the chunk's overlong lines, if any) into `into`. With host routing,
+ * a host not in the directory gets one reload of names older than a second before its lines are
+ * rejected, so a domain registered a moment ago is found.
+ */
+export async function decodeLines(
+  into: Decoded,
+  lines: readonly SourceLine[],
+  overlong: LineChunk['overlong'],
+  decoder: Decoder,
+  routing: Routing,
+  origin: Origin,
+  maxLineBytes: number,
+): Promise<void> {
+  const fixed = 'domainId' in routing ? routing.domainId : null;
+  const reject = (offset: number, line: string, length: number, reason: string, domainId = fixed) =>
+    into.rejects.push({ domainId, kind: decoder.kind, source: origin.source, identity: origin.identity, offset, reason, line, length });
+
+  // Entries waiting for their domain when routing by host.
+  const pending: { entry: AccessEntry | ErrorEntry; host: string | null; line: SourceLine }[] = [];
+  for (const line of lines) {
+    if (decoder.kind === 'access') {
+      const parsed = decoder.parse(line.text);
+      if (!parsed.ok) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${parsed.reason}`);
+      else if (fixed !== null) into.access.push({ entry: parsed.entry, domainId: fixed, offset: line.offset });
+      else pending.push({ entry: parsed.entry, host: parsed.entry.host, line });
+    } else {
+      const parsed = parseErrorLine(line.text, decoder.timezone);
+      if (!parsed.ok) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${parsed.reason}`);
+      else if (fixed !== null) into.error.push({ entry: parsed.entry, domainId: fixed, offset: line.offset });
+      else pending.push({ entry: parsed.entry, host: parsed.entry.context.host ?? parsed.entry.context.server ?? null, line });
+    }
+  }
+  for (const o of overlong) reject(o.offset, o.head, o.length, `line longer than ${maxLineBytes} bytes`);
+  if (pending.length === 0 || !('byHost' in routing)) return;
+
+  const domains = routing.byHost;
+  if (pending.some((p) => p.host !== null && domains.idOf(normaliseHost(p.host)) === undefined)) await domains.refresh(1_000);
+  for (const { entry, host, line } of pending) {
+    const name = host === null ? '' : normaliseHost(host);
+    const domainId = name === '' ? undefined : domains.idOf(name);
+    if (domainId === undefined) {
+      const why = name === '' ? 'no host to route the line by' : `unknown domain ${JSON.stringify(name)}: not registered`;
+      reject(line.offset, line.text, Buffer.byteLength(line.text), why, null);
+    } else if ('level' in entry) {
+      into.error.push({ entry, domainId, offset: line.offset });
+    } else {
+      into.access.push({ entry, domainId, offset: line.offset });
+    }
+  }
+}
+
+/** The domains decoded entries were routed to: their segment numbers must exist before ids are made. */
+export function domainsOf(decoded: Decoded): Set<number> {
+  const ids = new Set<number>();
+  for (const r of decoded.access) ids.add(r.domainId);
+  for (const r of decoded.error) ids.add(r.domainId);
+  return ids;
+}
+
+/** Gives every decoded entry its id; the entries become the rows (no copies: a batch is large). */
+export function toRows(decoded: Decoded, idOf: IdOf): Rows {
+  const row = <T>(r: Routed<T>) => Object.assign(r.entry as T & { domainId: number; id: number }, { domainId: r.domainId, id: idOf(r.domainId, r.offset) });
+  return { access: decoded.access.map(row), error: decoded.error.map(row), rejects: decoded.rejects };
+}

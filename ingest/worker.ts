@@ -1,0 +1,195 @@
+/**
+ * The ingest worker: every input of an ingest config (CONTRACT §6) running at once, each file and
+ * the syslog listener through its own pump (pipeline.ts), sharing the checkpoint store, the domain
+ * directory and the id allocator. `tailhouse ingest` runs it alone; `serve` runs it beside the API
+ * when INGEST_CONFIG is set.
+ *
+ * A source that fails for good (ClickHouse refusing its data, a checkpoint that cannot be written)
+ * stops alone and says so in the log and in its stats; the others go on.
+ */
+import { randomUUID } from 'node:crypto';
+import type { ClickHouseClient } from '../src/db/clickhouse.js';
+import type { Db } from '../src/db/postgres.js';
+import type { Logger } from '../src/log.js';
+import { CheckpointStore, checkpointDir } from './checkpoints.js';
+import type { FileSource, IngestConfig, SyslogConfig, SyslogRoute } from './config.js';
+import { createDomainDirectory } from './domains.js';
+import { createIdAllocator } from './ids.js';
+import { compileAccessFormat, type AccessLineParser } from './parsers/access-format.js';
+import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, routingFor, withIds, type Backoff, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
+import { dedupToken } from './sinks/clickhouse.js';
+import { FileTail } from './sources/file-tail.js';
+import { DEFAULT_CUT_LIMITS } from './sources/line-cutter.js';
+import { listenSyslog, type SyslogEvent, type SyslogListener, type SyslogMessage } from './sources/syslog.js';
+import { accessDecoder, decodeLines, emptyDecoded, errorDecoder, type Decoded, type Decoder, type LogKind } from './transforms/rows.js';
+
+export interface IngestWorkerOptions {
+  db: Db;
+  clickhouse: ClickHouseClient;
+  log: Logger;
+  /** Checkpoints live in DATA_DIR/ingest. */
+  dataDir: string;
+  /** How often the counters are logged (`ingest stats`); 0 turns it off. */
+  statsIntervalMs: number;
+  backoff?: Backoff;
+  /** File follower tuning, for tests. */
+  pollMs?: number;
+  rotatedIdleMs?: number;
+}
+
+export interface IngestWorker {
+  /** Counters per source. */
+  stats(): SourceStats[];
+  /** The bound syslog addresses (port 0 in the config picks a free port). */
+  readonly syslog: Pick<SyslogListener, 'udpAddress' | 'tcpAddress'> | null;
+  /** Stops reading, lets the batches being written finish, closes the files and listeners. */
+  close(): Promise<void>;
+}
+
+/** Starts every input of `config`; a syslog address that cannot be bound fails the start. */
+export async function startIngest(config: IngestConfig, options: IngestWorkerOptions): Promise<IngestWorker> {
+  const log = options.log.child({ component: 'ingest' });
+  const abort = new AbortController();
+  const deps: PipelineDeps = {
+    clickhouse: options.clickhouse,
+    ids: createIdAllocator(options.db),
+    domains: createDomainDirectory(options.db),
+    log,
+    backoff: options.backoff ?? DEFAULT_BACKOFF,
+    signal: abort.signal,
+  };
+  const checkpoints = await CheckpointStore.open(checkpointDir(options.dataDir), log);
+  const running: { stats: SourceStats; done: Promise<void>; close(): Promise<void>; lag?: () => number }[] = [];
+
+  const listener = config.syslog ? await listenSyslog({ udp: config.syslog.udp, tcp: config.syslog.tcp, timezone: config.syslog.timezone }) : null;
+  if (listener && config.syslog) {
+    const stats = newStats(`syslog ${[listener.udpAddress && 'udp', listener.tcpAddress && 'tcp'].filter(Boolean).join('+')}`);
+    const done = supervise(runSyslog(listener, config.syslog, stats, deps), stats, log);
+    running.push({ stats, done, close: () => listener.close() });
+  }
+  for (const source of config.sources) {
+    for (const kind of ['access', 'error'] as const) {
+      const file = source[kind];
+      if (file === null) continue;
+      const tail = new FileTail({ path: file, checkpoints, log, startAt: source.startAt, pollMs: options.pollMs, rotatedIdleMs: options.rotatedIdleMs });
+      const stats = newStats(`${kind} ${file}`);
+      const done = supervise(runFile(tail, source, kind, stats, deps), stats, log);
+      running.push({ stats, done, close: () => tail.close(), lag: () => tail.stats().lagBytes });
+    }
+  }
+  log.info({ sources: running.map((r) => r.stats.name) }, 'ingest started');
+
+  const snapshot = () =>
+    running.map((r) => {
+      if (r.lag) r.stats.lagBytes = r.lag();
+      return { ...r.stats };
+    });
+  const timer = options.statsIntervalMs > 0 ? setInterval(() => log.info({ sources: snapshot() }, 'ingest stats'), options.statsIntervalMs) : null;
+  timer?.unref();
+
+  let closing: Promise<void> | null = null;
+  return {
+    stats: snapshot,
+    syslog: listener ? { udpAddress: listener.udpAddress, tcpAddress: listener.tcpAddress } : null,
+    close() {
+      closing ??= (async () => {
+        if (timer) clearInterval(timer);
+        abort.abort();
+        await Promise.all(running.map((r) => r.close()));
+        await Promise.all(running.map((r) => r.done));
+        log.info({ sources: snapshot() }, 'ingest stopped');
+      })();
+      return closing;
+    },
+  };
+}
+
+/** Records how a source ended; never rejects, so one source's failure leaves the others running. */
+async function supervise(run: Promise<void>, stats: SourceStats, log: Logger): Promise<void> {
+  try {
+    await run;
+    stats.state = 'stopped';
+  } catch (err) {
+    stats.state = 'failed';
+    stats.lastError = err instanceof Error ? err.message : String(err);
+    log.error({ source: stats.name, err: stats.lastError }, 'source stopped by an error that retrying cannot cure; the others go on');
+  }
+}
+
+/** Parsers by format string: compiling one is a few hundred microseconds, and routes share them. */
+const parsers = new Map<string, AccessLineParser>();
+function accessParser(format: string): AccessLineParser {
+  let parse = parsers.get(format);
+  if (!parse) parsers.set(format, (parse = compileAccessFormat(format)));
+  return parse;
+}
+
+function decoderOf(kind: LogKind, route: { format: string; timezone: string }): Decoder {
+  return kind === 'access' ? accessDecoder(accessParser(route.format)) : errorDecoder(route.timezone);
+}
+
+async function runFile(tail: FileTail, source: FileSource, kind: LogKind, stats: SourceStats, deps: PipelineDeps): Promise<void> {
+  const input = { decoder: decoderOf(kind, source), domain: source.domain, maxLineBytes: DEFAULT_CUT_LIMITS.maxLineBytes };
+  // A source whose domain is not registered yet reads nothing until it is (the tail opens on its first pull).
+  await routingFor(source.domain, stats, deps);
+  await pump(tail, { prepare: (chunk) => prepareChunk(chunk, input, stats, deps), commit: (chunk) => tail.ack(chunk) }, stats, deps);
+}
+
+/**
+ * Syslog messages have no file and no offset to derive ids from: each run of the listener is a
+ * source of its own (a random identity) and a message's offset is its number within the run. Ids
+ * stay unique; a message sent twice (a relay's retry) is stored twice. See ingest/README.md for
+ * what each transport guarantees.
+ */
+async function runSyslog(listener: SyslogListener, config: SyslogConfig, stats: SourceStats, deps: PipelineDeps): Promise<void> {
+  const identity = `syslog-${randomUUID()}`;
+  let sequence = 0;
+  const prepare = async (events: SyslogEvent[]): Promise<Prepared> => {
+    const start = sequence;
+    sequence += events.length;
+    const rows = await withIds(() => decodeSyslog(events, start, identity, config, stats, deps), identity, [start, sequence], stats, deps);
+    return { rows, token: dedupToken(identity, start, sequence), lines: events.filter((e) => e.kind !== 'dropped').length };
+  };
+  stats.state = 'running';
+  await pump(listener, { prepare, commit: async () => {} }, stats, deps);
+}
+
+async function decodeSyslog(events: SyslogEvent[], start: number, identity: string, config: SyslogConfig, stats: SourceStats, deps: PipelineDeps): Promise<Decoded> {
+  const decoded = emptyDecoded();
+  const byTag = new Map<string, { route: SyslogRoute; lines: { text: string; offset: number }[] }>();
+  events.forEach((event, i) => {
+    const offset = start + i;
+    if (event.kind === 'dropped') {
+      deps.log.warn({ source: stats.name, count: event.count, bytes: event.bytes }, 'syslog datagrams dropped: the buffer was full (UDP cannot push back)');
+      return;
+    }
+    const rejectAs = (reason: string, line: string) =>
+      decoded.rejects.push({ domainId: null, kind: 'access', source: `syslog ${event.transport} ${event.peer}`, identity, offset, reason, line, length: Buffer.byteLength(line) });
+    if (event.kind === 'malformed') return rejectAs(`not a syslog message: ${event.reason}`, event.raw);
+    const route = config.tags.get(event.tag);
+    if (!route) return rejectAs(`unknown syslog tag ${JSON.stringify(event.tag)}: not in syslog.tags`, rawOf(event));
+    let group = byTag.get(event.tag);
+    if (!group) byTag.set(event.tag, (group = { route, lines: [] }));
+    group.lines.push({ text: event.message, offset });
+  });
+  for (const [tag, { route, lines }] of byTag) {
+    const origin = { source: `syslog tag ${tag}`, identity };
+    if (route.domain !== null && deps.domains.idOf(route.domain) === undefined) await deps.domains.refresh(1_000);
+    const domainId = route.domain === null ? null : deps.domains.idOf(route.domain);
+    if (domainId === undefined) {
+      // Datagrams cannot wait for the domain to be registered: they are kept as rejects.
+      for (const line of lines) {
+        decoded.rejects.push({ domainId: null, kind: route.type, ...origin, offset: line.offset, reason: `domain ${JSON.stringify(route.domain)} is not registered`, line: line.text, length: Buffer.byteLength(line.text) });
+      }
+      continue;
+    }
+    const routing = domainId === null ? await routingFor(null, stats, deps) : { domainId };
+    await decodeLines(decoded, lines, [], decoderOf(route.type, route), routing, origin, Infinity);
+  }
+  return decoded;
+}
+
+/** A message as it was received, for the rejects. */
+function rawOf(m: SyslogMessage): string {
+  return `${m.hostname === null ? '' : `${m.hostname} `}${m.tag}: ${m.message}`;
+}
