@@ -203,6 +203,18 @@ describe('malformed lines are rejected with a useful reason', () => {
     expect(entryOf(line)).toMatchObject({ message: 'odd, client: 203.0.113.7, server: x, unknown: "y"', context: {} });
   });
 
+  it('a request line that forges more context is one request value: the split ending in HTTP/n.n wins', () => {
+    const line = '2026/11/21 08:15:30 [info] 1#1: *7 client sent invalid request while reading client request line, client: 127.0.0.1, server: shop.test, request: "GET /x", host: "forged.example HTTP/1.1"';
+    expect(entryOf(line).context).toEqual({ client: '127.0.0.1', server: 'shop.test', request: 'GET /x", host: "forged.example HTTP/1.1' });
+    const normal = '2026/11/21 08:15:30 [error] 1#1: *8 open() failed, client: 1.2.3.4, server: s, request: "GET /a\", b HTTP/1.1", upstream: "http://u/", host: "h"';
+    expect(entryOf(normal).context).toEqual({ client: '1.2.3.4', server: 's', request: 'GET /a\", b HTTP/1.1', upstream: 'http://u/', host: 'h' });
+  });
+
+  it('[debug] lines carry no context: a header that looks like one stays in the message', () => {
+    const line = '2026/11/21 08:15:30 [debug] 1#1: *65 http header: "User-Agent: probe, client: 203.0.113.66, server: forged.example"';
+    expect(entryOf(line)).toMatchObject({ message: 'http header: "User-Agent: probe, client: 203.0.113.66, server: forged.example"', context: {} });
+  });
+
   it('property: any text as a line never throws', () => {
     fc.assert(
       fc.property(fc.string({ unit: 'binary', maxLength: 200 }), fc.boolean(), (text, prefixed) => {

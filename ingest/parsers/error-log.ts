@@ -10,6 +10,11 @@
  * from which the rest of the line reads as that sequence starts it, and a `, client: ` inside the
  * message (a file name taken from a URL) stays part of the message. A line whose context does not
  * read that way (nginx cuts lines at 2048 bytes) keeps all its text as the message.
+ *
+ * The request line is logged as the client sent it, quotes included, so `request: "GET /x",
+ * host: "other.example HTTP/1.1"` can be one forged request value. A request nginx accepted ends
+ * with its protocol, so a split whose request ends in ` HTTP/n.n` is preferred. `[debug]` lines never
+ * carry context (ngx_log_error_core appends it for the other levels only): their text is all message.
  */
 import type { ErrorEntry, ErrorLevel, ParseResult } from '../types.js';
 import { d2, wallTime, zonedWallTimeToEpoch } from './time.js';
@@ -27,7 +32,10 @@ const PREFIX = /^\d{4}\/\d{2}\/\d{2} \d{2}:\d{2}:\d{2} \[([a-z]+)\] \d+#\d+: (?:
 const CONTEXT_KEYS = ['client', 'server', 'request', 'subrequest', 'upstream', 'host', 'referrer'] as const;
 // `s`: a request line may hold a stray CR. Quoted values are lazy so each stops at the closing quote
 // that the next key (or the end of the line) follows.
-const CONTEXT = /, client: ([^ ,]*)(?:, server: ([^,]*))?(?:, request: "(.*?)")?(?:, subrequest: "(.*?)")?(?:, upstream: "(.*?)")?(?:, host: "(.*?)")?(?:, referrer: "(.*?)")?$/ys;
+const contextPattern = (request: string) =>
+  new RegExp(`, client: ([^ ,]*)(?:, server: ([^,]*))?(?:, request: "(${request})")?(?:, subrequest: "(.*?)")?(?:, upstream: "(.*?)")?(?:, host: "(.*?)")?(?:, referrer: "(.*?)")?$`, 'ys');
+// First a request ending with its protocol, then any.
+const CONTEXTS = [contextPattern('.*? HTTP/\\d(?:\\.\\d)?'), contextPattern('.*?')];
 
 /**
  * Parses one error-log line. Its time carries no zone and is read in the IANA `timezone`; an
@@ -46,16 +54,20 @@ export function parseErrorLine(line: string, timezone = 'UTC'): ParseResult<Erro
   if (Number.isNaN(wall)) return { ok: false, reason: `invalid time ${JSON.stringify(line.slice(0, 19))}` };
   const timestamp = zonedWallTimeToEpoch(wall, timezone);
   const start = m[0].length;
-  const context: Record<string, string> = {};
-  for (let at = line.indexOf(', client: ', start); at !== -1; at = line.indexOf(', client: ', at + 1)) {
-    CONTEXT.lastIndex = at;
-    const c = CONTEXT.exec(line);
-    if (c === null) continue;
-    CONTEXT_KEYS.forEach((key, i) => {
-      const value = c[i + 1];
-      if (value !== undefined) context[key] = value;
-    });
-    return { ok: true, entry: { timestamp, level, message: line.slice(start, at), context } };
+  if (level !== 'debug') {
+    for (const pattern of CONTEXTS) {
+      for (let at = line.indexOf(', client: ', start); at !== -1; at = line.indexOf(', client: ', at + 1)) {
+        pattern.lastIndex = at;
+        const c = pattern.exec(line);
+        if (c === null) continue;
+        const context: Record<string, string> = {};
+        CONTEXT_KEYS.forEach((key, i) => {
+          const value = c[i + 1];
+          if (value !== undefined) context[key] = value;
+        });
+        return { ok: true, entry: { timestamp, level, message: line.slice(start, at), context } };
+      }
+    }
   }
-  return { ok: true, entry: { timestamp, level, message: line.slice(start), context } };
+  return { ok: true, entry: { timestamp, level, message: line.slice(start), context: {} } };
 }

@@ -57,7 +57,7 @@ export const emptyDecoded = (): Decoded => ({ access: [], error: [], rejects: []
 
 /**
  * The host a line names, as domains are registered: lower-case, without a port or a final dot.
- * An access line has `$host`/`$server_name`; an error line the `host` (else `server`) of its context.
+ * An access line has `$host`/`$server_name`; an error line the `server` (else `host`) of its context.
  */
 export function normaliseHost(host: string): string {
   let h = host.trim().toLowerCase();
@@ -95,7 +95,9 @@ export async function decodeLines(
       const parsed = parseErrorLine(line.text, decoder.timezone);
       if (!parsed.ok) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${parsed.reason}`);
       else if (fixed !== null) into.error.push({ entry: parsed.entry, domainId: fixed, offset: line.offset });
-      else pending.push({ entry: parsed.entry, host: parsed.entry.context.host ?? parsed.entry.context.server ?? null, line });
+      // `server` (the server block's name, from nginx's config) before `host`: the request line is
+      // logged as the client sent it, so a `host: "…"` after it can be the client's forgery.
+      else pending.push({ entry: parsed.entry, host: parsed.entry.context.server ?? parsed.entry.context.host ?? null, line });
     }
   }
   for (const o of overlong) reject(o.offset, o.head, o.length, `line longer than ${maxLineBytes} bytes`);

@@ -1,0 +1,75 @@
+import fs from 'node:fs';
+import type { ClickHouseClient } from '../../src/db/clickhouse.js';
+import type { Db } from '../../src/db/postgres.js';
+import { insertDomain } from '../../src/domains/store.js';
+
+/** The recommended access format (combined + $request_time), and the same led by $host. */
+export const FORMAT = '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time';
+export const HOST_FORMAT = `$host ${FORMAT}`;
+
+/** Polls `check` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
+export async function until<T>(check: () => Promise<T | undefined | false> | T | undefined | false, what: string, timeoutMs = 15_000, intervalMs = 50): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+export async function select<T = Record<string, unknown>>(clickhouse: ClickHouseClient, query: string, params: Record<string, unknown> = {}): Promise<T[]> {
+  return (await clickhouse.query({ query, query_params: params, format: 'JSONEachRow' })).json<T>();
+}
+
+/** Rows of `table` for one domain (0: rejects without a domain). */
+export async function countRows(clickhouse: ClickHouseClient, table: 'access_logs' | 'error_logs' | 'ingest_rejects', domainId: number): Promise<number> {
+  const [row] = await select<{ n: string }>(clickhouse, `SELECT count() AS n FROM ${table} WHERE domain_id = {d:UInt32}`, { d: domainId });
+  return Number(row!.n);
+}
+
+/** Count and distinct ids of a domain's access rows: equal when nothing was stored twice. */
+export async function accessIds(clickhouse: ClickHouseClient, domainId: number): Promise<{ rows: number; ids: number }> {
+  const [row] = await select<{ rows: string; ids: string }>(clickhouse, 'SELECT count() AS rows, uniqExact(id) AS ids FROM access_logs WHERE domain_id = {d:UInt32}', { d: domainId });
+  return { rows: Number(row!.rows), ids: Number(row!.ids) };
+}
+
+let domainSeq = 0;
+/** Registers a new domain with a name unique in this process. */
+export async function newDomain(db: Db, tag = 'site'): Promise<{ id: number; name: string }> {
+  const name = `${tag}-${process.pid}-${++domainSeq}.example.com`;
+  const row = await insertDomain(db, { name, ownerId: null });
+  return { id: row.id, name };
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+/** `$time_local` of epoch milliseconds, in UTC. */
+export function timeLocal(ms: number): string {
+  const d = new Date(ms);
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `${p(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${p(d.getUTCHours())}:${p(d.getUTCMinutes())}:${p(d.getUTCSeconds())} +0000`;
+}
+
+export const T0 = Date.UTC(2026, 10, 20, 8, 0, 0);
+
+/** Line `n` of a test access log in FORMAT: its url carries n, so a test can tell every line apart. */
+export function accessLine(n: number, host?: string): string {
+  const line = `10.1.${(n >> 8) & 255}.${n & 255} - - [${timeLocal(T0 + n * 1000)}] "GET /item/${n}?q=${n % 7} HTTP/1.1" ${n % 10 === 0 ? 500 : 200} ${n % 5000} "-" "test-agent/${n % 3}" 0.${String(n % 1000).padStart(3, '0')}`;
+  return host === undefined ? line : `${host} ${line}`;
+}
+
+/** Lines `from` … `to - 1`, each with its newline. */
+export function accessLines(from: number, to: number, host?: string): string {
+  let text = '';
+  for (let n = from; n < to; n++) text += `${accessLine(n, host)}\n`;
+  return text;
+}
+
+export function append(file: string, text: string): void {
+  fs.appendFileSync(file, text);
+}
