@@ -53,6 +53,8 @@ export interface SourceStats {
   rejected: number;
   /** Bytes written to the source's files and not yet accepted by ClickHouse. */
   lagBytes: number;
+  /** Files open: the followed one, and rotated ones still being finished (0 for syslog). */
+  files: number;
   /** Failed writes retried so far. */
   retries: number;
   /** The last error met, for the operator; null once a write succeeds again. */
@@ -60,7 +62,7 @@ export interface SourceStats {
 }
 
 export function newStats(name: string): SourceStats {
-  return { name, state: 'starting', read: 0, inserted: 0, rejected: 0, lagBytes: 0, retries: 0, lastError: null };
+  return { name, state: 'starting', read: 0, inserted: 0, rejected: 0, lagBytes: 0, files: 0, retries: 0, lastError: null };
 }
 
 /** Resolves after `ms`, or early (false) when `signal` aborts. */
@@ -196,6 +198,7 @@ export async function prepareChunk(chunk: LineChunk, input: ChunkInput, stats: S
 /** Writes a batch until ClickHouse accepts it; a refusal of the data itself is thrown. */
 export async function writeBatch(batch: Prepared, stats: SourceStats, deps: PipelineDeps): Promise<void> {
   await retrying(() => writeRows(deps.clickhouse, batch.rows, batch.token), 'writing to ClickHouse', stats, deps, isRetryableInsertError);
+  deps.log.debug({ source: stats.name, lines: batch.lines, token: batch.token }, 'batch written');
   stats.read += batch.lines;
   stats.inserted += batch.rows.access.length + batch.rows.error.length;
   stats.rejected += batch.rows.rejects.length;

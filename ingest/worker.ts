@@ -59,7 +59,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
     signal: abort.signal,
   };
   const checkpoints = await CheckpointStore.open(checkpointDir(options.dataDir), log);
-  const running: { stats: SourceStats; done: Promise<void>; close(): Promise<void>; lag?: () => number }[] = [];
+  const running: { stats: SourceStats; done: Promise<void>; close(): Promise<void>; files?: () => { lagBytes: number; openFiles: number } }[] = [];
 
   const listener = config.syslog ? await listenSyslog({ udp: config.syslog.udp, tcp: config.syslog.tcp, timezone: config.syslog.timezone }) : null;
   if (listener && config.syslog) {
@@ -74,14 +74,17 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
       const tail = new FileTail({ path: file, checkpoints, log, startAt: source.startAt, pollMs: options.pollMs, rotatedIdleMs: options.rotatedIdleMs });
       const stats = newStats(`${kind} ${file}`);
       const done = supervise(runFile(tail, source, kind, stats, deps), stats, log);
-      running.push({ stats, done, close: () => tail.close(), lag: () => tail.stats().lagBytes });
+      running.push({ stats, done, close: () => tail.close(), files: () => tail.stats() });
     }
   }
   log.info({ sources: running.map((r) => r.stats.name) }, 'ingest started');
 
   const snapshot = () =>
     running.map((r) => {
-      if (r.lag) r.stats.lagBytes = r.lag();
+      if (r.files) {
+        const { lagBytes, openFiles } = r.files();
+        Object.assign(r.stats, { lagBytes, files: openFiles });
+      }
       return { ...r.stats };
     });
   const timer = options.statsIntervalMs > 0 ? setInterval(() => log.info({ sources: snapshot() }, 'ingest stats'), options.statsIntervalMs) : null;

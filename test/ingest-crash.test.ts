@@ -1,0 +1,127 @@
+/**
+ * Exactly once across crashes: the real program (`tailhouse ingest`, `tailhouse import`) killed
+ * with SIGKILL right after ClickHouse accepted a batch and before its checkpoint moved (the log
+ * line `batch written` comes between the two), or at a random moment, then started again. At the
+ * end every line is stored once: exact counts, no id twice, every line's url present.
+ *
+ * The children hold the embedded stores while they run (DATA_DIR lock), so this process opens them
+ * only at the end, to count.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { findDomainByName } from '../src/domains/store.js';
+import { createLogger } from '../src/log.js';
+import { openStores, type Stores } from '../src/runtime.js';
+import { freshDatabase, JWT_SECRET } from './support/app.js';
+import { exitOf, killChildren, run, start, waitForOutput, type Proc } from './support/child.js';
+import { accessLines, FORMAT, select } from './support/ingest.js';
+
+const SLOW = 240_000;
+let dataDir: string;
+let database: { url: string | undefined; drop: () => Promise<void> };
+let vars: Record<string, string>;
+
+beforeAll(async () => {
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-crash-'));
+  database = await freshDatabase();
+  vars = { DATA_DIR: dataDir, JWT_SECRET, LOG_LEVEL: 'debug', INGEST_STATS_INTERVAL_MS: '100', ...(database.url ? { DATABASE_URL: database.url } : {}) };
+});
+
+afterAll(async () => {
+  await killChildren();
+  await database?.drop();
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** Opens the stores the children used, once none is running, and counts a domain's rows. */
+async function stored(domain: string): Promise<{ rows: number; ids: number; urls: number; rejects: number }> {
+  let stores: Stores | undefined;
+  try {
+    stores = await openStores(loadConfig(vars), createLogger('silent'));
+    const row = await findDomainByName(stores.db, domain);
+    const [counts] = await select<{ rows: string; ids: string; urls: string }>(
+      stores.clickhouse,
+      'SELECT count() AS rows, uniqExact(id) AS ids, uniqExact(url) AS urls FROM access_logs WHERE domain_id = {d:UInt32}',
+      { d: row!.id },
+    );
+    const [rejects] = await select<{ n: string }>(stores.clickhouse, 'SELECT count() AS n FROM ingest_rejects WHERE domain_id = {d:UInt32}', { d: row!.id });
+    return { rows: Number(counts!.rows), ids: Number(counts!.ids), urls: Number(counts!.urls), rejects: Number(rejects!.n) };
+  } finally {
+    await stores?.close();
+  }
+}
+
+const batchesWritten = (n: number) => new RegExp(`(?:"msg":"batch written"[\\s\\S]*){${n}}`);
+
+async function killed(proc: Proc): Promise<void> {
+  proc.child.kill('SIGKILL');
+  expect((await exitOf(proc)).signal).toBe('SIGKILL');
+}
+
+describe('tailhouse ingest killed with SIGKILL', () => {
+  it('resumes after each kill with nothing lost and nothing twice', { timeout: SLOW }, async () => {
+    const domain = 'crash.example.com';
+    const added = await run(['domains', 'add', domain], vars);
+    expect(added.code, added.stderr).toBe(0);
+    const file = path.join(dataDir, 'access.log');
+    const config = path.join(dataDir, 'ingest.yaml');
+    fs.writeFileSync(config, `sources:\n  - domain: ${domain}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
+    // A bad line too: rejects must not double either.
+    fs.writeFileSync(file, `${accessLines(0, 60_000)}this line does not parse\n`);
+    let total = 60_000;
+
+    // Right after a batch was accepted, before its checkpoint: the replay must deduplicate.
+    for (const after of [1, 2, 1]) {
+      const proc = start(['ingest', '--config', config], vars);
+      await waitForOutput(proc, batchesWritten(after), 60_000);
+      await killed(proc);
+      fs.appendFileSync(file, accessLines(total, total + 15_000));
+      total += 15_000;
+    }
+    // At a moment of the operating system's choosing: while reading, inserting or checkpointing.
+    {
+      const proc = start(['ingest', '--config', config], vars);
+      await waitForOutput(proc, /"msg":"ingest started"/, 60_000);
+      await new Promise((r) => setTimeout(r, 150 + Math.floor(Math.random() * 300)));
+      await killed(proc);
+    }
+
+    const last = start(['ingest', '--config', config], vars);
+    // Caught up: the file is open and nothing of it is waiting.
+    await waitForOutput(last, /"sources":\[\{[^\]]*"lagBytes":0,"files":1[^\]]*\],"msg":"ingest stats"/, 90_000);
+    last.child.kill('SIGTERM');
+    expect((await exitOf(last)).code).toBe(0);
+
+    expect(await stored(domain)).toEqual({ rows: total, ids: total, urls: total, rejects: 1 });
+  });
+});
+
+describe('tailhouse import killed with SIGKILL', () => {
+  it('a second run finishes the file exactly; a third adds nothing', { timeout: SLOW }, async () => {
+    const domain = 'import-crash.example.com';
+    const added = await run(['domains', 'add', domain], vars);
+    expect(added.code, added.stderr).toBe(0);
+    const file = path.join(dataDir, 'old.access.log');
+    const total = 80_000;
+    fs.writeFileSync(file, accessLines(0, total));
+    const args = ['import', file, '--domain', domain, '--format', FORMAT];
+
+    // The second batch is written only once the first one's checkpoint is durable.
+    const first = start(args, vars);
+    await waitForOutput(first, batchesWritten(2), 60_000);
+    await killed(first);
+
+    const second = await run(args, vars);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toMatch(/bytes already imported before/);
+    expect(second.stdout).toMatch(new RegExp(`imported \\d+ lines from 1 file\\(s\\)`));
+
+    const third = await run(args, vars);
+    expect(third.stdout).toMatch(/^.*: 0 lines, 0 stored, 0 rejected/m);
+
+    expect(await stored(domain)).toEqual({ rows: total, ids: total, urls: total, rejects: 0 });
+  });
+});
