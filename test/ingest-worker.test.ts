@@ -11,7 +11,7 @@ import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { insertDomain } from '../src/domains/store.js';
 import { createLogger } from '../src/log.js';
 import { startTestApp, type TestApp } from './support/app.js';
-import { accessIds, accessLine, accessLines, append, countRows, FORMAT, HOST_FORMAT, newDomain, select, T0, timeLocal, until } from './support/ingest.js';
+import { accessIds, accessLine, accessLines, append, countRows, errorLogTime, FORMAT, HOST_FORMAT, KOLKATA, newDomain, select, T0, timeLocal, until } from './support/ingest.js';
 
 let t: TestApp;
 let logDir: string;
@@ -242,12 +242,12 @@ describe('following error files', () => {
     const domain = await newDomain(t.runtime.db);
     const file = logFile('error');
     const lines = [
-      `2026/11/20 08:00:00 [crit] 12#12: *5 connect() failed (111: Connection refused) while connecting to upstream, client: 203.0.113.7, server: ${domain.name}, request: "GET /api HTTP/1.1", upstream: "http://127.0.0.1:9000/api", host: "${domain.name}"`,
-      `2026/11/20 08:00:01 [notice] 12#12: signal process started`,
-      `2026/11/20 08:00:02 [warn] 12#12: *6 an upstream response is buffered, client: 203.0.113.8, server: ${domain.name}, request: "POST /up HTTP/1.1", host: "${domain.name}", referrer: "https://r.test/"`,
+      `${errorLogTime(T0)} [crit] 12#12: *5 connect() failed (111: Connection refused) while connecting to upstream, client: 203.0.113.7, server: ${domain.name}, request: "GET /api HTTP/1.1", upstream: "http://127.0.0.1:9000/api", host: "${domain.name}"`,
+      `${errorLogTime(T0 + 1000)} [notice] 12#12: signal process started`,
+      `${errorLogTime(T0 + 2000)} [warn] 12#12: *6 an upstream response is buffered, client: 203.0.113.8, server: ${domain.name}, request: "POST /up HTTP/1.1", host: "${domain.name}", referrer: "https://r.test/"`,
     ];
     append(file, `${lines.join('\n')}\n`);
-    await startWorker(`sources:\n  - error: ${q(file)}\n    timezone: Europe/Paris\n`);
+    await startWorker(`sources:\n  - error: ${q(file)}\n    timezone: ${KOLKATA.zone}\n`);
     // The notice has no host: it cannot be routed and is kept as a reject.
     await waitForRows(domain.id, 2, 'error_logs');
     const rows = await select<{ ts: string; level: string; message: string; context: Record<string, string> }>(
@@ -256,7 +256,7 @@ describe('following error files', () => {
       { d: domain.id },
     );
     expect({ ...rows[0], ts: Number(rows[0]!.ts) }).toEqual({
-      ts: Date.UTC(2026, 10, 20, 7, 0, 0),
+      ts: T0 - KOLKATA.offsetMs,
       level: 'error',
       message: 'connect() failed (111: Connection refused) while connecting to upstream',
       context: { client: '203.0.113.7', server: domain.name, request: 'GET /api HTTP/1.1', upstream: 'http://127.0.0.1:9000/api', host: domain.name },
@@ -279,7 +279,7 @@ describe('syslog', () => {
     const combined = accessLine(1).replace(/ 0\.\d+$/, '');
     await send(`<190>Nov 20 08:00:00 web1 nginx_a: ${combined}`);
     await send(`<190>Nov 20 08:00:01 web1 nginx_h: ${accessLine(2, domain.name)}`);
-    await send(`<187>Nov 20 08:00:02 web1 nginx_e: 2026/11/20 08:00:02 [error] 1#1: *1 open() "/x" failed (2: No such file or directory), client: 1.2.3.4, server: s, request: "GET /x HTTP/1.1", host: "h"`);
+    await send(`<187>Nov 20 08:00:02 web1 nginx_e: ${errorLogTime(T0)} [error] 1#1: *1 open() "/x" failed (2: No such file or directory), client: 1.2.3.4, server: s, request: "GET /x HTTP/1.1", host: "h"`);
     await send(`<190>Nov 20 08:00:03 web1 other_tag: ${combined}`);
     await send('no header at all');
     socket.close();

@@ -55,7 +55,20 @@ export function timeLocal(ms: number): string {
   return `${p(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${p(d.getUTCHours())}:${p(d.getUTCMinutes())}:${p(d.getUTCSeconds())} +0000`;
 }
 
-export const T0 = Date.UTC(2026, 10, 20, 8, 0, 0);
+/**
+ * The time of the first test line: a whole hour a day ago, so test rows are always within the
+ * retention (LOG_RETENTION_DAYS drops older ones at once).
+ */
+export const T0 = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 86_400_000;
+
+/** An error-log time (`YYYY/MM/DD hh:mm:ss`) of epoch milliseconds, as the wall time in UTC. */
+export function errorLogTime(ms: number): string {
+  const iso = new Date(ms).toISOString();
+  return `${iso.slice(0, 10).replaceAll('-', '/')} ${iso.slice(11, 19)}`;
+}
+
+/** Kolkata keeps +05:30 all year: a zone without daylight saving makes expected times simple. */
+export const KOLKATA = { zone: 'Asia/Kolkata', offsetMs: 5.5 * 3_600_000 };
 
 /** Line `n` of a test access log in FORMAT: its url carries n, so a test can tell every line apart. */
 export function accessLine(n: number, host?: string): string {
