@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { createChdbConnection, type ChdbExtension } from 'chdb/connection';
 import type { Logger } from '../log.js';
 import { readMigrations, SQL_DIR } from './migrate.js';
@@ -25,7 +25,8 @@ export function chdbOf(client: ClickHouseClient): ChdbExtension | undefined {
  */
 export async function openClickhouse(options: { clickhouseUrl?: string; dataDir: string }): Promise<ClickHouseClient> {
   if (options.clickhouseUrl) {
-    const client = createClient({ url: options.clickhouseUrl, request_timeout: 60_000 });
+    // The client's own log is unstructured text on stderr; failures reach ours through the callers.
+    const client = createClient({ url: options.clickhouseUrl, request_timeout: 60_000, log: { level: ClickHouseLogLevel.OFF } });
     const ping = await client.ping();
     if (!ping.success) throw new Error(`ClickHouse at CLICKHOUSE_URL does not answer: ${String(ping.error)}`);
     return client;
