@@ -125,3 +125,32 @@ describe('tailhouse import killed with SIGKILL', () => {
     expect(await stored(domain)).toEqual({ rows: total, ids: total, urls: total, rejects: 0 });
   });
 });
+
+describe('serve with INGEST_CONFIG', () => {
+  it('runs the sources beside the API and stops both cleanly', { timeout: SLOW }, async () => {
+    const domain = 'served.example.com';
+    const added = await run(['domains', 'add', domain], vars);
+    expect(added.code, added.stderr).toBe(0);
+    const file = path.join(dataDir, 'served.access.log');
+    const config = path.join(dataDir, 'served.yaml');
+    fs.writeFileSync(config, `sources:\n  - domain: ${domain}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
+    fs.writeFileSync(file, accessLines(0, 3_000));
+    const server = start(['serve'], { ...vars, PORT: '0', INGEST_CONFIG: config, LOG_LEVEL: 'info' });
+    await waitForOutput(server, /"msg":"listening"/, 60_000);
+    await waitForOutput(server, /"sources":\[\{[^\]]*"inserted":3000,[^\]]*\],"msg":"ingest stats"/, 60_000);
+    server.child.kill('SIGTERM');
+    expect((await exitOf(server)).code).toBe(0);
+    expect(server.stdout).toMatch(/"msg":"ingest stopped"/);
+    expect(await stored(domain)).toEqual({ rows: 3_000, ids: 3_000, urls: 3_000, rejects: 0 });
+  });
+
+  it('a bad ingest config stops serve and ingest at start with one line per problem', { timeout: SLOW }, async () => {
+    const config = path.join(dataDir, 'bad.yaml');
+    fs.writeFileSync(config, 'sources:\n  - access: /var/log/a.log\n    format: comined\n');
+    for (const [args, extra] of [[['serve'], { INGEST_CONFIG: config }], [['ingest', '--config', config], {}]] as const) {
+      const result = await run([...args], { ...vars, ...extra });
+      expect(result.code).toBe(1);
+      expect(result.stderr.trim()).toBe(`tailhouse: ingest config ${config}:3: sources[0].format: must be combined, main or an nginx log_format string with $variables (got "comined")`);
+    }
+  });
+});
