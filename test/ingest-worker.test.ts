@@ -4,6 +4,7 @@
  */
 import dgram from 'node:dgram';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseIngestConfig } from '../ingest/config.js';
@@ -290,5 +291,17 @@ describe('syslog', () => {
     expect(rejects.map((r) => r.reason)).toEqual(['unknown syslog tag "other_tag": not in syslog.tags', expect.stringMatching(/^not a syslog message: /)]);
     const [error] = await select<{ message: string }>(t.runtime.clickhouse, 'SELECT message FROM error_logs WHERE domain_id = {d:UInt32}', { d: domain.id });
     expect(error!.message).toBe('open() "/x" failed (2: No such file or directory)');
+  });
+
+  it('takes a relay over TCP, newline and octet-counted framing alike', async () => {
+    const domain = await newDomain(t.runtime.db);
+    const worker = await startWorker(`syslog:\n  tcp: 127.0.0.1:0\n  tags:\n    nginx: { domain: ${domain.name}, format: ${q(FORMAT)} }\n`);
+    const messages = Array.from({ length: 300 }, (_, n) => `<190>Nov 20 08:00:00 web1 nginx: ${accessLine(n)}`);
+    const framed = messages.map((m, n) => (n % 2 === 0 ? `${m}\n` : `${Buffer.byteLength(m)} ${m}`)).join('');
+    const socket = net.connect(worker.syslog!.tcpAddress!.port, '127.0.0.1');
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+    await new Promise<void>((resolve) => socket.end(framed, resolve));
+    await waitForRows(domain.id, 300);
+    expect(await accessIds(t.runtime.clickhouse, domain.id)).toEqual({ rows: 300, ids: 300 });
   });
 });
