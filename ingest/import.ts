@@ -35,6 +35,8 @@ export interface ImportDeps {
   log: Logger;
   dataDir: string;
   signal: AbortSignal;
+  /** LOG_RETENTION_DAYS: older entries are dropped by the tables' TTL as soon as they land. */
+  retentionDays: number;
   backoff?: Backoff;
   /** Progress: bytes read from disk of all files so far, and lines imported. */
   onProgress?: (diskBytes: number, lines: number) => void;
@@ -51,6 +53,8 @@ export interface FileSummary {
   skippedBytes: number;
   /** Bytes after the last complete line: not imported. */
   trailingBytes: number;
+  /** Entries stored that are older than the retention: the TTL removes them at once. */
+  expired: number;
 }
 
 export interface ImportSummary {
@@ -86,16 +90,19 @@ export async function importFiles(files: string[], options: ImportOptions, deps:
   const summaries: FileSummary[] = [];
   let diskBytes = 0;
   let lines = 0;
+  const retainedFrom = Date.now() - deps.retentionDays * 86_400_000;
   for (const file of files) {
     if (deps.signal.aborted) break;
     const read = await openFileRead({ path: file, source, checkpoints, limits, onDiskBytes: (n) => deps.onProgress?.((diskBytes += n), lines) });
     const stats = newStats(`${options.type} ${file}`);
+    let expired = 0;
     await pump(
       read,
       {
         prepare: (chunk) => prepareChunk(chunk, input, stats, pipeline),
-        commit: async (chunk) => {
+        commit: async (chunk, batch) => {
           await read.ack(chunk);
+          for (const rows of [batch.rows.access, batch.rows.error]) for (const row of rows) if (row.timestamp < retainedFrom) expired++;
           lines += chunk.lines.length + chunk.overlong.length;
           deps.onProgress?.(diskBytes, lines);
         },
@@ -111,9 +118,11 @@ export async function importFiles(files: string[], options: ImportOptions, deps:
       rejected: stats.rejected,
       skippedBytes: read.resumeAt,
       trailingBytes: read.trailingBytes(),
+      expired,
     };
     summaries.push(summary);
     log.info(summary, 'file imported');
+    if (expired > 0) log.warn({ path: file, entries: expired, retentionDays: deps.retentionDays }, 'entries older than the retention were dropped by it at once');
     if (summary.trailingBytes > 0 && !deps.signal.aborted) {
       log.warn({ path: file, bytes: summary.trailingBytes }, 'the file ends without a newline: its last line was not imported');
     }

@@ -211,7 +211,7 @@ export async function writeBatch(batch: Prepared, stats: SourceStats, deps: Pipe
  */
 export async function pump<T>(
   items: AsyncIterable<T>,
-  steps: { prepare(item: T): Promise<Prepared>; commit(item: T): Promise<void> },
+  steps: { prepare(item: T): Promise<Prepared>; commit(item: T, batch: Prepared): Promise<void> },
   stats: SourceStats,
   deps: PipelineDeps,
 ): Promise<void> {
@@ -222,7 +222,7 @@ export async function pump<T>(
       if (writing) await writing;
       writing = (async () => {
         await writeBatch(batch, stats, deps);
-        await steps.commit(item);
+        await steps.commit(item, batch);
       })();
       // Observed now, awaited later: a failure while the next batch is prepared is not unhandled.
       writing.catch(() => {});

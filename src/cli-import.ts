@@ -49,6 +49,7 @@ export function importReport(summary: ImportSummary): string {
     const notes = [
       f.skippedBytes > 0 ? `${f.skippedBytes} bytes already imported before` : '',
       f.trailingBytes > 0 ? `last ${f.trailingBytes} bytes have no newline: not imported` : '',
+      f.expired > 0 ? `${f.expired} entries older than LOG_RETENTION_DAYS, dropped by retention at once` : '',
     ].filter(Boolean);
     return `${f.path}: ${f.lines} lines, ${f.inserted} stored, ${f.rejected} rejected${notes.length ? ` (${notes.join('; ')})` : ''}\n`;
   });

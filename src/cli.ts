@@ -6,17 +6,18 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { findDomainByName, insertDomain } from './domains/store.js';
 import { domainNameField } from './domains/schemas.js';
 import { createLogger, type Logger } from './log.js';
-import { openRuntime, openStores, type Runtime } from './runtime.js';
-import { runServer } from './server.js';
+import type { Runtime } from './runtime.js';
 import { stopOnSignals } from './shutdown.js';
 import { loadIngestConfig } from '../ingest/config.js';
-import { ImportError, importFiles } from '../ingest/import.js';
-import { startIngest } from '../ingest/worker.js';
 import { importOptionsSchema, importProgress, importReport } from './cli-import.js';
 import { createUserRecord } from './users/service.js';
 import { emailField, passwordField } from './users/schemas.js';
 import { findUserByEmail } from './users/store.js';
 import type { z } from 'zod';
+
+// The stores (chDB, PGlite) and what uses them load only when a command needs them: `--help` and
+// option errors answer at once, and no command pays for another's modules.
+const runtimeModule = () => import('./runtime.js');
 
 /** Fails with one clear line, the way every CLI error should read. */
 class CliError extends Error {}
@@ -38,6 +39,7 @@ function setup(logTo?: pino.DestinationStream): { config: Config; log: Logger } 
 async function withRuntime(work: (runtime: Runtime) => Promise<void>): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel === 'info' ? 'warn' : config.logLevel, toStderr());
+  const { openRuntime } = await runtimeModule();
   const runtime = await openRuntime(config, log, (line) => process.stderr.write(`${line}\n`));
   try {
     await work(runtime);
@@ -59,6 +61,7 @@ program
   .description('serve the API')
   .action(async () => {
     const { config, log } = setup();
+    const { runServer } = await import('./server.js');
     await runServer(config, log);
   });
 
@@ -68,6 +71,7 @@ program
   .action(async () => {
     const { config, log } = setup(toStderr());
     // Through openStores, so an embedded DATA_DIR in use by a running `serve` is refused.
+    const { openStores } = await runtimeModule();
     const stores = await openStores(config, log);
     await stores.close();
     process.stdout.write(`applied ${stores.applied.postgres} Postgres and ${stores.applied.clickhouse} ClickHouse migrations\n`);
@@ -80,6 +84,7 @@ program
   .action(async (opts: { config: string }) => {
     const { config, log } = setup();
     const ingestConfig = await loadIngestConfig(opts.config);
+    const [{ openStores }, { startIngest }] = await Promise.all([runtimeModule(), import('../ingest/worker.js')]);
     const stores = await openStores(config, log);
     try {
       const worker = await startIngest(ingestConfig, { db: stores.db, clickhouse: stores.clickhouse, log, dataDir: config.dataDir, statsIntervalMs: config.ingestStatsIntervalMs });
@@ -104,13 +109,14 @@ program
   .action(async (files: string[], opts: { domain?: string; type: 'access' | 'error'; format: string; timezone: string }) => {
     const options = parseWith(importOptionsSchema, opts, 'import:');
     const { config, log } = setup(toStderr());
+    const [{ openStores }, { ImportError, importFiles }] = await Promise.all([runtimeModule(), import('../ingest/import.js')]);
     const stores = await openStores(config, log);
     const abort = new AbortController();
     process.once('SIGINT', () => abort.abort());
     process.once('SIGTERM', () => abort.abort());
     const progress = await importProgress(files);
     try {
-      const summary = await importFiles(files, options, { db: stores.db, clickhouse: stores.clickhouse, log, dataDir: config.dataDir, signal: abort.signal, onProgress: progress.update });
+      const summary = await importFiles(files, options, { db: stores.db, clickhouse: stores.clickhouse, log, dataDir: config.dataDir, signal: abort.signal, retentionDays: config.logRetentionDays, onProgress: progress.update });
       progress.stop();
       process.stdout.write(importReport(summary));
       if (summary.interrupted) process.exitCode = 130;
