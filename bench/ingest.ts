@@ -1,0 +1,409 @@
+/**
+ * bench/ingest: tailhouse's import and live ingest of an nginx access log against GoAccess and
+ * against ClickHouse parsing the same file itself, side by side.
+ *
+ *   npm run bench:ingest                      # 1,000,000 lines
+ *   BENCH_LINES=100000 npm run bench:ingest
+ *
+ * Steps (each a child process, timed from spawn to exit with its peak RSS and CPU from /proc):
+ *   goaccess   `goaccess FILE -o report.json`: the common single-host tool; skipped when not installed
+ *   regexp     INSERT … SELECT FROM file(FILE, 'Regexp') into access_logs in a fresh chDB: the engine's own parse
+ *   import     `tailhouse import FILE --domain D --format F` on a fresh DATA_DIR, then again (idempotence)
+ *   live       `tailhouse ingest --config C` following an empty file to which the log is appended at full speed
+ *
+ * Rows landed are checked by count and by a fingerprint of their columns against the regexp step's.
+ * Figures are printed, never asserted: exit 0 unless the bench itself could not run.
+ *
+ * Environment (optional):
+ *   BENCH_LINES   lines to generate (default 1000000)
+ *   BENCH_STEPS   comma list of goaccess,regexp,import,live (default all)
+ *   BENCH_LIVE_RATE  lines/s the live step appends at (default: full speed, in 4 MiB writes)
+ *   BENCH_KEEP    1: keep the temporary directory (log, reports, data directories) and print its path
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chdbOf, migrateClickhouse, openClickhouse, type ClickHouseClient } from '../src/db/clickhouse.js';
+import { createLogger } from '../src/log.js';
+import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
+import { killAll, spawnMeasured, type Measured } from './lib/measure.js';
+
+const LINES = Number(process.env.BENCH_LINES ?? 1_000_000);
+const STEPS = new Set((process.env.BENCH_STEPS ?? 'goaccess,regexp,import,live').split(',').map((s) => s.trim()));
+const KEEP = process.env.BENCH_KEEP === '1';
+/** Lines per second the live step appends at; unset: as fast as the disk takes them. */
+const LIVE_RATE = Number(process.env.BENCH_LIVE_RATE || Infinity);
+
+const SELF = fileURLToPath(import.meta.url);
+const ROOT = path.resolve(path.dirname(SELF), '..');
+const BIN = path.join(ROOT, 'bin', 'tailhouse.js');
+const DOMAIN = 'shop.example.com';
+/** How often the live worker reports its counters: the resolution of the measured lag. */
+const STATS_INTERVAL_MS = 250;
+/** Give up on a step whose child shows no progress for this long. */
+const STALL_MS = 120_000;
+
+/** The generated format in GoAccess's terms (%^ skips a field; %T is $request_time in seconds). */
+const GOACCESS_ARGS = ['--log-format=%h %^[%d:%t %^] "%r" %s %b "%R" "%u" %T', '--date-format=%d/%b/%Y', '--time-format=%T'];
+
+// --- the ClickHouse side (child modes of this script: chDB binds one data directory per process) ---
+
+/** access_logs' columns as nginx wrote them; one capture group per field of ACCESS_FORMAT. */
+const REGEXP = String.raw`^(\S+) - (\S+) \[([^\]]+)\] "(\S+) (\S+) (\S+)" (\d{3}) (\d+) "([^"]*)" "([^"]*)" (\S+)$`;
+const REGEXP_STRUCTURE = 'ip String, user String, time String, method String, url String, protocol String, status UInt16, size UInt64, referrer String, agent String, rt Float64';
+
+/** Columns whose values the fingerprint compares; ids and domain ids differ by design between stores. */
+const FINGERPRINT = `SELECT count() AS rows, toString(min(timestamp)) AS first, toString(max(timestamp)) AS last,
+  toString(sum(status_code)) AS statuses, toString(sum(response_size)) AS bytes, toString(sum(response_time)) AS times,
+  uniqExact(ip_address) AS clients, toString(sum(cityHash64(method, url, protocol, referrer, user_agent))) AS texts
+  FROM access_logs`;
+
+type Fingerprint = Record<string, string | number>;
+
+async function fingerprintOf(client: ClickHouseClient): Promise<Fingerprint> {
+  const [row] = await (await client.query({ query: FINGERPRINT, format: 'JSONEachRow' })).json<Fingerprint>();
+  return row!;
+}
+
+/** The fingerprint of a DATA_DIR that tailhouse wrote (after its process has exited). */
+async function fingerprint(dataDir: string): Promise<Fingerprint> {
+  const client = await openClickhouse({ dataDir });
+  try {
+    return await fingerprintOf(client);
+  } finally {
+    await client.close();
+  }
+}
+
+/** ClickHouse parses the log itself: the same columns as tailhouse fills, timed around the INSERT alone. */
+async function regexpInsert(log: string, dataDir: string): Promise<{ insertMs: number; fingerprint: Fingerprint }> {
+  const client = await openClickhouse({ dataDir });
+  const quote = (s: string) => `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+  try {
+    await migrateClickhouse(client, createLogger('silent'), { LOG_RETENTION_DAYS: 90 });
+    const started = performance.now();
+    await chdbOf(client)!.queryAsync(
+      `INSERT INTO access_logs (domain_id, id, timestamp, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time)
+       SELECT 1, rowNumberInAllBlocks() + 1, parseDateTime64BestEffort(replaceOne(time, ':', ' '), 3, 'UTC'), ip, method, url, protocol,
+              status, size, if(referrer = '-', '', referrer), if(agent = '-', '', agent), toUInt32(round(rt * 1000))
+       FROM file(${quote(log)}, 'Regexp', ${quote(REGEXP_STRUCTURE)})
+       SETTINGS format_regexp = ${quote(REGEXP)}, format_regexp_escaping_rule = 'Raw', format_regexp_skip_unmatched = 0, async_insert = 0`,
+    );
+    return { insertMs: performance.now() - started, fingerprint: await fingerprintOf(client) };
+  } finally {
+    await client.close();
+  }
+}
+
+/** Runs a child mode of this script and returns the JSON it printed after `RESULT `. */
+async function childResult<T>(args: string[]): Promise<{ result: T; m: Measured }> {
+  const m = await spawnMeasured(process.execPath, [...process.execArgv, SELF, ...args]).done;
+  const line = m.stdout.split('\n').find((l) => l.startsWith('RESULT '));
+  if (m.code !== 0 || !line) throw new Error(`${args[0]} failed (exit ${m.code}): ${tail(m.stderr || m.stdout)}`);
+  return { result: JSON.parse(line.slice(7)) as T, m };
+}
+
+// --- tailhouse ---------------------------------------------------------------------------------
+
+const ADMIN = { ADMIN_EMAIL: 'bench-admin@example.com', ADMIN_PASSWORD: 'bench-admin-password-1', JWT_SECRET: randomBytes(48).toString('base64url') };
+
+/** Embedded mode on `dataDir`: the environment is built from scratch, so no DATABASE_URL or CLICKHOUSE_URL leaks in. */
+function tailhouse(args: string[], dataDir: string, opts: { env?: Record<string, string>; onLine?: (line: string) => void } = {}) {
+  return spawnMeasured(process.execPath, [BIN, ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, ...ADMIN, ...opts.env },
+    onLine: opts.onLine,
+  });
+}
+
+async function mustRun(args: string[], dataDir: string): Promise<Measured> {
+  const m = await tailhouse(args, dataDir).done;
+  if (m.code !== 0) throw new Error(`tailhouse ${args.join(' ')} failed (exit ${m.code}): ${tail(m.stderr || m.stdout)}`);
+  return m;
+}
+
+/** A fresh embedded DATA_DIR with the bench domain registered (which also creates and migrates both stores). */
+async function freshDataDir(dir: string, name: string): Promise<string> {
+  const dataDir = path.join(dir, name);
+  await mustRun(['domains', 'add', DOMAIN], dataDir);
+  return dataDir;
+}
+
+/** Whether tailhouse lists `command` in its help (the import and ingest commands are being built). */
+function hasCommand(command: string): boolean {
+  const r = spawnSync(process.execPath, [BIN, '--help'], { cwd: ROOT, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: process.env.HOME } });
+  return new RegExp(`^\\s+${command}\\b`, 'm').test(r.stdout);
+}
+
+/**
+ * The total `inserted` of an "ingest stats" log line: a top-level count if there is one, else the
+ * sum of the per-source counts wherever they are nested.
+ */
+function insertedOf(value: unknown): number {
+  if (typeof value !== 'object' || value === null) return 0;
+  const record = value as Record<string, unknown>;
+  if (typeof record.inserted === 'number') return record.inserted;
+  return Object.values(record).reduce<number>((sum, v) => sum + insertedOf(v), 0);
+}
+
+// --- the steps ---------------------------------------------------------------------------------
+
+interface Figure {
+  step: string;
+  what: string;
+  m: Measured;
+  /** Lines per second the step achieved; by default LINES over its wall time; NaN: not a rate. */
+  linesPerS?: number;
+  check: string;
+}
+
+async function benchGoaccess(log: string, dir: string): Promise<Figure | string> {
+  if (spawnSync('sh', ['-c', 'command -v goaccess']).status !== 0) return 'goaccess: skipped, not installed (apt-get install -y goaccess)';
+  const report = path.join(dir, 'goaccess.json');
+  const m = await spawnMeasured('goaccess', [log, '--no-global-config', '--no-progress', ...GOACCESS_ARGS, '-o', report]).done;
+  if (m.code !== 0) return `goaccess: failed (exit ${m.code}): ${tail(m.stderr)}`;
+  const general = (JSON.parse(fs.readFileSync(report, 'utf8')) as { general: { total_requests: number; valid_requests: number } }).general;
+  const version = spawnSync('goaccess', ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0]?.replace(/[\s.]+$/, '');
+  return { step: 'goaccess', what: `${version}, JSON report`, m, check: `${fmt(general.valid_requests)} valid of ${fmt(general.total_requests)} requests${countNote(general.valid_requests)}` };
+}
+
+async function benchRegexp(log: string, dir: string): Promise<{ figure: Figure; reference: Fingerprint }> {
+  const { result, m } = await childResult<{ insertMs: number; fingerprint: Fingerprint }>(['--regexp', log, path.join(dir, 'regexp')]);
+  const rows = Number(result.fingerprint.rows);
+  return {
+    figure: {
+      step: 'clickhouse regexp',
+      what: `chDB ${chdbVersion()}: INSERT … SELECT FROM file(…, 'Regexp'); lines/s over the INSERT alone (${fmt(result.insertMs)} ms)`,
+      m,
+      linesPerS: (LINES / result.insertMs) * 1000,
+      check: `${fmt(rows)} rows${countNote(rows)}`,
+    },
+    reference: result.fingerprint,
+  };
+}
+
+async function benchImport(log: string, dir: string, reference?: Fingerprint): Promise<Figure[]> {
+  const dataDir = await freshDataDir(dir, 'import');
+  const args = ['import', log, '--domain', DOMAIN, '--format', ACCESS_FORMAT];
+  const figures: Figure[] = [];
+  let before: Fingerprint | undefined;
+  for (const run of ['first', 'again'] as const) {
+    const m = await tailhouse(args, dataDir).done;
+    // The summary's last line: totals, the import's own time and rate (without process start-up).
+    const summary = m.stdout.split('\n').find((l) => l.startsWith('imported ')) ?? tail(m.stdout, 1);
+    if (m.code !== 0) throw new Error(`tailhouse import failed (exit ${m.code}): ${tail(m.stderr || m.stdout)}`);
+    const after = (await childResult<Fingerprint>(['--fingerprint', dataDir])).result;
+    const rows = Number(after.rows);
+    const check =
+      run === 'first'
+        ? `${fmt(rows)} rows${countNote(rows)}; ${compare(after, reference)}`
+        : `${fmt(rows)} rows, ${same(after, before) ? 'unchanged' : '**changed**'}`;
+    // The second run finds every byte checkpointed: its time is the fixed cost of a run, not a rate.
+    figures.push({ step: run === 'first' ? 'tailhouse import' : 'tailhouse import, again', what: `summary: ${summary}`, m, linesPerS: run === 'first' ? undefined : NaN, check });
+    before = after;
+  }
+  return figures;
+}
+
+async function benchLive(log: string, dir: string, reference?: Fingerprint): Promise<{ figure: Figure; lagMs: number; stopMs: number }> {
+  const dataDir = await freshDataDir(dir, 'live');
+  const followed = path.join(dir, 'live-access.log');
+  fs.writeFileSync(followed, '');
+  const config = path.join(dir, 'ingest.yaml');
+  // JSON strings are YAML double-quoted scalars: the format's quotes and $ need no further escaping.
+  fs.writeFileSync(config, `sources:\n  - domain: ${DOMAIN}\n    access: ${JSON.stringify(followed)}\n    format: ${JSON.stringify(ACCESS_FORMAT)}\n    startAt: beginning\n`);
+
+  let inserted = -1; // -1 until the first stats line: the worker is not running yet
+  let lastChange = performance.now();
+  let allInAt = 0;
+  const worker = tailhouse(['ingest', '--config', config], dataDir, {
+    env: { INGEST_STATS_INTERVAL_MS: String(STATS_INTERVAL_MS) },
+    onLine: (line) => {
+      if (!line.startsWith('{')) return;
+      let entry: { msg?: unknown };
+      try {
+        entry = JSON.parse(line) as { msg?: unknown };
+      } catch {
+        return;
+      }
+      if (entry.msg !== 'ingest stats') return;
+      const n = insertedOf(entry);
+      if (n !== inserted) lastChange = performance.now();
+      inserted = n;
+      if (n >= LINES && !allInAt) allInAt = performance.now();
+    },
+  });
+  let exited = false;
+  void worker.done.then(() => (exited = true));
+  const waitFor = async (what: string, done: () => boolean) => {
+    while (!done()) {
+      if (exited) throw new Error(`tailhouse ingest exited while waiting for ${what}: ${tail((await worker.done).stderr)}`);
+      if (performance.now() - lastChange > STALL_MS) throw new Error(`no progress for ${STALL_MS / 1000} s waiting for ${what} (inserted ${inserted} of ${LINES})`);
+      await sleep(20);
+    }
+  };
+
+  await waitFor('the first "ingest stats" line', () => inserted >= 0);
+  const writeStart = performance.now();
+  await appendLog(log, followed, LIVE_RATE);
+  const writerStopped = performance.now();
+  lastChange = writerStopped;
+  await waitFor(`${fmt(LINES)} inserted rows`, () => allInAt > 0);
+
+  const stopAt = performance.now();
+  worker.child.kill('SIGTERM');
+  const killer = setTimeout(() => worker.child.kill('SIGKILL'), 30_000);
+  const m = await worker.done;
+  clearTimeout(killer);
+  const stopMs = performance.now() - stopAt;
+  const after = (await childResult<Fingerprint>(['--fingerprint', dataDir])).result;
+  const rows = Number(after.rows);
+  return {
+    figure: {
+      step: 'tailhouse ingest (live)',
+      what: `appended ${Number.isFinite(LIVE_RATE) ? `at ${fmt(LIVE_RATE)} lines/s` : 'at full speed'} in ${fmt(writerStopped - writeStart)} ms; lines/s from first write to all inserted; wall/CPU/RSS of the worker's whole life`,
+      m,
+      linesPerS: (LINES / (allInAt - writeStart)) * 1000,
+      check: `${fmt(rows)} rows${countNote(rows)}; ${compare(after, reference)}; exit ${m.code ?? m.signal} after SIGTERM`,
+    },
+    lagMs: allInAt - writerStopped,
+    stopMs,
+  };
+}
+
+/**
+ * Appends `from` to `to` in writes that each end at a line end, the way nginx flushes whole lines:
+ * 4 MiB writes at full speed, or with `linesPerS` a write every 100 ms at that average rate.
+ */
+async function appendLog(from: string, to: string, linesPerS: number): Promise<void> {
+  const input = fs.openSync(from, 'r');
+  const output = fs.openSync(to, 'a');
+  const bytesPerS = (fs.fstatSync(input).size / LINES) * linesPerS;
+  const block = Buffer.alloc(Number.isFinite(bytesPerS) ? Math.min(4 << 20, Math.ceil(bytesPerS / 10) + 4096) : 4 << 20);
+  const started = performance.now();
+  let written = 0;
+  let carry = 0; // bytes at the start of `block` left over from the previous read
+  try {
+    for (;;) {
+      const n = fs.readSync(input, block, carry, block.length - carry, null);
+      const end = carry + n;
+      if (n === 0) break;
+      const cut = block.lastIndexOf(10, end - 1) + 1;
+      const due = started + (written / bytesPerS) * 1000;
+      if (due > performance.now()) await sleep(due - performance.now());
+      written += fs.writeSync(output, block, 0, cut);
+      block.copy(block, 0, cut, end);
+      carry = end - cut;
+    }
+    if (carry) fs.writeSync(output, block, 0, carry);
+  } finally {
+    fs.closeSync(input);
+    fs.closeSync(output);
+  }
+}
+
+// --- output ------------------------------------------------------------------------------------
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const tail = (text: string, lines = 5) => text.trim().split('\n').slice(-lines).join(' / ');
+const countNote = (rows: number) => (rows === LINES ? ' = N' : ` (**expected ${fmt(LINES)}**)`);
+const same = (a?: Fingerprint, b?: Fingerprint) => a !== undefined && b !== undefined && JSON.stringify(a) === JSON.stringify(b);
+
+function compare(actual: Fingerprint, reference?: Fingerprint): string {
+  if (!reference) return 'no reference fingerprint';
+  if (same(actual, reference)) return "columns match ClickHouse's own parse";
+  const differing = Object.keys(reference).filter((k) => String(actual[k]) !== String(reference[k]));
+  return `**columns differ from ClickHouse's own parse: ${differing.map((k) => `${k} ${actual[k]} vs ${reference[k]}`).join(', ')}**`;
+}
+
+function chdbVersion(): string {
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules', 'chdb', 'package.json'), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+const linesPerS = (f: Figure) => f.linesPerS ?? (LINES / f.m.wallMs) * 1000;
+
+function printTable(figures: Figure[]): void {
+  console.log('| step | lines/s | wall s | CPU s | peak RSS MB | peak anon MB | other load | rows | what |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---|---|');
+  for (const f of figures) {
+    console.log(`| ${f.step} | ${Number.isNaN(linesPerS(f)) ? '–' : fmt(linesPerS(f))} | ${(f.m.wallMs / 1000).toFixed(2)} | ${f.m.cpuS.toFixed(2)} | ${fmt(f.m.peakRssMb)} | ${fmt(f.m.peakAnonMb)} | ${f.m.otherCores.toFixed(2)} | ${f.check} | ${f.what} |`);
+  }
+}
+
+function ratio(label: string, ours: Figure | undefined, theirs: Figure | undefined, target: string): void {
+  if (!ours || !theirs) return;
+  console.log(`${label}: ${(linesPerS(ours) / linesPerS(theirs)).toFixed(2)}× (${target})`);
+}
+
+// --- main --------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-bench-ingest-'));
+  const cleanUp = () => {
+    killAll();
+    if (!KEEP) fs.rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('SIGINT', () => {
+    cleanUp();
+    process.exit(130);
+  });
+  try {
+    const log = path.join(dir, 'access.log');
+    const started = performance.now();
+    writeAccessLog(log, LINES);
+    const size = fs.statSync(log).size;
+    const load = () => os.loadavg().map((l) => l.toFixed(1)).join(' ');
+    console.log(`bench/ingest: ${fmt(LINES)} lines, ${(size / 2 ** 20).toFixed(0)} MiB, ${Math.round(size / LINES)} bytes a line (written in ${fmt(performance.now() - started)} ms)`);
+    console.log(`Node ${process.version}, ${os.cpus().length} CPUs, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB; load average before: ${load()}${KEEP ? `; files in ${dir}` : ''}\n`);
+
+    const figures: Figure[] = [];
+    const notes: string[] = [];
+    const step = async <T>(name: string, run: () => Promise<T>): Promise<T | undefined> => {
+      if (!STEPS.has(name)) return undefined;
+      process.stderr.write(`running ${name}…\n`);
+      try {
+        return await run();
+      } catch (err) {
+        notes.push(`${name}: failed: ${(err as Error).message}`);
+        return undefined;
+      }
+    };
+
+    const goaccess = await step('goaccess', () => benchGoaccess(log, dir));
+    if (typeof goaccess === 'string') notes.push(goaccess);
+    else if (goaccess) figures.push(goaccess);
+    const regexp = await step('regexp', () => benchRegexp(log, dir));
+    if (regexp) figures.push(regexp.figure);
+
+    const cliReady = hasCommand('import') && hasCommand('ingest');
+    if (!cliReady && (STEPS.has('import') || STEPS.has('live'))) notes.push('import, live: skipped, `tailhouse import` / `tailhouse ingest` do not exist yet');
+    const imports = cliReady ? await step('import', () => benchImport(log, dir, regexp?.reference)) : undefined;
+    if (imports) figures.push(...imports);
+    const live = cliReady ? await step('live', () => benchLive(log, dir, regexp?.reference)) : undefined;
+    if (live) figures.push(live.figure);
+
+    printTable(figures);
+    console.log();
+    const g = typeof goaccess === 'object' ? goaccess : undefined;
+    ratio('tailhouse import vs goaccess', imports?.[0], g, 'target: > 1');
+    ratio('tailhouse import vs ClickHouse Regexp', imports?.[0], regexp?.figure, 'target: ≥ 0.5, within 2×; whole process against the INSERT alone');
+    const own = Number(/\((\d+) lines\/s\)/.exec(imports?.[0]?.what ?? '')?.[1]);
+    if (own && regexp) console.log(`tailhouse import's own rate (its summary, without process start-up) vs ClickHouse Regexp: ${(own / linesPerS(regexp.figure)).toFixed(2)}×`);
+    ratio('live ingest vs goaccess', live?.figure, g, 'no target');
+    if (live) console.log(`live lag after the writer stopped: ${fmt(live.lagMs)} ms (target ≤ 2,000; resolution ${STATS_INTERVAL_MS} ms, the stats interval); worker stopped ${fmt(live.stopMs)} ms after SIGTERM`);
+    for (const note of notes) console.log(`note: ${note}`);
+    console.log(`\nload average after: ${load()}`);
+  } finally {
+    cleanUp();
+  }
+}
+
+const mode = process.argv[2];
+if (mode === '--regexp') console.log(`RESULT ${JSON.stringify(await regexpInsert(process.argv[3]!, process.argv[4]!))}`);
+else if (mode === '--fingerprint') console.log(`RESULT ${JSON.stringify(await fingerprint(process.argv[3]!))}`);
+else await main();
