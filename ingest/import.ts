@@ -16,7 +16,7 @@ import { compileAccessFormat } from './parsers/access-format.js';
 import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, type Backoff, type PipelineDeps } from './pipeline.js';
 import { openFileRead } from './sources/file-read.js';
 import { DEFAULT_CUT_LIMITS, type CutLimits } from './sources/line-cutter.js';
-import { accessDecoder, errorDecoder, type LogKind } from './transforms/rows.js';
+import { accessDecoder, entriesOlderThan, errorDecoder, type LogKind } from './transforms/rows.js';
 
 export interface ImportOptions {
   /** The registered domain of every line, or null to route each access line by its `$host`. */
@@ -102,7 +102,7 @@ export async function importFiles(files: string[], options: ImportOptions, deps:
         prepare: (chunk) => prepareChunk(chunk, input, stats, pipeline),
         commit: async (chunk, batch) => {
           await read.ack(chunk);
-          for (const rows of [batch.rows.access, batch.rows.error]) for (const row of rows) if (row.timestamp < retainedFrom) expired++;
+          expired += entriesOlderThan(batch.rows, retainedFrom);
           lines += chunk.lines.length + chunk.overlong.length;
           deps.onProgress?.(diskBytes, lines);
         },

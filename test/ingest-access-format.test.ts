@@ -158,8 +158,10 @@ describe('$request', () => {
     expect(request(`GET ${target} HTTP/1.1`).url).toBe(target);
   });
 
-  it('$request_method, $request_uri and $server_protocol take precedence over $request', () => {
+  it('$request_method, $request_uri and $server_protocol take precedence over $request, unless they are -', () => {
     const parse = compileAccessFormat('[$time_local] "$request" $request_method $request_uri $server_protocol');
+    // nginx refused the request line (400): the three are -, $request still holds what was sent.
+    expect(entryOf(parse, '[21/Nov/2026:08:15:30 +0100] "GET /a b HTTP/1.1" - - -')).toMatchObject({ method: 'GET', url: '/a b', protocol: 'HTTP/1.1' });
     expect(entryOf(parse, '[21/Nov/2026:08:15:30 +0100] "GET /a HTTP/1.1" GET /a?utm=x HTTP/1.1')).toMatchObject({ method: 'GET', url: '/a?utm=x', protocol: 'HTTP/1.1' });
     const alone = compileAccessFormat('[$time_local] $request_method "$request_uri" $server_protocol $status');
     expect(entryOf(alone, String.raw`[21/Nov/2026:08:15:30 +0100] DELETE "/items/7?force=\x22yes\x22" HTTP/2.0 204`)).toMatchObject({ method: 'DELETE', url: '/items/7?force="yes"', protocol: 'HTTP/2.0', statusCode: 204 });
@@ -526,7 +528,8 @@ function expected(w: World, names: Set<string>): AccessEntry {
     timestamp: has('msec') ? w.ms : Math.floor(w.ms / 1000) * 1000,
     ipAddress: has('remote_addr') ? w.ip : '',
     method: has('request_method') || fromRequest ? w.method : '',
-    url: has('request_uri') ? absent(w.url) : fromRequest ? w.url : has('uri') ? (args === '' ? path : `${path}?${args}`) : '',
+    // A `-` in $request_uri reads as "no value" unless $request holds the line it came from.
+    url: has('request_uri') ? (fromRequest && w.url === '-' ? w.url : absent(w.url)) : fromRequest ? w.url : has('uri') ? (args === '' ? path : `${path}?${args}`) : '',
     protocol: has('server_protocol') || fromRequest ? (w.protocol ?? '') : '',
     statusCode: has('status') ? w.status : 0,
     responseSize: has('body_bytes_sent') ? w.size : has('bytes_sent') ? w.size + 250 : 0,

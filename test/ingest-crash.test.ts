@@ -105,7 +105,8 @@ describe('tailhouse import killed with SIGKILL', () => {
     const added = await run(['domains', 'add', domain], vars);
     expect(added.code, added.stderr).toBe(0);
     const file = path.join(dataDir, 'old.access.log');
-    const total = 80_000;
+    // Long enough that the import is still running when the kill lands.
+    const total = 400_000;
     fs.writeFileSync(file, accessLines(0, total));
     const args = ['import', file, '--domain', domain, '--format', FORMAT];
 

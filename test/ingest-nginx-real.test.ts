@@ -125,17 +125,11 @@ function expectedEntry(r: Request, i: number, format: { hasTimes: boolean; hasHo
   };
 }
 
-/**
- * Entries that differ from what the client sent because of a parser bug (reported; `it.fails`
- * keeps the suite green and turns red once the bug is fixed, so the mark can go).
- *
+/*
  * The verbose format has $request_method, $request_uri and $server_protocol besides $request. For
- * a request line nginx refuses (400), it logs those three as `-` and the line in $request; the
- * parser lets the `-` win, so method, url and protocol come out "" although the line carries
- * them (combined and main, which only have $request, give the right values for the same request).
+ * a request line nginx refuses (400) it logs those three as `-` and the line in $request: method,
+ * url and protocol must come from $request, as they do with combined and main.
  */
-const REQUEST_VARIABLES_DASH = new Set(['invalid-method', 'tls-handshake', 'space-in-target', 'control-byte-in-target', 'options-asterisk', 'forged-error-context', 'cut-request-line']);
-const knownAccessBug = (file: string, r: Request) => file === 'access-verbose.log' && REQUEST_VARIABLES_DASH.has(r.name);
 
 describe('the capture', () => {
   it('one line per request in every access log, every format captured', () => {
@@ -186,19 +180,6 @@ describe.each(capture.formats)('$file', ({ file, name, format }) => {
         const result = parse(line);
         expect(result.ok).toBe(false);
         if (!result.ok) expect(result.reason).toMatch(/after \$remote_user/);
-      });
-      return;
-    }
-    if (knownAccessBug(file, r)) {
-      it(`${r.n} ${r.name}: every field but method, url and protocol`, () => {
-        const result = parse(line);
-        if (!result.ok) throw new Error(`rejected: ${result.reason}`);
-        const { method, url, protocol, ...rest } = expectedEntry(r, i, shape);
-        expect(result.entry).toMatchObject(rest);
-        expect({ method, url, protocol }).not.toEqual({ method: '', url: '', protocol: '' });
-      });
-      it.fails(`${r.n} ${r.name}: method, url and protocol (bug: a - in $request_method/$request_uri/$server_protocol wins over $request)`, () => {
-        expect(parse(line)).toEqual({ ok: true, entry: expectedEntry(r, i, shape) });
       });
       return;
     }

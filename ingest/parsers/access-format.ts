@@ -1,6 +1,7 @@
 /**
  * The nginx access-log format compiler: a `log_format` string (or the named `combined` / `main`)
- * becomes one anchored RegExp, built once, plus a mapper from its capture groups to an AccessEntry.
+ * becomes one anchored RegExp (and a twin for plain lines, see AccessFields), built once, plus a
+ * mapper from its capture groups to an AccessEntry.
  *
  * How each variable is matched. nginx writes variables with escape=default, so no value holds a
  * raw `"` (see nginx-escape.ts):
@@ -23,7 +24,31 @@ export interface AccessLineParser {
   (line: string): ParseResult<AccessEntry>;
   /** The format has `$host` or `$server_name`: its lines can pick their domain. */
   readonly hasHost: boolean;
+  /**
+   * The same parse into `fields`, an object the caller reuses from line to line (a bulk import
+   * allocates no entry per line): null when the line parses, else the reason it does not. On
+   * failure `fields` is left in an unspecified state.
+   */
+  into(line: string, fields: AccessFields): string | null;
 }
+
+/** An AccessEntry being filled by `AccessLineParser.into`, with what the parser learnt about its strings. */
+export interface AccessFields extends AccessEntry {
+  /**
+   * The line holds no backslash, tab, line feed, carriage return or NUL, so its values were taken
+   * as logged (no `\xHH` to decode) and none of its strings holds those characters either: a writer
+   * may copy them without escaping.
+   */
+  plain: boolean;
+}
+
+/** A fresh AccessFields to pass to `AccessLineParser.into`. */
+export function newAccessFields(): AccessFields {
+  return { timestamp: 0, ipAddress: '', method: '', url: '', protocol: '', statusCode: 0, responseSize: 0, referrer: '', userAgent: '', responseTime: null, host: null, plain: true };
+}
+
+// What makes a line not plain: an nginx escape, or a character that text formats escape.
+const NOT_PLAIN = /[\\\t\n\r\0]/;
 
 const NAMED_FORMATS = new Map<string, string>([
   ['combined', '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"'],
@@ -192,6 +217,9 @@ const TIME_PARSERS: [name: string, parse: (s: string) => number][] = [
 
 /** nginx logs `-` for a variable that has no value. */
 const text = (logged: string) => (logged === '-' ? '' : unescapeNginx(logged));
+/** `text` of a value with nothing to unescape. */
+const dashless = (logged: string) => (logged === '-' ? '' : logged);
+const same = (logged: string) => logged;
 
 /**
  * Compiles `format` (`combined`, `main` or an nginx log_format string) into a line parser.
@@ -221,6 +249,11 @@ export function compileAccessFormat(format: string): AccessLineParser {
     return `(${pattern})`;
   });
   const re = new RegExp(`^${pieces.join('')}$`);
+  // The same expression for plain lines: each "anything but" class also refuses what makes a line not
+  // plain. Only classes can match those characters, so when the format's literals hold none of them,
+  // a line this matches is plain, and is matched exactly as `re` would (its characters all get the
+  // same answer from both): one pass instead of a match and a scan.
+  const plainRe = parts.some((p) => 'literal' in p && NOT_PLAIN.test(p.literal)) ? null : new RegExp(`^${pieces.join('').replaceAll('[^', '[^\\\\\\t\\n\\r\\0')}$`);
 
   const time = TIME_PARSERS.find(([name]) => groups.has(name));
   if (time === undefined) throw new Error('log format: no time variable ($time_local, $time_iso8601 or $msec)');
@@ -241,23 +274,25 @@ export function compileAccessFormat(format: string): AccessLineParser {
   const requestTimeGroup = group('request_time');
   const hostGroup = group('host', 'server_name');
 
-  /** url from $uri and $args when the format has neither $request_uri nor $request. */
-  const pathAndArgs = (m: RegExpExecArray) => {
-    const path = text(m[pathGroup]!);
-    const args = argsGroup ? text(m[argsGroup]!) : '';
-    return args === '' ? path : `${path}?${args}`;
-  };
-
-  let diagnose: ((line: string) => string) | undefined;
-
-  const parse = (line: string): ParseResult<AccessEntry> => {
-    const m = re.exec(line);
+  /**
+   * Fills `f` from a match. A plain line (see AccessFields) has nothing to unescape: its values are
+   * the logged text, `-` aside. Otherwise each value is unescaped as nginx escaped it.
+   */
+  const fill = (line: string, f: AccessFields): string | null => {
+    let m = plainRe === null ? null : plainRe.exec(line);
+    let plain = m !== null;
     if (m === null) {
-      diagnose ??= diagnoser(parts, pieces);
-      return { ok: false, reason: diagnose(line) };
+      m = re.exec(line);
+      if (m === null) {
+        diagnose ??= diagnoser(parts, pieces);
+        return diagnose(line);
+      }
+      plain = plainRe === null && !NOT_PLAIN.test(line);
     }
     const timestamp = parseTime(m[timeGroup]!);
-    if (Number.isNaN(timestamp)) return { ok: false, reason: `$${timeVar}: invalid time ${JSON.stringify(m[timeGroup])}` };
+    if (Number.isNaN(timestamp)) return `$${timeVar}: invalid time ${JSON.stringify(m[timeGroup])}`;
+    const value = plain ? dashless : text;
+    const raw = plain ? same : unescapeNginx;
     let method = '';
     let url = '';
     let protocol = '';
@@ -265,35 +300,64 @@ export function compileAccessFormat(format: string): AccessLineParser {
       const other = m[requestGroup + 3];
       if (other === undefined) {
         method = m[requestGroup]!;
-        url = unescapeNginx(m[requestGroup + 1]!);
+        url = raw(m[requestGroup + 1]!);
         const version = m[requestGroup + 2];
-        if (version !== undefined) protocol = unescapeNginx(version);
+        if (version !== undefined) protocol = raw(version);
       } else {
-        url = text(other);
+        url = value(other);
       }
     }
-    if (methodGroup) method = text(m[methodGroup]!);
-    if (uriGroup) url = text(m[uriGroup]!);
-    else if (pathGroup && !requestGroup) url = pathAndArgs(m);
-    if (protocolGroup) protocol = text(m[protocolGroup]!);
+    // For a request line nginx refused (400) these are `-` while $request still holds the line:
+    // with $request in the format, a `-` leaves what $request gave.
+    const part = (group: number, fromRequest: string) => (requestGroup && m[group] === '-' ? fromRequest : value(m[group]!));
+    if (methodGroup) method = part(methodGroup, method);
+    if (uriGroup) url = part(uriGroup, url);
+    else if (pathGroup && !requestGroup) {
+      // url from $uri and $args when the format has neither $request_uri nor $request.
+      const path = value(m[pathGroup]!);
+      const args = argsGroup ? value(m[argsGroup]!) : '';
+      url = args === '' ? path : `${path}?${args}`;
+    }
+    if (protocolGroup) protocol = part(protocolGroup, protocol);
     const size = sizeGroup ? m[sizeGroup]! : '-';
     const requestTime = requestTimeGroup ? m[requestTimeGroup]! : '-';
+    f.timestamp = timestamp;
+    f.ipAddress = addressGroup ? value(m[addressGroup]!) : '';
+    f.method = method;
+    f.url = url;
+    f.protocol = protocol;
+    f.statusCode = statusGroup ? Number(m[statusGroup]) : 0;
+    f.responseSize = size === '-' ? 0 : Number(size);
+    f.referrer = referrerGroup ? value(m[referrerGroup]!) : '';
+    f.userAgent = userAgentGroup ? value(m[userAgentGroup]!) : '';
+    f.responseTime = requestTime === '-' ? null : Math.round(Number(requestTime) * 1000);
+    f.host = hostGroup ? value(m[hostGroup]!) : null;
+    f.plain = plain;
+    return null;
+  };
+
+  let diagnose: ((line: string) => string) | undefined;
+
+  const parse = (line: string): ParseResult<AccessEntry> => {
+    const f = newAccessFields();
+    const reason = fill(line, f);
+    if (reason !== null) return { ok: false, reason };
     const entry: AccessEntry = {
-      timestamp,
-      ipAddress: addressGroup ? text(m[addressGroup]!) : '',
-      method,
-      url,
-      protocol,
-      statusCode: statusGroup ? Number(m[statusGroup]) : 0,
-      responseSize: size === '-' ? 0 : Number(size),
-      referrer: referrerGroup ? text(m[referrerGroup]!) : '',
-      userAgent: userAgentGroup ? text(m[userAgentGroup]!) : '',
-      responseTime: requestTime === '-' ? null : Math.round(Number(requestTime) * 1000),
-      host: hostGroup ? text(m[hostGroup]!) : null,
+      timestamp: f.timestamp,
+      ipAddress: f.ipAddress,
+      method: f.method,
+      url: f.url,
+      protocol: f.protocol,
+      statusCode: f.statusCode,
+      responseSize: f.responseSize,
+      referrer: f.referrer,
+      userAgent: f.userAgent,
+      responseTime: f.responseTime,
+      host: f.host,
     };
     return { ok: true, entry };
   };
-  return Object.assign(parse, { hasHost: hostGroup !== 0 });
+  return Object.assign(parse, { hasHost: hostGroup !== 0, into: fill });
 }
 
 /**

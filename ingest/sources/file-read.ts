@@ -71,7 +71,7 @@ export async function openFileRead(options: FileReadOptions): Promise<FileRead> 
     // Offset of the next uncompressed byte the stream delivers.
     let pos = compressed ? 0 : resumeAt;
     for await (const buf of textStream(file, compressed, resumeAt, options.onDiskBytes)) {
-      let view = buf as Buffer;
+      let view = buf;
       let at = pos;
       pos += view.length;
       if (at < resumeAt) {
@@ -131,26 +131,47 @@ async function startsWith(file: string, magic: number[]): Promise<boolean> {
 async function readHead(file: string, compressed: boolean): Promise<Buffer> {
   const parts: Buffer[] = [];
   let length = 0;
-  const stream = textStream(file, compressed, 0);
-  try {
-    for await (const buf of stream) {
-      parts.push(buf as Buffer);
-      length += (buf as Buffer).length;
-      if (length >= IDENTITY_BYTES) break;
-    }
-  } finally {
-    stream.destroy();
+  for await (const buf of textStream(file, compressed, 0)) {
+    // A copy: the buffer is reused for the next read.
+    parts.push(Buffer.from(buf.subarray(0, IDENTITY_BYTES - length)));
+    length += parts[parts.length - 1]!.length;
+    if (length >= IDENTITY_BYTES) break;
   }
-  return Buffer.concat(parts).subarray(0, IDENTITY_BYTES);
+  return Buffer.concat(parts);
 }
 
-/** The file's text from `start` (plain) or from its beginning (compressed, which cannot seek). */
-function textStream(file: string, compressed: boolean, start: number, onDiskBytes?: (bytes: number) => void): NodeJS.ReadableStream & { destroy(): void } {
-  const raw = fs.createReadStream(file, { start: compressed ? 0 : start, highWaterMark: READ_BYTES });
-  if (onDiskBytes) raw.on('data', (b) => onDiskBytes(b.length));
-  if (!compressed) return raw;
-  const gunzip = zlib.createGunzip({ chunkSize: READ_BYTES });
-  raw.on('error', (err) => gunzip.destroy(err));
-  // Concatenated gzip members (`cat a.gz b.gz`) are read as one text, as zcat does.
-  return raw.pipe(gunzip);
+/**
+ * The file's text from `start` (plain) or from its beginning (compressed, which cannot seek), one
+ * buffer at a time. A plain file is read into one buffer over and over: the caller is done with a
+ * buffer when it asks for the next (the line cutter copies what it keeps), and a fresh megabyte per
+ * read would be garbage for the collector to find, hundreds of megabytes in a large import.
+ */
+async function* textStream(file: string, compressed: boolean, start: number, onDiskBytes?: (bytes: number) => void): AsyncGenerator<Buffer> {
+  if (compressed) {
+    const raw = fs.createReadStream(file, { highWaterMark: READ_BYTES });
+    if (onDiskBytes) raw.on('data', (b) => onDiskBytes(b.length));
+    const gunzip = zlib.createGunzip({ chunkSize: READ_BYTES });
+    raw.on('error', (err) => gunzip.destroy(err));
+    // Concatenated gzip members (`cat a.gz b.gz`) are read as one text, as zcat does.
+    try {
+      for await (const buf of raw.pipe(gunzip)) yield buf as Buffer;
+    } finally {
+      raw.destroy();
+      gunzip.destroy();
+    }
+    return;
+  }
+  const fh = await fsp.open(file, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(READ_BYTES);
+    for (let pos = start; ; ) {
+      const { bytesRead } = await fh.read(buf, 0, buf.length, pos);
+      if (bytesRead === 0) return;
+      pos += bytesRead;
+      onDiskBytes?.(bytesRead);
+      yield buf.subarray(0, bytesRead);
+    }
+  } finally {
+    await fh.close();
+  }
 }

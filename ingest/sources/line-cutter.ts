@@ -38,6 +38,9 @@ export interface Cut {
   lineStart: number;
 }
 
+/** Bytes decoded at once into one string that the lines are sliced from (see LineCutter.slab). */
+const SLAB_BYTES = 64 * 1024;
+
 /** What an overlong line keeps for the rejects: enough to recognise it. */
 export const OVERLONG_HEAD_BYTES = 1024;
 const NEWLINE = 0x0a;
@@ -52,6 +55,15 @@ export class LineCutter {
   private head: string | null = null;
   /** The line in progress, when it started in an earlier buffer (copies: callers reuse buffers). */
   private pieces: Buffer[] = [];
+  /**
+   * Lines are decoded a slab at a time: the bytes [from, slabEnd) of the view being fed, whole
+   * lines, as one string, each line a slice of it (`slabAt`: where the next one starts). A slice
+   * is a small object pointing into the slab, where a string per line would be a copy: a chunk's
+   * lines live until its batch is written, and the garbage collector copies what lives.
+   */
+  private slab = '';
+  private slabAt = 0;
+  private slabEnd = 0;
 
   constructor(private readonly limits: CutLimits) {}
 
@@ -74,22 +86,38 @@ export class LineCutter {
   feed(view: Buffer, pos: number): number {
     const { maxLineBytes, chunkMaxLines, chunkMaxBytes } = this.limits;
     let from = 0;
+    this.slabEnd = 0;
     for (let nl = view.indexOf(NEWLINE); nl !== -1; nl = view.indexOf(NEWLINE, from)) {
       const length = pos + nl - this.lineStart;
       if (this.head !== null || length > maxLineBytes) {
         this.overlong.push({ offset: this.lineStart, length, head: this.head ?? headOf([...this.pieces, view.subarray(from, nl)]) });
+        this.slabEnd = 0;
+      } else if (this.pieces.length > 0) {
+        this.lines.push({ offset: this.lineStart, text: Buffer.concat([...this.pieces, view.subarray(from, nl)]).toString('utf8') });
       } else {
-        const text = this.pieces.length === 0 ? view.toString('utf8', from, nl) : Buffer.concat([...this.pieces, view.subarray(from, nl)]).toString('utf8');
-        this.lines.push({ offset: this.lineStart, text });
+        if (from >= this.slabEnd) {
+          // Whole lines from here, up to SLAB_BYTES and no further than the chunk can reach.
+          const room = Math.min(SLAB_BYTES, Math.max(1, chunkMaxBytes - (pos + from - this.start)));
+          const last = view.lastIndexOf(NEWLINE, Math.min(view.length, from + room) - 1);
+          this.slabEnd = Math.max(last, nl) + 1;
+          // UTF-8 never encodes anything else with the byte of \n, so the slab's lines are the lines' text.
+          this.slab = view.toString('utf8', from, this.slabEnd);
+          this.slabAt = 0;
+        }
+        const end = this.slab.indexOf('\n', this.slabAt);
+        this.lines.push({ offset: this.lineStart, text: this.slab.slice(this.slabAt, end) });
+        this.slabAt = end + 1;
       }
       this.head = null;
-      this.pieces = [];
+      if (this.pieces.length > 0) this.pieces = [];
       this.lineStart = pos + nl + 1;
       from = nl + 1;
       if (this.lines.length + this.overlong.length >= chunkMaxLines || this.lineStart - this.start >= chunkMaxBytes || this.lineStart >= this.cutAt) {
+        this.slab = '';
         return from;
       }
     }
+    this.slab = '';
     if (this.head === null && from < view.length) {
       if (pos + view.length - this.lineStart > maxLineBytes) {
         this.head = headOf([...this.pieces, view.subarray(from)]);

@@ -5,9 +5,9 @@
  * with its reason, so that nothing read is dropped without a trace.
  */
 import type { IdOf } from '../ids.js';
-import type { AccessLineParser } from '../parsers/access-format.js';
+import { newAccessFields, type AccessLineParser } from '../parsers/access-format.js';
 import { parseErrorLine } from '../parsers/error-log.js';
-import type { AccessRow, ErrorRow, RejectRow } from '../sinks/clickhouse.js';
+import { AccessBatch, type AccessTsv, type ErrorRow, type RejectRow } from '../sinks/clickhouse.js';
 import type { AccessEntry, ErrorEntry, LineChunk, SourceLine } from '../types.js';
 import type { DomainDirectory } from '../domains.js';
 
@@ -39,21 +39,21 @@ interface Routed<T> {
   offset: number;
 }
 
-/** Lines decoded and routed, not yet given ids. */
+/** Lines decoded and routed, not yet given ids. Access rows are serialised as they are parsed. */
 export interface Decoded {
-  access: Routed<AccessEntry>[];
+  access: AccessBatch;
   error: Routed<ErrorEntry>[];
   rejects: RejectRow[];
 }
 
 /** Rows ready for the sink. */
 export interface Rows {
-  access: AccessRow[];
+  access: AccessTsv;
   error: ErrorRow[];
   rejects: RejectRow[];
 }
 
-export const emptyDecoded = (): Decoded => ({ access: [], error: [], rejects: [] });
+export const emptyDecoded = (): Decoded => ({ access: new AccessBatch(), error: [], rejects: [] });
 
 /**
  * The host a line names, as domains are registered: lower-case, without a port or a final dot.
@@ -83,52 +83,71 @@ export async function decodeLines(
   const reject = (offset: number, line: string, length: number, reason: string, domainId = fixed) =>
     into.rejects.push({ domainId, kind: decoder.kind, source: origin.source, identity: origin.identity, offset, reason, line, length });
 
-  // Entries waiting for their domain when routing by host.
-  const pending: { entry: AccessEntry | ErrorEntry; host: string | null; line: SourceLine }[] = [];
-  for (const line of lines) {
-    if (decoder.kind === 'access') {
-      const parsed = decoder.parse(line.text);
-      if (!parsed.ok) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${parsed.reason}`);
-      else if (fixed !== null) into.access.push({ entry: parsed.entry, domainId: fixed, offset: line.offset });
-      else pending.push({ entry: parsed.entry, host: parsed.entry.host, line });
-    } else {
+  // Entries waiting for their domain when routing by host: those whose host the directory did not know.
+  const pending: { entry: AccessEntry | ErrorEntry; plain: boolean; host: string | null; line: SourceLine }[] = [];
+  const byHost = 'byHost' in routing ? routing.byHost : null;
+  if (decoder.kind === 'access') {
+    // One object filled line after line: a batch leaves no entry per line behind.
+    const fields = newAccessFields();
+    const parse = decoder.parse;
+    for (const line of lines) {
+      const reason = parse.into(line.text, fields);
+      if (reason !== null) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${reason}`);
+      else if (fixed !== null) into.access.add(fields, fields.plain, fixed, line.offset);
+      else {
+        const domainId = fields.host === null ? undefined : byHost!.idOf(normaliseHost(fields.host));
+        if (domainId !== undefined) into.access.add(fields, fields.plain, domainId, line.offset);
+        else pending.push({ entry: { ...fields }, plain: fields.plain, host: fields.host, line });
+      }
+    }
+  } else {
+    for (const line of lines) {
       const parsed = parseErrorLine(line.text, decoder.timezone);
       if (!parsed.ok) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${parsed.reason}`);
       else if (fixed !== null) into.error.push({ entry: parsed.entry, domainId: fixed, offset: line.offset });
       // `server` (the server block's name, from nginx's config) before `host`: the request line is
       // logged as the client sent it, so a `host: "…"` after it can be the client's forgery.
-      else pending.push({ entry: parsed.entry, host: parsed.entry.context.server ?? parsed.entry.context.host ?? null, line });
+      else pending.push({ entry: parsed.entry, plain: false, host: parsed.entry.context.server ?? parsed.entry.context.host ?? null, line });
     }
   }
   for (const o of overlong) reject(o.offset, o.head, o.length, `line longer than ${maxLineBytes} bytes`);
-  if (pending.length === 0 || !('byHost' in routing)) return;
+  if (pending.length === 0 || byHost === null) return;
 
-  const domains = routing.byHost;
-  if (pending.some((p) => p.host !== null && domains.idOf(normaliseHost(p.host)) === undefined)) await domains.refresh(1_000);
-  for (const { entry, host, line } of pending) {
+  if (pending.some((p) => p.host !== null && byHost.idOf(normaliseHost(p.host)) === undefined)) await byHost.refresh(1_000);
+  for (const { entry, plain, host, line } of pending) {
     const name = host === null ? '' : normaliseHost(host);
-    const domainId = name === '' ? undefined : domains.idOf(name);
+    const domainId = name === '' ? undefined : byHost.idOf(name);
     if (domainId === undefined) {
       const why = name === '' ? 'no host to route the line by' : `unknown domain ${JSON.stringify(name)}: not registered`;
       reject(line.offset, line.text, Buffer.byteLength(line.text), why, null);
     } else if ('level' in entry) {
       into.error.push({ entry, domainId, offset: line.offset });
     } else {
-      into.access.push({ entry, domainId, offset: line.offset });
+      into.access.add(entry, plain, domainId, line.offset);
     }
   }
 }
 
 /** The domains decoded entries were routed to: their segment numbers must exist before ids are made. */
 export function domainsOf(decoded: Decoded): Set<number> {
-  const ids = new Set<number>();
-  for (const r of decoded.access) ids.add(r.domainId);
+  const ids = new Set<number>(decoded.access.domains);
   for (const r of decoded.error) ids.add(r.domainId);
   return ids;
 }
 
-/** Gives every decoded entry its id; the entries become the rows (no copies: a batch is large). */
+/**
+ * Gives every decoded entry its id: access rows become their TabSeparated body, error entries
+ * their rows (no copies: a batch is large). The decoded batch cannot be used afterwards.
+ */
 export function toRows(decoded: Decoded, idOf: IdOf): Rows {
   const row = <T>(r: Routed<T>) => Object.assign(r.entry as T & { domainId: number; id: number }, { domainId: r.domainId, id: idOf(r.domainId, r.offset) });
-  return { access: decoded.access.map(row), error: decoded.error.map(row), rejects: decoded.rejects };
+  return { access: decoded.access.withIds(idOf), error: decoded.error.map(row), rejects: decoded.rejects };
+}
+
+/** Entries of a batch (access and error) older than `ms`, epoch milliseconds. */
+export function entriesOlderThan(rows: Rows, ms: number): number {
+  let n = 0;
+  for (const t of rows.access.timestamps) if (t < ms) n++;
+  for (const r of rows.error) if (r.timestamp < ms) n++;
+  return n;
 }
