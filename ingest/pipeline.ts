@@ -215,23 +215,37 @@ export async function pump<T>(
   stats: SourceStats,
   deps: PipelineDeps,
 ): Promise<void> {
+  // The insert under way, and the chain of commits (each after its own insert and the previous
+  // commit): a batch's checkpoint is written (an fsync) while the next batch is inserted, and
+  // checkpoints still move in order and only past accepted batches.
   let writing: Promise<void> | null = null;
+  let committed: Promise<void> = Promise.resolve();
+  const commitFailures: unknown[] = [];
   try {
     for await (const item of items) {
       const batch = await steps.prepare(item);
       if (writing) await writing;
-      writing = (async () => {
-        await writeBatch(batch, stats, deps);
+      // A commit that failed (a checkpoint not written) stops the source before more is inserted.
+      if (commitFailures.length > 0) throw commitFailures[0];
+      const inserted = writeBatch(batch, stats, deps);
+      // Awaited later: a failure meanwhile is not an unhandled rejection.
+      inserted.catch(() => {});
+      writing = inserted;
+      const previous = committed;
+      committed = (async () => {
+        await previous;
+        await inserted;
         await steps.commit(item, batch);
       })();
-      // Observed now, awaited later: a failure while the next batch is prepared is not unhandled.
-      writing.catch(() => {});
+      committed.catch((err: unknown) => commitFailures.push(err));
     }
     if (writing) await writing;
+    await committed;
   } catch (err) {
     if (!(err instanceof Stopped)) throw err;
   } finally {
     // Stopped while preparing: the write under way still finishes (or stops) before the stores close.
     await writing?.catch(() => {});
+    await committed.catch(() => {});
   }
 }

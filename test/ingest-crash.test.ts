@@ -17,7 +17,7 @@ import { createLogger } from '../src/log.js';
 import { openStores, type Stores } from '../src/runtime.js';
 import { freshDatabase, JWT_SECRET } from './support/app.js';
 import { exitOf, killChildren, run, start, waitForOutput, type Proc } from './support/child.js';
-import { accessLines, FORMAT, select } from './support/ingest.js';
+import { accessLines, FORMAT, select, until } from './support/ingest.js';
 
 const SLOW = 240_000;
 let dataDir: string;
@@ -110,9 +110,13 @@ describe('tailhouse import killed with SIGKILL', () => {
     fs.writeFileSync(file, accessLines(0, total));
     const args = ['import', file, '--domain', domain, '--format', FORMAT];
 
-    // The second batch is written only once the first one's checkpoint is durable.
+    // Killed once a checkpoint records progress (and while a batch is being written).
     const first = start(args, vars);
-    await waitForOutput(first, batchesWritten(2), 60_000);
+    const checkpoints = path.join(dataDir, 'ingest', 'checkpoints.json');
+    await until(() => {
+      const files = fs.existsSync(checkpoints) ? (JSON.parse(fs.readFileSync(checkpoints, 'utf8')) as { files: Record<string, { path: string; offset: number }> }).files : {};
+      return Object.values(files).some((c) => c.path === file && c.offset > 0);
+    }, 'the import to checkpoint some progress', 60_000, 5);
     await killed(first);
 
     const second = await run(args, vars);
