@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
-import { createChdbConnection, type ChdbExtension } from 'chdb/connection';
+import type { ChdbExtension } from 'chdb/connection';
 import type { Logger } from '../log.js';
 import { readMigrations, SQL_DIR } from './migrate.js';
 
@@ -33,6 +33,8 @@ export async function openClickhouse(options: { clickhouseUrl?: string; dataDir:
   }
   const dir = path.join(options.dataDir, 'clickhouse');
   await fs.mkdir(dir, { recursive: true });
+  // Loaded here only: a server-mode process never maps libchdb (hundreds of MB of code).
+  const { createChdbConnection } = await import('chdb/connection');
   // chdb bundles its own copy of @clickhouse/client-common's types; the objects are compatible.
   const chdb = createChdbConnection({ path: dir });
   const connection = chdb as unknown as NonNullable<Parameters<typeof createClient>[0]>['connection'];
