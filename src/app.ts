@@ -5,6 +5,7 @@ import { RESET_PASSWORD_PAGE } from './auth/reset-page.js';
 import { authRoutes } from './auth/routes.js';
 import type { AppEnv, Services } from './context.js';
 import { docsRoutes } from './docs/routes.js';
+import { alertsRoutes } from './alerts/routes.js';
 import { domainsRoutes } from './domains/routes.js';
 import { healthRoutes } from './health/routes.js';
 import { clientInfo } from './http/client-info.js';
@@ -34,6 +35,7 @@ export function createApp(services: Services) {
   app.route('/api/auth', authRoutes(services));
   app.route('/api/users', usersRoutes(services));
   app.route('/api/domains', domainsRoutes(services));
+  app.route('/api/logs', alertsRoutes(services));
   app.route('/api/docs', docsRoutes());
   app.get('/reset-password', (c) => c.html(RESET_PASSWORD_PAGE));
 

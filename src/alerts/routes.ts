@@ -1,0 +1,56 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { requireAuth } from '../auth/middleware.js';
+import type { Services } from '../context.js';
+import { commonErrors, dataEnvelope, jsonBody, jsonContent, message, messageEnvelope, notFoundResponse, ok } from '../http/envelope.js';
+import { bearerSecurity, createRouter } from '../http/router.js';
+import { alertParams, alertSchema, createAlertBody, domainParams, updateAlertBody } from './schemas.js';
+import * as alerts from './service.js';
+
+const base = { tags: ['Alerts'], security: bearerSecurity };
+const domainNotFound = { 404: notFoundResponse('Domain') };
+const alertNotFound = { 404: notFoundResponse('Domain or alert') };
+
+const routes = {
+  list: createRoute({
+    ...base, method: 'get', path: '/domains/{domainId}/alerts', summary: "List a domain's alerts (alerts:read)",
+    request: { params: domainParams },
+    responses: { 200: jsonContent(dataEnvelope(z.object({ alerts: z.array(alertSchema) })), 'The alerts, by id'), ...commonErrors, ...domainNotFound },
+  }),
+  create: createRoute({
+    ...base, method: 'post', path: '/domains/{domainId}/alerts', summary: 'Define an alert (alerts:create)',
+    request: { params: domainParams, ...jsonBody(createAlertBody) },
+    responses: { 201: jsonContent(dataEnvelope(alertSchema), 'The new alert'), ...commonErrors, ...domainNotFound },
+  }),
+  update: createRoute({
+    ...base, method: 'put', path: '/domains/{domainId}/alerts/{alertId}', summary: 'Change an alert, or enable or disable it (alerts:update)',
+    request: { params: alertParams, ...jsonBody(updateAlertBody) },
+    responses: { 200: jsonContent(dataEnvelope(alertSchema), 'The changed alert'), ...commonErrors, ...alertNotFound },
+  }),
+  delete: createRoute({
+    ...base, method: 'delete', path: '/domains/{domainId}/alerts/{alertId}', summary: 'Delete an alert (alerts:delete)',
+    request: { params: alertParams },
+    responses: { 200: jsonContent(messageEnvelope, 'Deleted'), ...commonErrors, ...alertNotFound },
+  }),
+};
+
+/** Mounted at /api/logs (the specification's paths). */
+export function alertsRoutes(services: Services) {
+  const app = createRouter();
+  app.use('/domains/:domainId/alerts', requireAuth(services));
+  app.use('/domains/:domainId/alerts/*', requireAuth(services));
+
+  app.openapi(routes.list, async (c) => c.json(ok({ alerts: await alerts.listAlerts(services, c.var.principal, c.req.valid('param').domainId) }), 200));
+  app.openapi(routes.create, async (c) =>
+    c.json(ok(await alerts.createAlert(services, c.var.principal, c.req.valid('param').domainId, c.req.valid('json'), c.var.client)), 201),
+  );
+  app.openapi(routes.update, async (c) => {
+    const { domainId, alertId } = c.req.valid('param');
+    return c.json(ok(await alerts.updateAlert(services, c.var.principal, domainId, alertId, c.req.valid('json'), c.var.client)), 200);
+  });
+  app.openapi(routes.delete, async (c) => {
+    const { domainId, alertId } = c.req.valid('param');
+    await alerts.deleteAlert(services, c.var.principal, domainId, alertId, c.var.client);
+    return c.json(message('Alert deleted'), 200);
+  });
+  return app;
+}
