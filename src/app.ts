@@ -7,10 +7,16 @@ import type { AppEnv, Services } from './context.js';
 import { docsRoutes } from './docs/routes.js';
 import { alertsRoutes } from './alerts/routes.js';
 import { domainsRoutes } from './domains/routes.js';
+import { downloadRoutes, exportRoutes } from './exports/routes.js';
 import { healthRoutes } from './health/routes.js';
 import { clientInfo } from './http/client-info.js';
 import { handleError, payloadTooLarge } from './http/errors.js';
+import { logStatsRoutes } from './logs/stats-routes.js';
+import { logsRoutes } from './logs/routes.js';
 import { usersRoutes } from './users/routes.js';
+
+/** The path as logged: a download's file name is its bearer secret and stays out of the logs. */
+const loggedPath = (path: string) => path.replace(/^\/api\/downloads\/[^/]+/, '/api/downloads/…');
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -23,7 +29,7 @@ export function createApp(services: Services) {
     const started = performance.now();
     c.set('client', clientInfo(c, config.trustProxy));
     await next();
-    log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10, ip: c.var.client.ipAddress }, 'request');
+    log.info({ method: c.req.method, path: loggedPath(c.req.path), status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10, ip: c.var.client.ipAddress }, 'request');
   });
   app.use('*', secureHeaders({ crossOriginResourcePolicy: false }));
   const limitBody = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: payloadTooLarge });
@@ -35,7 +41,11 @@ export function createApp(services: Services) {
   app.route('/api/auth', authRoutes(services));
   app.route('/api/users', usersRoutes(services));
   app.route('/api/domains', domainsRoutes(services));
+  app.route('/api/logs', exportRoutes(services));
+  app.route('/api/downloads', downloadRoutes(services));
   app.route('/api/logs', alertsRoutes(services));
+  app.route('/api/logs', logStatsRoutes(services));
+  app.route('/api/logs', logsRoutes(services));
   app.route('/api/docs', docsRoutes());
   app.get('/reset-password', (c) => c.html(RESET_PASSWORD_PAGE));
 

@@ -117,7 +117,7 @@ describe('unknown routes', () => {
     ['GET', '/api'],
     ['GET', '/api/nope'],
     ['POST', '/api/nope'],
-    ['GET', '/api/logs/domains/1/access'],
+    ['GET', '/api/logs/nothing'],
     ['GET', '/healthz/deeper'],
   ])('%s %s is a JSON 404', async (method, url) => {
     const res = await call(t.app, method, url);

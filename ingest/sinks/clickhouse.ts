@@ -155,6 +155,9 @@ const INSERT_SETTINGS = {
   // chDB defaults to asynchronous inserts; an acknowledged batch must already be in the table.
   async_insert: 0,
   insert_deduplicate: 1,
+  // The stats rollups (sql/clickhouse/004) are filled by materialized views: a batch deduplicated
+  // in access_logs must be deduplicated in them too, or a retry would count it twice.
+  deduplicate_blocks_in_dependent_materialized_views: 1,
   // Daily partitions: a batch from a sparse, old log may span many days, and a batch that fails
   // for its shape would block its file forever. Its small parts merge away.
   max_partitions_per_insert_block: '0',

@@ -4,6 +4,7 @@ import { isUniqueViolation } from '../db/postgres.js';
 import { conflict, forbidden, invalidField, notFound } from '../http/errors.js';
 import type { Action, Resource } from '../users/permissions.js';
 import { deleteDomainLogs } from '../logs/store.js';
+import { deleteDomainStats } from '../logs/stats.js';
 import { findUserById } from '../users/store.js';
 import {
   deleteDomain as deleteDomainRow,
@@ -104,6 +105,7 @@ export async function deleteDomain(deps: DeleteDeps, principal: Principal, domai
   const domain = await resolveDomain(deps, principal, domainId);
   if (principal.user.role !== 'admin') throw forbidden();
   await deleteDomainLogs(deps.clickhouse, domainId);
+  await deleteDomainStats(deps.clickhouse, domainId);
   await deleteDomainRow(deps.db, domainId);
   deps.log.info({ domainId, domain: domain.name }, 'domain and its logs deleted');
   await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.delete', resource: `domains/${domainId}`, details: `Deleted domain ${domain.name}` }, client);

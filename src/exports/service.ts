@@ -1,0 +1,190 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { recordActivity, type ClientInfo } from '../activity/store.js';
+import type { Principal, Services } from '../context.js';
+import type { Db } from '../db/postgres.js';
+import { resolveDomain } from '../domains/service.js';
+import { ApiError, invalidField } from '../http/errors.js';
+import { selectionOf, type ExportRequest } from './schemas.js';
+import { deleteExpiredExports, findDownload, insertExport, recentExports, type ExportFormat } from './store.js';
+import { exportCountQuery, exportQuery, openExportBody, queryBytes, type ClickhouseQuery, type ExportBodyEnd } from './stream.js';
+
+export interface ExportLimits {
+  /** Rows one export may hold, counted when it is created (the stream itself needs no bound). */
+  maxRows: number;
+  /** Exports one user may create per hour (429 with Retry-After beyond). */
+  perUserPerHour: number;
+  /** Downloads streaming at once in this process (429 with Retry-After beyond). */
+  concurrentDownloads: number;
+  /** How long an expired record is kept, so that its link answers 410 rather than 404. */
+  keepExpiredMs: number;
+}
+
+export const EXPORT_LIMITS: ExportLimits = {
+  maxRows: 50_000_000,
+  perUserPerHour: 30,
+  concurrentDownloads: 4,
+  keepExpiredMs: 7 * 86_400_000,
+};
+
+const HOUR_MS = 3_600_000;
+const SWEEP_EVERY_MS = 10 * 60_000;
+
+type CreateDeps = Pick<Services, 'db' | 'clickhouse' | 'config' | 'log'>;
+type DownloadDeps = Pick<Services, 'db' | 'clickhouse' | 'log'>;
+
+export interface ExportResult {
+  downloadUrl: string;
+  expiresAt: string;
+}
+
+const EXTENSIONS: Record<ExportFormat, string> = { csv: 'csv', json: 'ndjson' };
+const CONTENT_TYPES: Record<ExportFormat, string> = { csv: 'text/csv; charset=utf-8; header=present', json: 'application/x-ndjson; charset=utf-8' };
+const FORMAT_NAMES: Record<ExportFormat, string> = { csv: 'CSV', json: 'NDJSON' };
+
+/** `<token>.<ext>`: 32 random bytes in base64url (43 characters), then the format's extension. */
+const FILE_NAME = /^([A-Za-z0-9_-]{43})\.(csv|ndjson)$/;
+
+const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
+
+const downloadNotFound = () => new ApiError(404, 'Download not found');
+const downloadExpired = () => new ApiError(410, 'Download link expired');
+const tooMany = (message: string, retryAfterS: number) => new ApiError(429, message, undefined, { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterS))) });
+
+async function countRows(deps: Pick<Services, 'clickhouse'>, query: ClickhouseQuery): Promise<number> {
+  const result = await deps.clickhouse.query({ query: query.sql, query_params: query.params, format: 'JSONEachRow' });
+  const [row] = await result.json<{ n: string | number }>();
+  return Number(row?.n ?? 0);
+}
+
+/**
+ * Creates an export: checks the domain (404 unless visible, 403 without `logs: read`), fixes
+ * `endDate` (default now), holds the user to the hourly limit and the size limit, stores the
+ * record with the hash of a new random token, records `export.create`, and answers the link.
+ */
+export async function createExport(
+  deps: CreateDeps,
+  principal: Principal,
+  domainId: number,
+  body: ExportRequest,
+  client: ClientInfo,
+  options: { limits?: ExportLimits; now?: Date } = {},
+): Promise<ExportResult> {
+  const limits = options.limits ?? EXPORT_LIMITS;
+  const now = options.now ?? new Date();
+  const domain = await resolveDomain(deps, principal, domainId, ['logs', 'read']);
+  const endDate = body.endDate ?? now;
+  if (endDate < body.startDate) throw invalidField('startDate', 'must not be after endDate, which defaults to now');
+
+  const recent = await recentExports(deps.db, principal.user.id, new Date(now.getTime() - HOUR_MS));
+  if (recent.count >= limits.perUserPerHour) {
+    const freeAt = (recent.oldest ?? now).getTime() + HOUR_MS;
+    throw tooMany(`Too many exports: at most ${limits.perUserPerHour} an hour`, (freeAt - now.getTime()) / 1000);
+  }
+
+  const range = { startDate: body.startDate, endDate };
+  const rows = await countRows(deps, exportCountQuery(domain.id, body.selection, range));
+  if (rows > limits.maxRows) {
+    throw invalidField('startDate', `the export would hold ${rows} entries, more than the limit of ${limits.maxRows}: narrow the date range or the filters`);
+  }
+
+  const token = randomBytes(32).toString('base64url');
+  const record = await insertExport(deps.db, {
+    domainId: domain.id,
+    userId: principal.user.id,
+    type: body.type,
+    format: body.format,
+    filters: body.filters,
+    startDate: body.startDate,
+    endDate,
+    tokenHash: hashToken(token),
+    expiresAt: new Date(now.getTime() + deps.config.exportTtlS * 1000),
+  });
+  await recordActivity(
+    deps.db,
+    {
+      userId: principal.user.id,
+      action: 'export.create',
+      resource: `domains/${domain.id}/exports/${record.id}`,
+      details: `Exported ${rows} ${body.type} log entries of ${domain.name} as ${FORMAT_NAMES[body.format]} (${body.startDate.toISOString()} to ${endDate.toISOString()})`,
+    },
+    client,
+  );
+  await sweepNowAndThen(deps, now, limits);
+  return {
+    downloadUrl: `${deps.config.baseUrl}/api/downloads/${token}.${EXTENSIONS[body.format]}`,
+    expiresAt: new Date(record.expires_at).toISOString(),
+  };
+}
+
+/** Deletes the records that expired more than `keepExpiredMs` before `now`; returns how many. */
+export function sweepExpiredExports(db: Db, now = new Date(), limits: Pick<ExportLimits, 'keepExpiredMs'> = EXPORT_LIMITS): Promise<number> {
+  return deleteExpiredExports(db, new Date(now.getTime() - limits.keepExpiredMs));
+}
+
+let lastSweep = 0;
+/** The sweep rides on export creation, at most every 10 minutes per process: no timer to own. */
+async function sweepNowAndThen(deps: Pick<Services, 'db' | 'log'>, now: Date, limits: ExportLimits): Promise<void> {
+  if (now.getTime() - lastSweep < SWEEP_EVERY_MS) return;
+  lastSweep = now.getTime();
+  try {
+    const removed = await sweepExpiredExports(deps.db, now, limits);
+    if (removed > 0) deps.log.info({ removed }, 'expired exports removed');
+  } catch (err) {
+    deps.log.warn({ err }, 'sweep of expired exports failed');
+  }
+}
+
+export interface Download {
+  /** For Content-Disposition: `<domain>-<type>-<created, compact UTC>.<ext>`. */
+  filename: string;
+  contentType: string;
+  /** Null for `headOnly`: the checks were made, no query ran. */
+  stream: ReadableStream<Uint8Array> | null;
+}
+
+let activeDownloads = 0;
+
+/** Downloads streaming in this process right now. */
+export const downloadsInProgress = () => activeDownloads;
+
+/**
+ * Opens the download behind a file name: 404 when the name is malformed, unknown, of another
+ * format, or its creator may no longer read the domain's logs; 410 once it has expired. The
+ * query runs now, with the filters and range fixed at creation, and streams as it is read.
+ */
+export async function openDownload(deps: DownloadDeps, file: string, options: { limits?: ExportLimits; now?: Date; headOnly?: boolean } = {}): Promise<Download> {
+  const limits = options.limits ?? EXPORT_LIMITS;
+  const now = options.now ?? new Date();
+  const match = FILE_NAME.exec(file);
+  if (!match) throw downloadNotFound();
+  const record = await findDownload(deps.db, hashToken(match[1]!));
+  if (!record || EXTENSIONS[record.format] !== match[2] || !record.allowed) throw downloadNotFound();
+  if (new Date(record.expires_at).getTime() <= now.getTime()) throw downloadExpired();
+  const stamp = new Date(record.created_at).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const head = { filename: `${record.domain_name}-${record.type}-${stamp}.${EXTENSIONS[record.format]}`, contentType: CONTENT_TYPES[record.format] };
+  if (options.headOnly) return { ...head, stream: null };
+  if (activeDownloads >= limits.concurrentDownloads) throw tooMany('Too many downloads in progress; try again shortly', 5);
+
+  const started = performance.now();
+  const log = deps.log.child({ exportId: record.id, domainId: record.domain_id });
+  activeDownloads++;
+  let released = false;
+  const release = (result: ExportBodyEnd) => {
+    if (released) return;
+    released = true;
+    activeDownloads--;
+    const ms = Math.round(performance.now() - started);
+    if (result.error === undefined) log.info({ bytes: result.bytes, ms }, 'export downloaded');
+    else log.warn({ err: result.error, bytes: result.bytes, ms }, 'export download failed');
+  };
+  try {
+    const selection = selectionOf(record.type, record.filters);
+    const range = { startDate: new Date(record.start_date), endDate: new Date(record.end_date) };
+    const query = exportQuery(record.domain_id, selection, range, record.format);
+    const stream = await openExportBody(queryBytes(deps.clickhouse, query), record.type, record.format, release);
+    return { ...head, stream };
+  } catch (err) {
+    release({ bytes: 0, error: err });
+    throw err;
+  }
+}

@@ -1,0 +1,60 @@
+import { createRoute } from '@hono/zod-openapi';
+import { requireAuth } from '../auth/middleware.js';
+import type { Services } from '../context.js';
+import { commonErrors, dataEnvelope, jsonBody, jsonContent, notFoundResponse, ok } from '../http/envelope.js';
+import { bearerSecurity, createRouter } from '../http/router.js';
+import { accessListQuery, accessPageSchema, errorListQuery, errorPageSchema, logDomainParams, searchBody, searchPageSchema } from './schemas.js';
+import * as logs from './service.js';
+
+const base = { tags: ['Logs'], security: bearerSecurity };
+const domainNotFound = { 404: notFoundResponse('Domain') };
+const order = 'Newest first (ties: higher id first). Needs `logs: read`; a domain the caller does not see answers 404 like an unknown one.';
+
+const routes = {
+  access: createRoute({
+    ...base,
+    method: 'get',
+    path: '/domains/{domainId}/access',
+    summary: "List a domain's access log entries",
+    description: `${order} \`statusCode\` is a code or a class (\`5xx\`); \`ipAddress\` an address or CIDR; \`url\` a case-sensitive substring, or with \`*\` a glob over the whole URL; \`method\` case-insensitive; dates include both ends.`,
+    request: { params: logDomainParams, query: accessListQuery },
+    responses: { 200: jsonContent(dataEnvelope(accessPageSchema), 'A page of access entries'), ...commonErrors, ...domainNotFound },
+  }),
+  error: createRoute({
+    ...base,
+    method: 'get',
+    path: '/domains/{domainId}/error',
+    summary: "List a domain's error log entries",
+    description: `${order} Dates include both ends.`,
+    request: { params: logDomainParams, query: errorListQuery },
+    responses: { 200: jsonContent(dataEnvelope(errorPageSchema), 'A page of error entries'), ...commonErrors, ...domainNotFound },
+  }),
+  search: createRoute({
+    ...base,
+    method: 'post',
+    path: '/domains/{domainId}/search',
+    summary: "Search a domain's access and error entries",
+    description: `Case-insensitive substring over the chosen fields, access and error entries mixed, each with \`type\`. ${order}`,
+    request: { params: logDomainParams, ...jsonBody(searchBody) },
+    responses: { 200: jsonContent(dataEnvelope(searchPageSchema), 'A page of matching entries'), ...commonErrors, ...domainNotFound },
+  }),
+};
+
+/** Listing and search of a domain's logs, mounted at /api/logs. */
+export function logsRoutes(services: Services) {
+  const app = createRouter();
+  app.use('/domains/:domainId/access', requireAuth(services));
+  app.use('/domains/:domainId/error', requireAuth(services));
+  app.use('/domains/:domainId/search', requireAuth(services));
+
+  app.openapi(routes.access, async (c) =>
+    c.json(ok(await logs.listAccessLogs(services, c.var.principal, c.req.valid('param').domainId, c.req.valid('query'))), 200),
+  );
+  app.openapi(routes.error, async (c) =>
+    c.json(ok(await logs.listErrorLogs(services, c.var.principal, c.req.valid('param').domainId, c.req.valid('query'))), 200),
+  );
+  app.openapi(routes.search, async (c) =>
+    c.json(ok(await logs.searchLogs(services, c.var.principal, c.req.valid('param').domainId, c.req.valid('json'))), 200),
+  );
+  return app;
+}

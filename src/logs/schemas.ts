@@ -1,0 +1,98 @@
+import { z } from '@hono/zod-openapi';
+import { paginationSchema } from '../http/envelope.js';
+import { checkDateOrder, dateRangeQuery, idParam, pageQuery, parseIsoDate } from '../http/query.js';
+import { accessFilterQuery, errorFilterQuery, LEVELS } from './filters.js';
+import { SEARCH_FIELDS } from './store.js';
+
+/** The highest `limit` of log listings and search (CONTRACT §3). */
+export const LOG_PAGE_MAX = 1000;
+
+export const logDomainParams = z.object({ domainId: idParam('domainId') });
+
+export const accessListQuery = z
+  .object({ ...pageQuery(LOG_PAGE_MAX), ...dateRangeQuery(false), ...accessFilterQuery })
+  .superRefine(checkDateOrder);
+
+export const errorListQuery = z
+  .object({ ...pageQuery(LOG_PAGE_MAX), ...dateRangeQuery(false), ...errorFilterQuery })
+  .superRefine(checkDateOrder);
+
+export type AccessListQuery = z.infer<typeof accessListQuery>;
+export type ErrorListQuery = z.infer<typeof errorListQuery>;
+
+const dateMessage = 'must be an ISO 8601 date, e.g. 2026-11-21T08:15:30Z';
+/** A date in a JSON body: any ISO 8601 form; a date alone is the start of its day, or the end of it as `endDate`. */
+const bodyDate = (endOfDay: boolean) =>
+  z
+    .string({ error: (issue) => (issue.input === undefined ? 'is required' : dateMessage) })
+    .transform((text, ctx) => {
+      const date = parseIsoDate(text, endOfDay);
+      if (!date) {
+        ctx.addIssue({ code: 'custom', message: dateMessage });
+        return z.NEVER;
+      }
+      return date;
+    })
+    .openapi({ type: 'string', format: 'date-time', example: '2026-11-21T08:15:30.123Z' });
+
+const bodyInt = (min: number, max: number) => {
+  const message = `must be a whole number from ${min} to ${max}`;
+  return z.number({ message }).int({ message }).min(min, { message }).max(max, { message });
+};
+
+export const searchBody = z
+  .strictObject({
+    query: z
+      .string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') })
+      .min(1, { message: 'must not be empty' })
+      .max(500, { message: 'must be at most 500 characters' })
+      .openapi({ description: 'A case-insensitive substring', example: 'timed out' }),
+    fields: z
+      .array(z.enum(SEARCH_FIELDS, { message: `must be one of ${SEARCH_FIELDS.join(', ')}` }), { message: 'must be an array of field names' })
+      .min(1, { message: 'must not be empty' })
+      .max(SEARCH_FIELDS.length * 2, { message: 'has too many entries' })
+      .default(['url', 'message'])
+      .openapi({ description: 'Fields to search; an entry type without a field never matches on it' }),
+    startDate: bodyDate(false),
+    endDate: bodyDate(true).optional().openapi({ description: 'Default: now' }),
+    page: bodyInt(1, 1e12).default(1),
+    limit: bodyInt(1, LOG_PAGE_MAX).default(20),
+  })
+  .superRefine(checkDateOrder)
+  .openapi('LogSearch');
+
+export type SearchBody = z.infer<typeof searchBody>;
+
+export const accessEntrySchema = z
+  .object({
+    id: z.number().int(),
+    timestamp: z.string().openapi({ example: '2026-11-21T08:15:30.123Z' }),
+    ipAddress: z.string(),
+    method: z.string(),
+    url: z.string(),
+    protocol: z.string(),
+    statusCode: z.number().int(),
+    responseSize: z.number().int(),
+    referrer: z.string(),
+    userAgent: z.string(),
+    responseTime: z.number().nullable().openapi({ description: 'Milliseconds; null when the log format has no $request_time' }),
+  })
+  .openapi('AccessLogEntry');
+
+export const errorEntrySchema = z
+  .object({
+    id: z.number().int(),
+    timestamp: z.string().openapi({ example: '2026-11-21T08:15:30.123Z' }),
+    level: z.enum(LEVELS),
+    message: z.string(),
+    context: z.record(z.string(), z.string()).openapi({ description: 'Whichever of client, server, request, upstream, host, referrer the line carries' }),
+  })
+  .openapi('ErrorLogEntry');
+
+export const searchEntrySchema = z
+  .union([accessEntrySchema.extend({ type: z.literal('access') }), errorEntrySchema.extend({ type: z.literal('error') })])
+  .openapi('SearchLogEntry');
+
+export const accessPageSchema = z.object({ logs: z.array(accessEntrySchema), pagination: paginationSchema });
+export const errorPageSchema = z.object({ logs: z.array(errorEntrySchema), pagination: paginationSchema });
+export const searchPageSchema = z.object({ logs: z.array(searchEntrySchema), pagination: paginationSchema });

@@ -1,0 +1,37 @@
+import type { Principal, Services } from '../context.js';
+import { resolveDomain } from '../domains/service.js';
+import { pagination, type Pagination } from '../http/envelope.js';
+import { accessWhere, errorWhere } from './filters.js';
+import type { AccessListQuery, ErrorListQuery, SearchBody } from './schemas.js';
+import { listAccessEntries, listErrorEntries, searchEntries, type AccessEntry, type ErrorEntry, type SearchEntry } from './store.js';
+
+type Deps = Pick<Services, 'db' | 'clickhouse'>;
+
+export interface LogPage<T> {
+  logs: T[];
+  pagination: Pagination;
+}
+
+const offsetOf = (q: { page: number; limit: number }) => (q.page - 1) * q.limit;
+
+/** Access entries of a domain the caller sees (else 404), with `logs: read` (else 403). */
+export async function listAccessLogs(deps: Deps, principal: Principal, domainId: number, query: AccessListQuery): Promise<LogPage<AccessEntry>> {
+  await resolveDomain(deps, principal, domainId, ['logs', 'read']);
+  const keyOnly = !query.statusCode && !query.ipAddress && query.url === undefined && !query.method;
+  const { rows, total } = await listAccessEntries(deps.clickhouse, accessWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly });
+  return { logs: rows, pagination: pagination(query.page, query.limit, total) };
+}
+
+export async function listErrorLogs(deps: Deps, principal: Principal, domainId: number, query: ErrorListQuery): Promise<LogPage<ErrorEntry>> {
+  await resolveDomain(deps, principal, domainId, ['logs', 'read']);
+  const { rows, total } = await listErrorEntries(deps.clickhouse, errorWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly: !query.level });
+  return { logs: rows, pagination: pagination(query.page, query.limit, total) };
+}
+
+/** Access and error entries whose searched fields contain `query`, case-insensitively; `endDate` defaults to now. */
+export async function searchLogs(deps: Deps, principal: Principal, domainId: number, body: SearchBody, now = new Date()): Promise<LogPage<SearchEntry>> {
+  await resolveDomain(deps, principal, domainId, ['logs', 'read']);
+  const request = { domainId, query: body.query, fields: body.fields, startDate: body.startDate, endDate: body.endDate ?? now };
+  const { rows, total } = await searchEntries(deps.clickhouse, request, { offset: offsetOf(body), limit: body.limit });
+  return { logs: rows, pagination: pagination(body.page, body.limit, total) };
+}

@@ -1,0 +1,57 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { requireAuth } from '../auth/middleware.js';
+import type { Services } from '../context.js';
+import { domainIdParams } from '../domains/schemas.js';
+import { commonErrors, dataEnvelope, jsonContent, notFoundResponse, ok } from '../http/envelope.js';
+import { bearerSecurity, createRouter } from '../http/router.js';
+import { getLogStats, STATS_PERIODS } from './stats.js';
+
+const periodMessage = `must be one of ${STATS_PERIODS.join(', ')}`;
+
+const statsQuery = z.object({
+  period: z
+    .enum(STATS_PERIODS, { message: periodMessage })
+    .default('24h')
+    .openapi({ description: 'The window: the last hour, day, 7 days or 30 days up to now', example: '24h' }),
+});
+
+const share = z.number().openapi({ description: '100 × count / totalRequests, 2 decimals' });
+
+export const logStatsSchema = z
+  .object({
+    period: z.enum(STATS_PERIODS),
+    totalRequests: z.number().int(),
+    uniqueVisitors: z.number().int().openapi({ description: 'Distinct client addresses' }),
+    averageResponseTime: z.number().openapi({ description: 'Milliseconds, 2 decimals; 0 when no request of the window logged one' }),
+    errorRate: z.number().openapi({ description: 'Share of requests with status ≥ 500, a fraction with 4 decimals', example: 0.05 }),
+    topUrls: z.array(z.object({ url: z.string(), requests: z.number().int(), percentage: share })),
+    topStatusCodes: z.array(z.object({ code: z.number().int(), count: z.number().int(), percentage: share })),
+    topUserAgents: z.array(z.object({ userAgent: z.string(), requests: z.number().int(), percentage: share })),
+    topReferrers: z.array(z.object({ referrer: z.string(), requests: z.number().int(), percentage: share })),
+  })
+  .openapi('LogStats');
+
+const routes = {
+  stats: createRoute({
+    tags: ['Logs'],
+    security: bearerSecurity,
+    method: 'get',
+    path: '/domains/{domainId}/stats',
+    summary: "A domain's access statistics over the last period (logs:read)",
+    description:
+      'Top lists hold up to 10 entries, by count descending then key ascending; topReferrers leaves out requests without a referrer. ' +
+      'An empty window gives zeros and empty lists.',
+    request: { params: domainIdParams, query: statsQuery },
+    responses: { 200: jsonContent(dataEnvelope(logStatsSchema), 'The statistics'), ...commonErrors, 404: notFoundResponse('Domain') },
+  }),
+};
+
+/** Mounted at /api/logs (the specification's paths). */
+export function logStatsRoutes(services: Services) {
+  const app = createRouter();
+  app.use('/domains/:domainId/stats', requireAuth(services));
+  app.openapi(routes.stats, async (c) =>
+    c.json(ok(await getLogStats(services, c.var.principal, c.req.valid('param').domainId, c.req.valid('query').period)), 200),
+  );
+  return app;
+}

@@ -1,0 +1,704 @@
+/**
+ * Log exports (CONTRACT §5): POST /api/logs/domains/:domainId/export and the bearer-less download
+ * at /api/downloads/<file name>. Logs are loaded through the real ingest path (importFiles) from
+ * generated nginx lines, so every expectation is computed independently from those lines.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { importFiles } from '../ingest/import.js';
+import type { App } from '../src/app.js';
+import { sql } from '../src/db/sql.js';
+import { downloadsInProgress, sweepExpiredExports } from '../src/exports/service.js';
+import { createExport, EXPORT_LIMITS } from '../src/exports/service.js';
+import { exportQuery } from '../src/exports/stream.js';
+import { createLogger } from '../src/log.js';
+import { call, startTestApp, type TestApp } from './support/app.js';
+import { activityOf, adminToken, expectAuthRequired, expectValidation, freshUser, ISO_MS } from './support/auth.js';
+import { errorLogTime, FORMAT, T0, timeLocal } from './support/ingest.js';
+
+let t: TestApp;
+let app: App;
+let admin: string;
+let owner: { id: number; token: string; email: string };
+let domain: { id: number; name: string };
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+
+const ACCESS_FIELDS = ['id', 'timestamp', 'ipAddress', 'method', 'url', 'protocol', 'statusCode', 'responseSize', 'referrer', 'userAgent', 'responseTime'];
+const ERROR_FIELDS = ['id', 'timestamp', 'level', 'message', 'context'];
+
+// ---------------------------------------------------------------------------------------------
+// Generated logs: what was written, and what each line must come back as
+// ---------------------------------------------------------------------------------------------
+
+interface Gen {
+  ms: number;
+  ipAddress: string;
+  method: string;
+  url: string;
+  statusCode: number;
+  responseSize: number;
+  referrer: string;
+  userAgent: string;
+  responseTime: number;
+  /** The line as nginx would log it. */
+  line: string;
+}
+
+const METHODS = ['GET', 'POST', 'PUT', 'DELETE'];
+const STATUSES = [200, 301, 404, 500, 503];
+
+/** nginx's escape=default for a value: `"`, `\`, control characters and non-ASCII bytes as \xHH. */
+function nginxEscape(value: string): string {
+  let out = '';
+  for (const byte of Buffer.from(value, 'utf8')) {
+    out += byte === 0x22 || byte === 0x5c || byte < 0x20 || byte >= 0x7f ? `\\x${byte.toString(16).toUpperCase().padStart(2, '0')}` : String.fromCharCode(byte);
+  }
+  return out;
+}
+
+function gen(n: number, overrides: Partial<Omit<Gen, 'line'>> = {}): Gen {
+  const g = {
+    ms: T0 + n * 1000,
+    ipAddress: n % 4 === 0 ? `192.168.${(n >> 8) & 255}.${n & 255}` : `10.1.${(n >> 8) & 255}.${n & 255}`,
+    method: METHODS[n % 4]!,
+    url: `/item/${n}?q=${n % 7}`,
+    statusCode: STATUSES[n % 5]!,
+    responseSize: n % 5000,
+    referrer: n % 3 === 0 ? '' : `https://ref.example/${n % 11}`,
+    userAgent: `agent/${n % 3}`,
+    responseTime: n % 1000,
+    ...overrides,
+  };
+  const logged = (v: string) => (v === '' ? '-' : nginxEscape(v));
+  const line = `${g.ipAddress} - - [${timeLocal(g.ms)}] "${g.method} ${g.url} HTTP/1.1" ${g.statusCode} ${g.responseSize} "${logged(g.referrer)}" "${logged(g.userAgent)}" ${(g.responseTime / 1000).toFixed(3)}`;
+  return { ...g, line };
+}
+
+/** The values a spreadsheet must not run, and values that need CSV quoting. */
+const TRICKY: Partial<Gen>[] = [
+  { userAgent: '=HYPERLINK("http://evil.example","x")' },
+  { userAgent: '+1+2', referrer: 'https://a.example/?a=1,b=2' },
+  { userAgent: '-2+3' },
+  { userAgent: '@SUM(A1:A9)' },
+  { userAgent: '\tstarts with a tab' },
+  { userAgent: '\rstarts with a carriage return' },
+  { userAgent: 'two\nlines, "quoted"' },
+  { userAgent: 'crlf\r\ninside' },
+  { userAgent: 'ünïcødé 😀 ok' },
+  { userAgent: 'ends with a quote"', referrer: '"' },
+  { url: "/q?name=O'Brien\\x" },
+];
+
+const BULK = 3_000;
+let gens: Gen[] = [];
+
+async function importText(domainName: string, text: string, type: 'access' | 'error' = 'access', format = FORMAT) {
+  const full = path.join(t.dataDir, `in-${Math.random().toString(36).slice(2)}.log`);
+  fs.writeFileSync(full, text);
+  const summary = await importFiles(
+    [full],
+    { domain: domainName, type, format, timezone: 'UTC' },
+    { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 },
+  );
+  expect(summary.rejected).toBe(0);
+  fs.rmSync(full);
+  return summary;
+}
+
+/** The error log: levels folded as CONTRACT §5 says, context from the `, client: …` tail. */
+const ERROR_LINES = [
+  { n: 0, nginxLevel: 'error', level: 'error', message: 'open() "/srv/x" failed (2: No such file or directory)', tail: ', client: 203.0.113.7, server: shop, request: "GET /x HTTP/1.1", host: "shop.example.com"' },
+  { n: 1, nginxLevel: 'warn', level: 'warn', message: '=cmd|\' /C calc\'!A0 an upstream response is buffered', tail: ', client: 203.0.113.8, server: shop, request: "POST /api HTTP/1.1", upstream: "http://127.0.0.1:8080/api", host: "shop.example.com"' },
+  { n: 2, nginxLevel: 'crit', level: 'error', message: 'SSL_do_handshake() failed', tail: ', client: 203.0.113.9, server: 0.0.0.0:443' },
+  { n: 3, nginxLevel: 'notice', level: 'info', message: 'signal process started', tail: '' },
+  { n: 4, nginxLevel: 'info', level: 'info', message: 'client closed connection while waiting for request', tail: ', client: 203.0.113.10, server: shop' },
+];
+
+beforeAll(async () => {
+  t = await startTestApp();
+  app = t.app;
+  admin = await adminToken(app);
+  owner = await freshUser(app, admin, 'owner');
+  const created = await call(app, 'POST', '/api/domains', { token: admin, body: { name: `export-${process.pid}.example.com`, ownerId: owner.id } });
+  expect(created.status).toBe(201);
+  domain = created.body.data;
+
+  gens = Array.from({ length: BULK }, (_, n) => gen(n));
+  TRICKY.forEach((overrides, i) => gens.push(gen(BULK + i, overrides)));
+  await importText(domain.name, gens.map((g) => `${g.line}\n`).join(''));
+  await importText(
+    domain.name,
+    ERROR_LINES.map((e) => `${errorLogTime(T0 + e.n * 60_000)} [${e.nginxLevel}] 100#100: *${e.n} ${e.message}${e.tail}\n`).join(''),
+    'error',
+  );
+});
+
+afterAll(async () => {
+  await t?.close();
+});
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+const exportUrl = (domainId: number) => `/api/logs/domains/${domainId}/export`;
+
+async function createOk(body: Record<string, unknown>, token = owner.token, domainId = domain.id): Promise<{ downloadUrl: string; expiresAt: string }> {
+  const res = await call(app, 'POST', exportUrl(domainId), { token, body });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  expect(res.body.success).toBe(true);
+  return res.body.data;
+}
+
+/** The download, as a client without any header would fetch it. */
+function fetchDownload(downloadUrl: string, method = 'GET'): Promise<Response> {
+  const url = new URL(downloadUrl);
+  expect(url.origin).toBe('http://tailhouse.test');
+  return Promise.resolve(app.request(url.pathname, { method }));
+}
+
+async function downloadText(downloadUrl: string): Promise<{ res: Response; text: string }> {
+  const res = await fetchDownload(downloadUrl);
+  const text = await res.text();
+  expect(res.status, text).toBe(200);
+  return { res, text };
+}
+
+/** A strict RFC 4180 reader: CRLF after every record, line breaks only inside quotes. */
+function parseCsv(text: string): string[][] {
+  const records: string[][] = [];
+  let record: string[] = [];
+  let field = '';
+  let quoted = false;
+  let wasQuoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (quoted) {
+      if (c !== '"') field += c;
+      else if (text[i + 1] === '"') {
+        field += '"';
+        i++;
+      } else quoted = false;
+      continue;
+    }
+    if (c === '"') {
+      if (field !== '' || wasQuoted) throw new Error(`quote inside an unquoted field at ${i}`);
+      quoted = wasQuoted = true;
+    } else if (c === ',') {
+      record.push(field);
+      field = '';
+      wasQuoted = false;
+    } else if (c === '\r' && text[i + 1] === '\n') {
+      record.push(field);
+      records.push(record);
+      record = [];
+      field = '';
+      wasQuoted = false;
+      i++;
+    } else if (c === '\r' || c === '\n') throw new Error(`bare line break outside quotes at ${i}`);
+    else {
+      if (wasQuoted) throw new Error(`text after a closing quote at ${i}`);
+      field += c;
+    }
+  }
+  if (quoted || field !== '' || record.length > 0) throw new Error('the last record does not end with CRLF');
+  return records;
+}
+
+/** A generated line as the listing shows it (id aside, which comes from the line's position). */
+const asEntry = (g: Gen) => ({
+  timestamp: new Date(g.ms).toISOString(),
+  ipAddress: g.ipAddress,
+  method: g.method,
+  url: g.url,
+  protocol: 'HTTP/1.1',
+  statusCode: g.statusCode,
+  responseSize: g.responseSize,
+  referrer: g.referrer,
+  userAgent: g.userAgent,
+  responseTime: g.responseTime,
+});
+
+/** The spreadsheet-safe text of a cell, computed independently of src/exports/stream.ts. */
+const neutralised = (v: string) => (/^[=+\-@\t\r]/.test(v) ? `'${v}` : v);
+
+/** Newest first, as the export orders (every generated line has its own second). */
+const newestFirst = (list: Gen[]) => [...list].sort((a, b) => b.ms - a.ms);
+
+function ipv4InCidr(ip: string, cidr: string): boolean {
+  const [base, bits] = cidr.split('/') as [string, string];
+  const num = (a: string) => a.split('.').reduce((acc, o) => acc * 256 + Number(o), 0);
+  const size = 2 ** (32 - Number(bits));
+  return Math.floor(num(ip) / size) === Math.floor(num(base) / size);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+describe('POST /api/logs/domains/:domainId/export', () => {
+  it('answers 201 with a download link under BASE_URL and an expiry EXPORT_TTL_S ahead', async () => {
+    const before = Date.now();
+    const data = await createOk({ type: 'access', startDate: new Date(T0).toISOString() });
+    expect(Object.keys(data).sort()).toEqual(['downloadUrl', 'expiresAt']);
+    expect(data.downloadUrl).toMatch(/^http:\/\/tailhouse\.test\/api\/downloads\/[A-Za-z0-9_-]{43}\.csv$/);
+    expect(data.expiresAt).toMatch(ISO_MS);
+    const expires = Date.parse(data.expiresAt);
+    expect(expires).toBeGreaterThanOrEqual(before + 86_400_000 - 1000);
+    expect(expires).toBeLessThanOrEqual(Date.now() + 86_400_000 + 1000);
+    const other = await createOk({ type: 'access', format: 'json', startDate: new Date(T0).toISOString() });
+    expect(other.downloadUrl).toMatch(/\/api\/downloads\/[A-Za-z0-9_-]{43}\.ndjson$/);
+    expect(other.downloadUrl).not.toBe(data.downloadUrl);
+  });
+
+  it('records export.create in the activity of the user who exported', async () => {
+    await createOk({ type: 'error', format: 'json', startDate: new Date(T0).toISOString() });
+    const activity = await activityOf(app, admin, owner.id);
+    const entry = activity.find((a) => a.action === 'export.create');
+    expect(entry).toBeDefined();
+    expect(entry!.resource).toMatch(new RegExp(`^domains/${domain.id}/exports/\\d+$`));
+    expect(entry!.details).toContain(domain.name);
+    expect(entry!.userAgent).toBe('vitest');
+  });
+
+  it('needs a bearer token (401), logs: read (403), and a domain the caller may see (404, also for another owner)', async () => {
+    const body = { type: 'access', startDate: new Date(T0).toISOString() };
+    expectAuthRequired(await call(app, 'POST', exportUrl(domain.id), { body }));
+    expectAuthRequired(await call(app, 'POST', exportUrl(domain.id), { body, token: 'not-a-token' }));
+
+    const stranger = await freshUser(app, admin, 'stranger');
+    const bola = await call(app, 'POST', exportUrl(domain.id), { token: stranger.token, body });
+    expect(bola.status).toBe(404);
+    expect(bola.body).toEqual({ success: false, error: 'Domain not found' });
+    const unknown = await call(app, 'POST', exportUrl(999_999), { token: owner.token, body });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toEqual({ success: false, error: 'Domain not found' });
+
+    // The stranger's own domain, without logs: read.
+    const own = await call(app, 'POST', '/api/domains', { token: admin, body: { name: `stranger-${process.pid}.example.com`, ownerId: stranger.id } });
+    expect(own.status).toBe(201);
+    const revoked = await call(app, 'PUT', `/api/users/${stranger.id}/permissions`, { token: admin, body: { permissions: [] } });
+    expect(revoked.status).toBe(200);
+    const forbidden = await call(app, 'POST', exportUrl(own.body.data.id), { token: stranger.token, body });
+    expect(forbidden.status).toBe(403);
+    expect(forbidden.body).toEqual({ success: false, error: 'Insufficient permissions' });
+  });
+
+  it('answers 422 for bad bodies, naming each offending field', async () => {
+    const start = new Date(T0).toISOString();
+    // A field, or an entry under it (`filters.method.1`): where zod reports an array item's issue is its business.
+    const bad = async (body: unknown, fields: string[]) => {
+      const res = await call(app, 'POST', exportUrl(domain.id), { token: owner.token, body });
+      expectValidation(res, []);
+      const keys = Object.keys(res.body.details);
+      for (const f of fields) expect(keys.some((k) => k === f || k.startsWith(`${f}.`)), `${f} in ${JSON.stringify(res.body.details)}`).toBe(true);
+    };
+    await bad({ type: 'access', startDate: start, extra: 1 }, ['extra']);
+    await bad({ type: 'access' }, ['startDate']);
+    await bad({ startDate: start }, ['type']);
+    await bad({ type: 'syslog', startDate: start }, ['type']);
+    await bad({ type: 'access', format: 'xlsx', startDate: start }, ['format']);
+    await bad({ type: 'access', startDate: 'yesterday' }, ['startDate']);
+    await bad({ type: 'access', startDate: '2026-02-30' }, ['startDate']);
+    await bad({ type: 'access', startDate: 1_700_000_000 }, ['startDate']);
+    await bad({ type: 'access', startDate: start, endDate: 'soon' }, ['endDate']);
+    await bad({ type: 'access', startDate: start, endDate: new Date(T0 - 1000).toISOString() }, ['endDate']);
+    await bad({ type: 'access', startDate: new Date(Date.now() + 3_600_000).toISOString() }, ['startDate']);
+    await bad({ type: 'access', startDate: start, filters: 'status=500' }, ['filters']);
+    await bad({ type: 'access', startDate: start, filters: { statusCode: [404, '6xx'] } }, ['filters.statusCode']);
+    await bad({ type: 'access', startDate: start, filters: { statusCode: [] } }, ['filters.statusCode']);
+    await bad({ type: 'access', startDate: start, filters: { method: ['GET', 'NOT A METHOD'] } }, ['filters.method']);
+    await bad({ type: 'access', startDate: start, filters: { ipAddress: '10.0.0.0/33' } }, ['filters.ipAddress']);
+    await bad({ type: 'access', startDate: start, filters: { colour: 'red' } }, ['filters.colour']);
+    // Filters are those of the type: an access filter on an error export is unknown there.
+    await bad({ type: 'error', startDate: start, filters: { statusCode: [500] } }, ['filters.statusCode']);
+    await bad({ type: 'error', startDate: start, filters: { level: ['fatal'] } }, ['filters.level']);
+
+    const notJson = await call(app, 'POST', exportUrl(domain.id), { token: owner.token, body: '{"type": ' });
+    expect(notJson.status).toBe(400);
+  });
+});
+
+describe('GET /api/downloads/:file', () => {
+  it('streams CSV without a bearer header: RFC 4180, the header row of the spec, every row newest first', async () => {
+    const { downloadUrl } = await createOk({ type: 'access', startDate: new Date(T0).toISOString() });
+    const { res, text } = await downloadText(downloadUrl);
+    expect(res.headers.get('content-type')).toMatch(/^text\/csv; charset=utf-8/);
+    expect(res.headers.get('content-disposition')).toMatch(new RegExp(`^attachment; filename="${domain.name.replaceAll('.', '\\.')}-access-\\d{8}T\\d{6}Z\\.csv"$`));
+    expect(res.headers.get('cache-control')).toBe('no-store');
+
+    const records = parseCsv(text);
+    expect(records[0]).toEqual(ACCESS_FIELDS);
+    const rows = records.slice(1);
+    expect(rows).toHaveLength(gens.length);
+    const expected = newestFirst(gens);
+    const ids = new Set<string>();
+    rows.forEach((row, i) => {
+      const e = asEntry(expected[i]!);
+      const [id, ...rest] = row;
+      expect(id).toMatch(/^[1-9]\d*$/);
+      ids.add(id!);
+      expect(rest).toEqual([
+        e.timestamp,
+        e.ipAddress,
+        e.method,
+        e.url,
+        e.protocol,
+        String(e.statusCode),
+        String(e.responseSize),
+        neutralised(e.referrer),
+        neutralised(e.userAgent),
+        String(e.responseTime),
+      ]);
+    });
+    expect(ids.size).toBe(rows.length);
+  });
+
+  it('neutralises formula cells and quotes commas, quotes and line breaks in CSV', async () => {
+    const { downloadUrl } = await createOk({ type: 'access', startDate: new Date(T0 + BULK * 1000).toISOString() });
+    const { text } = await downloadText(downloadUrl);
+    // Raw text checks, independent of the reader above: every string is quoted, quotes doubled.
+    expect(text.startsWith(`${ACCESS_FIELDS.join(',')}\r\n`)).toBe(true);
+    expect(text).toContain(`,"'=HYPERLINK(""http://evil.example"",""x"")",`);
+    expect(text).toContain(`,"https://a.example/?a=1,b=2","'+1+2",`);
+    expect(text).toContain(`,"'-2+3",`);
+    expect(text).toContain(`,"'@SUM(A1:A9)",`);
+    expect(text).toContain(`,"'\tstarts with a tab",`);
+    expect(text).toContain(`,"'\rstarts with a carriage return",`);
+    expect(text).toContain(`,"two\nlines, ""quoted""",`);
+    expect(text).toContain(`,"crlf\r\ninside",`);
+    expect(text).toContain(`,"ünïcødé 😀 ok",`);
+    expect(text).toContain(`,"""","ends with a quote""",`);
+    expect(text).toContain(`,"/q?name=O'Brien\\x",`);
+    const rows = parseCsv(text).slice(1);
+    expect(rows.map((r) => r[9])).toEqual(newestFirst(gens.slice(BULK)).map((g) => neutralised(g.userAgent)));
+  });
+
+  it('streams NDJSON: one entry a line, the listing fields and formats, values raw', async () => {
+    const { downloadUrl } = await createOk({ type: 'access', format: 'json', startDate: new Date(T0).toISOString() });
+    const { res, text } = await downloadText(downloadUrl);
+    expect(res.headers.get('content-type')).toMatch(/^application\/x-ndjson/);
+    expect(res.headers.get('content-disposition')).toMatch(/^attachment; filename=".+-access-\d{8}T\d{6}Z\.ndjson"$/);
+    expect(text.endsWith('\n')).toBe(true);
+    const lines = text.slice(0, -1).split('\n');
+    expect(lines).toHaveLength(gens.length);
+    const expected = newestFirst(gens);
+    lines.forEach((line, i) => {
+      const entry = JSON.parse(line);
+      expect(Object.keys(entry)).toEqual(ACCESS_FIELDS);
+      expect(Number.isSafeInteger(entry.id) && entry.id > 0).toBe(true);
+      expect(entry.timestamp).toMatch(ISO_MS);
+      const { id: _id, ...rest } = entry;
+      expect(rest).toEqual(asEntry(expected[i]!));
+    });
+    // Formulas are not touched in NDJSON.
+    expect(lines.some((l) => JSON.parse(l).userAgent === '=HYPERLINK("http://evil.example","x")')).toBe(true);
+
+    // The listing's first page, entry for entry (ids included).
+    const listing = await call(app, 'GET', `/api/logs/domains/${domain.id}/access?startDate=${new Date(T0).toISOString()}&limit=1000`, { token: owner.token });
+    expect(listing.status).toBe(200);
+    expect(listing.body.data.pagination.total).toBe(gens.length);
+    expect(lines.slice(0, 1000).map((l) => JSON.parse(l))).toEqual(listing.body.data.logs);
+  });
+
+  it('exports error entries with their context object (NDJSON) or its JSON text (CSV), filtered by level', async () => {
+    const start = new Date(T0).toISOString();
+    const ndjson = await downloadText((await createOk({ type: 'error', format: 'json', startDate: start })).downloadUrl);
+    const entries = ndjson.text.trim().split('\n').map((l) => JSON.parse(l));
+    expect(entries.map((e) => Object.keys(e))).toEqual(ERROR_LINES.map(() => ERROR_FIELDS));
+    const expected = [...ERROR_LINES].reverse();
+    expect(entries.map((e) => [e.timestamp, e.level, e.message])).toEqual(expected.map((e) => [new Date(T0 + e.n * 60_000).toISOString(), e.level, e.message]));
+    expect(entries[3].context).toEqual({ client: '203.0.113.8', server: 'shop', request: 'POST /api HTTP/1.1', upstream: 'http://127.0.0.1:8080/api', host: 'shop.example.com' });
+    expect(entries[1].context).toEqual({});
+    const listing = await call(app, 'GET', `/api/logs/domains/${domain.id}/error?startDate=${start}`, { token: owner.token });
+    expect(listing.status).toBe(200);
+    expect(entries).toEqual(listing.body.data.logs);
+
+    const csv = await downloadText((await createOk({ type: 'error', startDate: start, filters: { level: ['warn', 'info'] } })).downloadUrl);
+    const records = parseCsv(csv.text);
+    expect(records[0]).toEqual(ERROR_FIELDS);
+    expect(records.slice(1).map((r) => r[2])).toEqual(['info', 'info', 'warn']);
+    const warn = records[3]!;
+    expect(warn[3]).toBe(`'=cmd|' /C calc'!A0 an upstream response is buffered`);
+    expect(JSON.parse(warn[4]!)).toEqual(entries[3].context);
+
+    const one = await downloadText((await createOk({ type: 'error', startDate: start, filters: { level: 'error' } })).downloadUrl);
+    expect(parseCsv(one.text).slice(1).map((r) => r[2])).toEqual(['error', 'error']);
+  });
+
+  it('counts equal the independent computation over the generated lines and the listing totals, for each filter', async () => {
+    const start = T0 + 100_000;
+    const end = T0 + (BULK + TRICKY.length) * 1000;
+    const inRange = gens.filter((g) => g.ms >= start && g.ms <= end);
+    const cases: { filters: Record<string, unknown>; query: string | null; keep: (g: Gen) => boolean }[] = [
+      { filters: {}, query: '', keep: () => true },
+      { filters: { statusCode: [404] }, query: 'statusCode=404', keep: (g) => g.statusCode === 404 },
+      { filters: { statusCode: ['5xx'] }, query: 'statusCode=5xx', keep: (g) => g.statusCode >= 500 },
+      { filters: { statusCode: [301, '5xx'] }, query: null, keep: (g) => g.statusCode === 301 || g.statusCode >= 500 },
+      { filters: { method: ['post'] }, query: 'method=post', keep: (g) => g.method === 'POST' },
+      { filters: { method: ['GET', 'delete'] }, query: null, keep: (g) => g.method === 'GET' || g.method === 'DELETE' },
+      { filters: { ipAddress: '192.168.0.0/16' }, query: 'ipAddress=192.168.0.0%2F16', keep: (g) => ipv4InCidr(g.ipAddress, '192.168.0.0/16') },
+      { filters: { ipAddress: '10.1.2.3' }, query: 'ipAddress=10.1.2.3', keep: (g) => g.ipAddress === '10.1.2.3' },
+      { filters: { url: '/item/12' }, query: 'url=%2Fitem%2F12', keep: (g) => g.url.includes('/item/12') },
+      { filters: { url: '/item/*?q=3' }, query: 'url=%2Fitem%2F*%3Fq%3D3', keep: (g) => /^\/item\/.*\?q=3$/.test(g.url) },
+      { filters: { url: "O'Brien\\" }, query: null, keep: (g) => g.url.includes("O'Brien\\") },
+      {
+        filters: { statusCode: ['2xx', 404], method: ['GET', 'PUT'], url: '?q=1' },
+        query: null,
+        keep: (g) => (g.statusCode < 300 || g.statusCode === 404) && (g.method === 'GET' || g.method === 'PUT') && g.url.includes('?q=1'),
+      },
+    ];
+    for (const c of cases) {
+      const expected = inRange.filter(c.keep);
+      const { downloadUrl } = await createOk({
+        type: 'access',
+        format: 'json',
+        startDate: new Date(start).toISOString(),
+        endDate: new Date(end).toISOString(),
+        filters: c.filters,
+      });
+      const { text } = await downloadText(downloadUrl);
+      const urls = text.split('\n').filter(Boolean).map((l) => JSON.parse(l).url);
+      expect(urls, JSON.stringify(c.filters)).toEqual(newestFirst(expected).map((g) => g.url));
+      expect(expected.length, JSON.stringify(c.filters)).toBeGreaterThan(0);
+
+      if (c.query !== null) {
+        const sep = c.query ? '&' : '';
+        const listing = await call(app, 'GET', `/api/logs/domains/${domain.id}/access?${c.query}${sep}startDate=${new Date(start).toISOString()}&endDate=${new Date(end).toISOString()}&limit=1`, { token: owner.token });
+        expect(listing.status, JSON.stringify(listing.body)).toBe(200);
+        expect(listing.body.data.pagination.total, c.query).toBe(expected.length);
+      }
+    }
+  });
+
+  it('gives responseTime null (NDJSON) or an empty field (CSV) where the log format has no $request_time', async () => {
+    const made = await call(app, 'POST', '/api/domains', { token: admin, body: { name: `combined-${process.pid}.example.com`, ownerId: owner.id } });
+    const d = made.body.data;
+    const line = gen(1).line.replace(/ [0-9.]+$/, '');
+    await importText(d.name, `${line}\n`, 'access', 'combined');
+    const start = new Date(T0).toISOString();
+    const ndjson = await downloadText((await createOk({ type: 'access', format: 'json', startDate: start }, owner.token, d.id)).downloadUrl);
+    expect(JSON.parse(ndjson.text)).toMatchObject({ ...asEntry(gen(1)), responseTime: null });
+    const csv = await downloadText((await createOk({ type: 'access', startDate: start }, owner.token, d.id)).downloadUrl);
+    const rows = parseCsv(csv.text);
+    expect(rows).toHaveLength(2);
+    expect(rows[1]![10]).toBe('');
+    expect(csv.text.endsWith(',\r\n')).toBe(true);
+  });
+
+  it('fixes endDate at creation: entries logged later with later times are not in the file', async () => {
+    const { downloadUrl } = await createOk({ type: 'access', format: 'json', startDate: new Date(T0).toISOString() });
+    // A line from after the export was created, through the real ingest path.
+    await importText(domain.name, `${gen(0, { ms: Date.now() + 60_000, url: '/after-the-export' }).line}\n`);
+    const { text } = await downloadText(downloadUrl);
+    expect(text).not.toContain('/after-the-export');
+    expect(text.trim().split('\n')).toHaveLength(gens.length);
+    const again = await createOk({ type: 'access', format: 'json', startDate: new Date(T0).toISOString(), endDate: new Date(Date.now() + 3_600_000).toISOString() });
+    expect((await downloadText(again.downloadUrl)).text).toContain('/after-the-export');
+  });
+
+  it('answers 404 for unknown or malformed file names and for the other format, and HEAD runs no query', async () => {
+    const { downloadUrl } = await createOk({ type: 'access', startDate: new Date(T0).toISOString() });
+    const file = new URL(downloadUrl).pathname.split('/').pop()!;
+    const token = file.slice(0, -4);
+    for (const name of [`${'A'.repeat(43)}.csv`, `${token}.ndjson`, token, `${token}.csv.gz`, 'x.csv', `..%2F${token}.csv`]) {
+      const res = await app.request(`/api/downloads/${name}`);
+      expect(res.status, name).toBe(404);
+      expect(await res.json()).toEqual({ success: false, error: 'Download not found' });
+    }
+    const head = await fetchDownload(downloadUrl, 'HEAD');
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-disposition')).toMatch(/^attachment;/);
+    expect(downloadsInProgress()).toBe(0);
+  });
+
+  it('answers 410 once expired; the sweep removes records a week past expiry, after which the link is unknown', async () => {
+    const { downloadUrl } = await createOk({ type: 'access', startDate: new Date(T0).toISOString() });
+    const id = await lastExportId();
+    await t.runtime.db.query(sql`update exports set expires_at = now() - interval '1 second' where id = ${id}`);
+    const expired = await fetchDownload(downloadUrl);
+    expect(expired.status).toBe(410);
+    expect(await expired.json()).toEqual({ success: false, error: 'Download link expired' });
+
+    // Still within the week kept after expiry: the sweep leaves it.
+    await sweepExpiredExports(t.runtime.db);
+    expect((await fetchDownload(downloadUrl)).status).toBe(410);
+    const removed = await sweepExpiredExports(t.runtime.db, new Date(Date.now() + EXPORT_LIMITS.keepExpiredMs + 60_000));
+    expect(removed).toBeGreaterThanOrEqual(1);
+    expect((await fetchDownload(downloadUrl)).status).toBe(404);
+  });
+
+  it('stops working when the creator may no longer read the logs, and when the domain is deleted', async () => {
+    const user = await freshUser(app, admin, 'leaver');
+    const made = await call(app, 'POST', '/api/domains', { token: admin, body: { name: `leaver-${process.pid}.example.com`, ownerId: user.id } });
+    const d = made.body.data;
+    await importText(d.name, `${gen(5).line}\n${gen(6).line}\n`);
+    const first = await createOk({ type: 'access', startDate: new Date(T0).toISOString() }, user.token, d.id);
+    expect(parseCsv((await downloadText(first.downloadUrl)).text)).toHaveLength(3);
+    // Deactivated: the link dies with the account's sessions.
+    expect((await call(app, 'PUT', `/api/users/${user.id}`, { token: admin, body: { active: false } })).status).toBe(200);
+    expect((await fetchDownload(first.downloadUrl)).status).toBe(404);
+    expect((await call(app, 'PUT', `/api/users/${user.id}`, { token: admin, body: { active: true } })).status).toBe(200);
+    await downloadText(first.downloadUrl);
+
+    // An admin's export of the same domain; deleting the domain removes both records (FK cascade).
+    const byAdmin = await createOk({ type: 'access', startDate: new Date(T0).toISOString() }, admin, d.id);
+    const [before] = await t.runtime.db.query<{ n: number }>(sql`select count(*)::int as n from exports where domain_id = ${d.id}`);
+    expect(before!.n).toBe(2);
+    expect((await call(app, 'DELETE', `/api/domains/${d.id}`, { token: admin })).status).toBe(200);
+    const [after] = await t.runtime.db.query<{ n: number }>(sql`select count(*)::int as n from exports where domain_id = ${d.id}`);
+    expect(after!.n).toBe(0);
+    expect((await fetchDownload(first.downloadUrl)).status).toBe(404);
+    expect((await fetchDownload(byAdmin.downloadUrl)).status).toBe(404);
+  });
+
+  it('limits concurrent downloads (429 with Retry-After) and frees a slot when a reader goes away', async () => {
+    const { downloadUrl } = await createOk({ type: 'access', startDate: new Date(T0).toISOString() });
+    const open: Response[] = [];
+    for (let i = 0; i < EXPORT_LIMITS.concurrentDownloads; i++) {
+      const res = await fetchDownload(downloadUrl);
+      expect(res.status).toBe(200);
+      open.push(res);
+    }
+    expect(downloadsInProgress()).toBe(EXPORT_LIMITS.concurrentDownloads);
+    const refused = await fetchDownload(downloadUrl);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    // One reader reads a little and leaves, the others read to the end.
+    const reader = open[0]!.body!.getReader();
+    await reader.read();
+    await reader.cancel();
+    await Promise.all(open.slice(1).map((r) => r.text()));
+    expect(downloadsInProgress()).toBe(0);
+    await downloadText(downloadUrl);
+    expect(downloadsInProgress()).toBe(0);
+  });
+});
+
+describe('limits', () => {
+  it('holds a user to the hourly number of exports (429 with Retry-After)', async () => {
+    const user = await freshUser(app, admin, 'busy');
+    const made = await call(app, 'POST', '/api/domains', { token: admin, body: { name: `busy-${process.pid}.example.com`, ownerId: user.id } });
+    const body = { type: 'access', startDate: new Date(T0).toISOString() };
+    for (let i = 0; i < EXPORT_LIMITS.perUserPerHour; i++) await createOk(body, user.token, made.body.data.id);
+    const refused = await call(app, 'POST', exportUrl(made.body.data.id), { token: user.token, body });
+    expect(refused.status).toBe(429);
+    expect(refused.body.success).toBe(false);
+    const retry = Number(refused.headers.get('retry-after'));
+    expect(retry).toBeGreaterThan(3000);
+    expect(retry).toBeLessThanOrEqual(3600);
+    // Others are not held back by it.
+    await createOk(body);
+  });
+
+  it('refuses an export above the row limit with a 422 naming the range', async () => {
+    const principal = { user: { id: owner.id, role: 'user' }, permissions: { can: () => true } } as never;
+    const range = { type: 'access' as const, format: 'csv' as const, startDate: new Date(T0), filters: {}, selection: { type: 'access' as const, filters: {} } };
+    const limits = { ...EXPORT_LIMITS, maxRows: 10 };
+    await expect(createExport(t.runtime, principal, domain.id, range, { ipAddress: '', userAgent: '' }, { limits })).rejects.toMatchObject({
+      status: 422,
+      details: { startDate: expect.stringContaining('more than the limit of 10') },
+    });
+  });
+});
+
+describe('streaming', () => {
+  it('exports a million rows with the V8 heap and buffers flat (RSS printed)', { timeout: 180_000 }, async () => {
+    const ROWS = 1_000_000;
+    const made = await call(app, 'POST', '/api/domains', { token: admin, body: { name: `big-${process.pid}.example.com`, ownerId: owner.id } });
+    const d = made.body.data;
+    const file = path.join(t.dataDir, 'big.log');
+    fs.writeFileSync(file, '');
+    // 20 lines a second: a million within the last day (T0 is a day ago; the export ends now).
+    for (let from = 0; from < ROWS; from += 100_000) {
+      let text = '';
+      let time = '';
+      for (let n = from; n < from + 100_000; n++) {
+        if (n % 20 === 0) time = timeLocal(T0 + (n / 20) * 1000);
+        text += `10.2.${(n >> 8) & 255}.${n & 255} - - [${time}] "GET /big/${n} HTTP/1.1" 200 ${n % 5000} "-" "agent/${n % 3}" 0.${String(n % 1000).padStart(3, '0')}\n`;
+      }
+      fs.appendFileSync(file, text);
+    }
+    const summary = await importFiles(
+      [file],
+      { domain: d.name, type: 'access', format: FORMAT, timezone: 'UTC' },
+      { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 },
+    );
+    expect(summary.inserted).toBe(ROWS);
+    fs.rmSync(file);
+
+    const { downloadUrl } = await createOk({ type: 'access', startDate: new Date(T0).toISOString() }, owner.token, d.id);
+    // Live memory only: a full collection before each sample, so garbage not yet collected (which
+    // depends on the collector's timing) cannot make the figure flake.
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const mem = async () => {
+      gc();
+      // Buffers' memory is released by a sweeper running beside the collector: give it a turn.
+      await new Promise((r) => setImmediate(r));
+      const m = process.memoryUsage();
+      return { rss: m.rss, js: m.heapUsed + m.arrayBuffers };
+    };
+    const base = await mem();
+    const peak = { ...base };
+    const started = performance.now();
+    const res = await fetchDownload(downloadUrl);
+    expect(res.status).toBe(200);
+    let bytes = 0;
+    let records = 0;
+    let chunks = 0;
+    for await (const chunk of res.body!) {
+      bytes += chunk.length;
+      for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) records++;
+      if (++chunks % 16 === 0) {
+        const m = await mem();
+        peak.rss = Math.max(peak.rss, m.rss);
+        peak.js = Math.max(peak.js, m.js);
+      }
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const MB = 1024 * 1024;
+    console.log(
+      `export of ${ROWS} rows: ${(bytes / MB).toFixed(0)} MB in ${seconds.toFixed(2)} s (${Math.round(ROWS / seconds)} rows/s); ` +
+        `peak growth: live V8 heap + buffers ${((peak.js - base.js) / MB).toFixed(1)} MB, RSS ${((peak.rss - base.rss) / MB).toFixed(1)} MB`,
+    );
+    expect(records).toBe(ROWS + 1);
+    // The file is about 120 MB: holding it, or any sizeable part, in JavaScript would show here.
+    // Streaming keeps a few chunks (about 1 MB each) alive; measured 2–19 MB, on a busy machine too.
+    expect(peak.js - base.js).toBeLessThan(48 * MB);
+    expect(bytes).toBeGreaterThan(100 * MB);
+  });
+});
+
+describe('the OpenAPI document', () => {
+  it('describes the export and the download', async () => {
+    const res = await call(app, 'GET', '/api/openapi.json');
+    expect(res.status).toBe(200);
+    const create = res.body.paths['/api/logs/domains/{domainId}/export'].post;
+    expect(create.security).toEqual([{ bearerAuth: [] }]);
+    expect(Object.keys(create.responses)).toEqual(expect.arrayContaining(['201', '401', '403', '404', '422', '429']));
+    expect(res.body.components.schemas.ExportRequest.properties).toHaveProperty('filters');
+    const download = res.body.paths['/api/downloads/{file}'].get;
+    expect(download.security).toBeUndefined();
+    expect(Object.keys(download.responses)).toEqual(expect.arrayContaining(['200', '404', '410']));
+  });
+});
+
+describe('the query', () => {
+  it('takes filter values only as bound parameters', () => {
+    const hostile = "x'; DROP TABLE access_logs; --\\";
+    for (const format of ['csv', 'json'] as const) {
+      const q = exportQuery(7, { type: 'access', filters: { url: hostile } }, { startDate: new Date(T0), endDate: new Date() }, format);
+      expect(q.sql).not.toContain('DROP');
+      expect(Object.values(q.params)).toContain(hostile);
+    }
+  });
+});
+
+async function lastExportId(): Promise<number> {
+  const [row] = await t.runtime.db.query<{ id: number }>(sql`select max(id) as id from exports`);
+  return row!.id;
+}

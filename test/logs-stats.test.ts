@@ -1,0 +1,429 @@
+/**
+ * GET /api/logs/domains/:domainId/stats (CONTRACT §5): every period against a brute-force answer
+ * over the same generated lines, loaded through the real import path; the rollups
+ * (sql/clickhouse/004_stats_rollups.sql) against the raw rows for many windows, also against a
+ * plain SQL query; empty windows; validation; access rules; deduplicated retries.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { importFiles } from '../ingest/import.js';
+import { dedupToken, insertAccessBatch, type AccessRow } from '../ingest/sinks/clickhouse.js';
+import { createLogger } from '../src/log.js';
+import { deleteDomainStats, planWindow, queryWindowStats, type WindowStats } from '../src/logs/stats.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
+import { FORMAT, select, timeLocal } from './support/ingest.js';
+
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+const PERIODS = { '1h': HOUR, '24h': DAY, '7d': 7 * DAY, '30d': 30 * DAY } as const;
+type Period = keyof typeof PERIODS;
+
+/** The test's "now", whole seconds: every generated time is relative to it. */
+const NOW = Math.floor(Date.now() / 1000) * 1000;
+/** How long after NOW the requests may run: no line lies where that could move it in or out of a window. */
+const SLACK = 10 * 60_000;
+
+let t: TestApp;
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+let admin: { id: number; token: string };
+let alice: { id: number; token: string };
+let bob: { id: number; token: string };
+/** Owns a domain, holds no logs:read. */
+let nora: { id: number; token: string };
+
+/** An entry as the brute force sees it: the fields the statistics use. */
+interface Entry {
+  t: number;
+  ip: string;
+  url: string;
+  status: number;
+  referrer: string;
+  agent: string;
+  rt: number | null;
+}
+
+/** A small seeded PRNG (mulberry32): the same lines on every run. */
+function prng(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let x = a;
+    x = Math.imul(x ^ (x >>> 15), x | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Near a window's start the answer would depend on the exact moment of the request. */
+const nearBoundary = (ts: number) => Object.values(PERIODS).some((p) => ts >= NOW - p - 2000 && ts <= NOW - p + SLACK + 2000);
+
+const STATUSES = [200, 200, 200, 200, 201, 204, 301, 302, 304, 400, 401, 403, 404, 404, 500, 502, 503, 504];
+const AGENTS = ['Mozilla/5.0 (X11; Linux x86_64)', 'curl/8.5.0', 'Googlebot/2.1', '', 'python-requests/2.31', 'Mozilla/5.0 (iPhone)', 'Wget/1.21', 'bingbot/2.0', 'Zeta', 'alpha', 'Beta', 'ÄÖÜ-agent/1'];
+const REFERRERS = ['', '', '', 'https://www.google.com/', 'https://example.org/a', 'https://example.org/B', 'https://news.ycombinator.com/', 'android-app://x', 'https://t.co/z'];
+/** Fifteen URLs always requested together: equal counts in every window, so ties decide their order. */
+const TIED = Array.from({ length: 15 }, (_, i) => `/tie/${String.fromCharCode(i % 2 ? 97 + i : 65 + i)}${i}`);
+
+/**
+ * `count` requests over the 31 days before NOW (and a few after it), in time order: single requests
+ * over 300 URLs, and bursts that request all TIED URLs in one second with one status and one agent.
+ */
+function generate(seed: number, count: number, withResponseTime: boolean): Entry[] {
+  const rnd = prng(seed);
+  const pick = <T>(list: readonly T[]) => list[Math.floor(rnd() * list.length)]!;
+  const entries: Entry[] = [];
+  const ip = () => (rnd() < 0.1 ? `2001:db8::${Math.floor(rnd() * 400).toString(16)}` : `10.${Math.floor(rnd() * 4)}.${Math.floor(rnd() * 30)}.${Math.floor(rnd() * 40)}`);
+  const rt = () => (withResponseTime ? Math.floor(rnd() ** 3 * 5000) : null);
+  while (entries.length < count) {
+    const ts = NOW - Math.floor(rnd() * 31 * 86_400) * 1000 - 1000;
+    if (nearBoundary(ts)) continue;
+    if (rnd() < 0.08) {
+      const status = pick(STATUSES);
+      const agent = pick(AGENTS);
+      for (const url of TIED) entries.push({ t: ts, ip: ip(), url, status, referrer: pick(REFERRERS), agent, rt: rt() });
+    } else {
+      const n = Math.floor(rnd() ** 2 * 300);
+      entries.push({ t: ts, ip: ip(), url: `/${n % 3 ? 'p' : 'Q'}/${n}${n % 5 ? '' : `?q=${n % 7}`}`, status: pick(STATUSES), referrer: pick(REFERRERS), agent: pick(AGENTS), rt: rt() });
+    }
+  }
+  // Requests on whole hours (and days) and just before them, where the rollups' buckets meet the raw edges.
+  for (let h = 1; h < 31 * 24; h += 5) {
+    const hour = Math.floor(NOW / HOUR) * HOUR - h * HOUR;
+    for (const ts of [hour, hour - 1000]) {
+      if (!nearBoundary(ts)) entries.push({ t: ts, ip: ip(), url: `/edge/${h % 4}`, status: pick(STATUSES), referrer: pick(REFERRERS), agent: pick(AGENTS), rt: rt() });
+    }
+  }
+  // Requests after now are in no window.
+  for (let i = 0; i < 5; i++) entries.push({ t: NOW + 3 * HOUR + i * 1000, ip: '10.9.9.9', url: '/future', status: 500, referrer: 'https://future.example/', agent: 'future', rt: withResponseTime ? 5 : null });
+  return entries.sort((a, b) => a.t - b.t);
+}
+
+function lineOf(e: Entry): string {
+  const field = (s: string) => (s === '' ? '-' : s);
+  const base = `${e.ip} - - [${timeLocal(e.t)}] "GET ${e.url} HTTP/1.1" ${e.status} 512 "${field(e.referrer)}" "${field(e.agent)}"`;
+  return e.rt === null ? base : `${base} ${(e.rt / 1000).toFixed(3)}`;
+}
+
+let fileSeq = 0;
+async function importEntries(domain: string, entries: Entry[], format: string): Promise<void> {
+  const file = path.join(t.dataDir, `stats-${++fileSeq}.log`);
+  fs.writeFileSync(file, entries.map((e) => `${lineOf(e)}\n`).join(''));
+  const summary = await importFiles(
+    [file],
+    { domain, type: 'access', format, timezone: 'UTC', limits: { maxLineBytes: 64 * 1024, chunkMaxLines: 2_000, chunkMaxBytes: 1 << 20 } },
+    { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90, backoff: { initialMs: 10, maxMs: 100 } },
+  );
+  expect(summary.inserted).toBe(entries.length);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference answers
+
+const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+const pct = (n: number, total: number) => Math.round((n * 10_000) / total) / 100;
+
+/** The statistics of [start, end] computed in JavaScript from the entries themselves. */
+function bruteForce(entries: Entry[], start: number, end: number): WindowStats {
+  const inWindow = entries.filter((e) => e.t >= start && e.t <= end);
+  const total = inWindow.length;
+  const timed = inWindow.filter((e) => e.rt !== null);
+  const top = <K extends string | number>(key: (e: Entry) => K | null, cmp: (a: K, b: K) => number) => {
+    const counts = new Map<K, number>();
+    for (const e of inWindow) {
+      const k = key(e);
+      if (k !== null) counts.set(k, (counts.get(k) ?? 0) + 1);
+    }
+    return [...counts].sort((a, b) => b[1] - a[1] || cmp(a[0], b[0])).slice(0, 10);
+  };
+  return {
+    totalRequests: total,
+    uniqueVisitors: new Set(inWindow.map((e) => e.ip)).size,
+    averageResponseTime: timed.length ? Math.round((timed.reduce((s, e) => s + e.rt!, 0) * 100) / timed.length) / 100 : 0,
+    errorRate: total ? Math.round((inWindow.filter((e) => e.status >= 500).length * 10_000) / total) / 10_000 : 0,
+    topUrls: top((e) => e.url, byBytes).map(([url, n]) => ({ url, requests: n, percentage: pct(n, total) })),
+    topStatusCodes: top((e) => e.status, (a, b) => a - b).map(([code, n]) => ({ code, count: n, percentage: pct(n, total) })),
+    topUserAgents: top((e) => e.agent, byBytes).map(([userAgent, n]) => ({ userAgent, requests: n, percentage: pct(n, total) })),
+    topReferrers: top((e) => (e.referrer === '' ? null : e.referrer), byBytes).map(([referrer, n]) => ({ referrer, requests: n, percentage: pct(n, total) })),
+  };
+}
+
+/** The same figures by one plain SQL query per figure over access_logs, no rollup involved. */
+async function rawSql(domainId: number, start: number, end: number): Promise<WindowStats> {
+  const ch = t.runtime.clickhouse;
+  const where = "domain_id = {d:UInt32} AND timestamp BETWEEN fromUnixTimestamp64Milli({s:Int64}, 'UTC') AND fromUnixTimestamp64Milli({e:Int64}, 'UTC')";
+  const params = { d: domainId, s: start, e: end };
+  const [totals] = await select<Record<string, string | number | null>>(
+    ch,
+    `SELECT count() AS n, uniqExact(ip_address) AS v, countIf(status_code >= 500) AS errors, sum(response_time) AS rt_sum, count(response_time) AS rt_n FROM access_logs WHERE ${where}`,
+    params,
+  );
+  const total = Number(totals!.n);
+  const top = (column: string, extra = '') =>
+    select<{ k: string; n: string }>(ch, `SELECT ${column} AS k, count() AS n FROM access_logs WHERE ${where}${extra} GROUP BY k ORDER BY n DESC, k ASC LIMIT 10`, params);
+  const [urls, codes, agents, referrers] = await Promise.all([top('url'), top('status_code'), top('user_agent'), top('referrer', " AND referrer != ''")]);
+  const rtN = Number(totals!.rt_n);
+  return {
+    totalRequests: total,
+    uniqueVisitors: Number(totals!.v),
+    averageResponseTime: rtN ? Math.round((Number(totals!.rt_sum) * 100) / rtN) / 100 : 0,
+    errorRate: total ? Math.round((Number(totals!.errors) * 10_000) / total) / 10_000 : 0,
+    topUrls: urls.map((r) => ({ url: r.k, requests: Number(r.n), percentage: pct(Number(r.n), total) })),
+    topStatusCodes: codes.map((r) => ({ code: Number(r.k), count: Number(r.n), percentage: pct(Number(r.n), total) })),
+    topUserAgents: agents.map((r) => ({ userAgent: r.k, requests: Number(r.n), percentage: pct(Number(r.n), total) })),
+    topReferrers: referrers.map((r) => ({ referrer: r.k, requests: Number(r.n), percentage: pct(Number(r.n), total) })),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** alice's main domain: the recommended format, plus a file in `combined` (no $request_time). */
+let shop: { id: number; name: string };
+let shopEntries: Entry[];
+/** alice's domain whose format has no $request_time at all. */
+let plain: { id: number; name: string };
+let plainEntries: Entry[];
+/** alice's domain without a line. */
+let empty: { id: number; name: string };
+/** nora's domain (nora has no logs:read). */
+let noras: { id: number; name: string };
+
+async function createDomain(name: string, ownerId: number) {
+  const res = await call(t.app, 'POST', '/api/domains', { token: admin.token, body: { name, ownerId } });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return { id: res.body.data.id as number, name };
+}
+
+beforeAll(async () => {
+  t = await startTestApp();
+  const session = await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD);
+  admin = { id: session.user.id, token: session.accessToken };
+  alice = await createUserAndLogin(t.app, admin.token, { email: 'alice@example.com' });
+  bob = await createUserAndLogin(t.app, admin.token, { email: 'bob@example.com' });
+  nora = await createUserAndLogin(t.app, admin.token, { email: 'nora@example.com' });
+  const res = await call(t.app, 'PUT', `/api/users/${nora.id}/permissions`, { token: admin.token, body: { permissions: [{ resource: 'alerts', actions: ['read'] }] } });
+  expect(res.status).toBe(200);
+
+  shop = await createDomain('shop.example.com', alice.id);
+  plain = await createDomain('plain.example.com', alice.id);
+  empty = await createDomain('empty.example.com', alice.id);
+  noras = await createDomain('nora.example.com', nora.id);
+
+  const timed = generate(1, 24_000, true);
+  const untimed = generate(2, 3_000, false);
+  await importEntries(shop.name, timed, FORMAT);
+  await importEntries(shop.name, untimed, 'combined');
+  shopEntries = [...timed, ...untimed];
+  plainEntries = generate(3, 4_000, false);
+  await importEntries(plain.name, plainEntries, 'combined');
+  await importEntries(noras.name, generate(4, 500, true), FORMAT);
+}, 120_000);
+
+afterAll(async () => {
+  await t?.close();
+});
+
+const stats = (domainId: number, token: string, query = '') => call(t.app, 'GET', `/api/logs/domains/${domainId}/stats${query}`, { token });
+
+describe('GET /api/logs/domains/:domainId/stats', () => {
+  it.each(Object.keys(PERIODS) as Period[])('period %s equals the brute force over the generated lines', async (period) => {
+    const res = await stats(shop.id, alice.token, `?period=${period}`);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(Date.now() - NOW).toBeLessThan(SLACK);
+    expect(res.body).toEqual({ success: true, data: { period, ...bruteForce(shopEntries, NOW - PERIODS[period], NOW) } });
+  });
+
+  it('the data covers what the checks need: ties, NULL response times, empty agents and referrers, 5xx', () => {
+    const month = bruteForce(shopEntries, NOW - 30 * DAY, NOW);
+    expect(month.topUrls.slice(0, 10).every((u) => TIED.includes(u.url))).toBe(true);
+    expect(month.topUrls[0]!.requests).toBe(month.topUrls[9]!.requests);
+    expect(month.topUserAgents.some((a) => a.userAgent === '')).toBe(true);
+    expect(month.errorRate).toBeGreaterThan(0);
+    const untimed = shopEntries.filter((e) => e.rt === null && e.t > NOW - DAY).length;
+    expect(untimed).toBeGreaterThan(0);
+    expect(shopEntries.filter((e) => e.referrer === '').length).toBeGreaterThan(0);
+  });
+
+  it('no period means 24h', async () => {
+    const res = await stats(shop.id, alice.token);
+    expect(res.status).toBe(200);
+    expect(res.body.data).toEqual({ period: '24h', ...bruteForce(shopEntries, NOW - DAY, NOW) });
+  });
+
+  it('a format without $request_time: averageResponseTime 0, the rest as usual', async () => {
+    for (const period of ['24h', '30d'] as const) {
+      const res = await stats(plain.id, alice.token, `?period=${period}`);
+      expect(res.status).toBe(200);
+      expect(res.body.data.averageResponseTime).toBe(0);
+      expect(res.body.data.totalRequests).toBeGreaterThan(0);
+      expect(res.body.data).toEqual({ period, ...bruteForce(plainEntries, NOW - PERIODS[period], NOW) });
+    }
+  });
+
+  it('an empty window gives zeros and empty lists', async () => {
+    const zero = { totalRequests: 0, uniqueVisitors: 0, averageResponseTime: 0, errorRate: 0, topUrls: [], topStatusCodes: [], topUserAgents: [], topReferrers: [] };
+    for (const period of Object.keys(PERIODS)) {
+      const res = await stats(empty.id, alice.token, `?period=${period}`);
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ success: true, data: { period, ...zero } });
+    }
+    // A window between the lines of a domain that has some.
+    const gap = await queryWindowStats(t.runtime.clickhouse, shop.id, planWindow(NOW + HOUR, NOW + 2 * HOUR));
+    expect(gap).toEqual(zero);
+  });
+
+  it('a bad period is a 422 naming the field', async () => {
+    for (const bad of ['2h', '', '24H', '30d ']) {
+      const res = await stats(shop.id, alice.token, `?period=${encodeURIComponent(bad)}`);
+      expect(res.status, bad).toBe(422);
+      expect(res.body).toEqual({ success: false, error: 'Validation failed', details: { period: expect.stringContaining('1h, 24h, 7d, 30d') } });
+    }
+    const res = await stats(0, alice.token);
+    expect(res.status).toBe(422);
+    expect(Object.keys(res.body.details)).toEqual(['domainId']);
+  });
+
+  it('401 without a valid token', async () => {
+    const none = await call(t.app, 'GET', `/api/logs/domains/${shop.id}/stats`);
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toBe('Bearer');
+    expect(none.body).toEqual({ success: false, error: 'Authentication required' });
+    expect((await stats(shop.id, 'not-a-token')).status).toBe(401);
+  });
+
+  it("another owner's domain is a 404 exactly like an unknown one; an admin sees every domain", async () => {
+    const unknown = await stats(999_999, bob.token);
+    const foreign = await stats(shop.id, bob.token);
+    expect(unknown.status).toBe(404);
+    expect(foreign.status).toBe(404);
+    expect(foreign.body).toEqual({ success: false, error: 'Domain not found' });
+    expect(foreign.body).toEqual(unknown.body);
+    expect((await stats(noras.id, alice.token)).body).toEqual(unknown.body);
+    const asAdmin = await stats(shop.id, admin.token, '?period=7d');
+    expect(asAdmin.status).toBe(200);
+    expect(asAdmin.body.data).toEqual({ period: '7d', ...bruteForce(shopEntries, NOW - 7 * DAY, NOW) });
+  });
+
+  it('403 without logs:read, even on an own domain', async () => {
+    const res = await stats(noras.id, nora.token);
+    expect(res.status).toBe(403);
+    expect(res.body).toEqual({ success: false, error: 'Insufficient permissions' });
+  });
+
+  it('is described in the OpenAPI document', async () => {
+    const res = await call(t.app, 'GET', '/api/openapi.json');
+    const op = res.body.paths['/api/logs/domains/{domainId}/stats']?.get;
+    expect(op).toBeDefined();
+    expect(op.parameters.map((p: { name: string }) => p.name).sort()).toEqual(['domainId', 'period']);
+    expect(res.body.components.schemas.LogStats.properties.topReferrers).toBeDefined();
+  });
+});
+
+describe('rollups', () => {
+  it('hold both spans for the imported rows', async () => {
+    const rows = await select<{ span: string; n: string }>(
+      t.runtime.clickhouse,
+      'SELECT span, toString(sum(requests)) AS n FROM access_stats WHERE domain_id = {d:UInt32} GROUP BY span ORDER BY span',
+      { d: shop.id },
+    );
+    expect(rows).toEqual([
+      { span: 'hour', n: String(shopEntries.length) },
+      { span: 'day', n: String(shopEntries.length) },
+    ]);
+  });
+
+  it('windows read through the rollups equal the raw rows, the brute force and plain SQL', async () => {
+    const rnd = prng(7);
+    const times = shopEntries.map((e) => e.t);
+    const windows: [number, number][] = [
+      [NOW - 30 * DAY, NOW],
+      [NOW - 31 * DAY, NOW + DAY],
+      // Whole hours and days at both ends, and ends on a line's own millisecond.
+      [Math.floor((NOW - 10 * DAY) / DAY) * DAY, Math.floor(NOW / HOUR) * HOUR],
+      [Math.floor((NOW - 3 * DAY) / HOUR) * HOUR, Math.floor((NOW - DAY) / DAY) * DAY],
+      [times[100]!, times[20_000]!],
+      [times[5_000]!, times[5_000]!],
+      [times[7_000]! + 1, times[9_000]! - 1],
+      // Inside one hour, and inside one day.
+      [Math.floor((NOW - 5 * DAY) / HOUR) * HOUR + 60_000, Math.floor((NOW - 5 * DAY) / HOUR) * HOUR + 1_800_000],
+      [Math.floor((NOW - 5 * DAY) / DAY) * DAY + 3 * HOUR + 5, Math.floor((NOW - 5 * DAY) / DAY) * DAY + 20 * HOUR - 5],
+    ];
+    for (let i = 0; i < 12; i++) {
+      const a = NOW - Math.floor(rnd() * 31 * DAY);
+      windows.push([a, a + Math.floor(rnd() * (NOW - a))]);
+    }
+    for (const [start, end] of windows) {
+      const label = `${new Date(start).toISOString()} … ${new Date(end).toISOString()}`;
+      const expected = bruteForce(shopEntries, start, end);
+      const plan = planWindow(start, end);
+      expect(await queryWindowStats(t.runtime.clickhouse, shop.id, plan), `rollups ${label}`).toEqual(expected);
+      expect(await queryWindowStats(t.runtime.clickhouse, shop.id, planWindow(start, end, false)), `raw ${label}`).toEqual(expected);
+      expect(await rawSql(shop.id, start, end), `sql ${label}`).toEqual(expected);
+    }
+  });
+
+  it('planWindow: days inside, whole hours around them, partial hours at the ends', () => {
+    const start = Date.UTC(2026, 0, 1, 10, 30);
+    const end = Date.UTC(2026, 0, 8, 5, 15);
+    expect(planWindow(start, end)).toEqual({
+      start,
+      end,
+      hourFrom: Date.UTC(2026, 0, 1, 11),
+      dayFrom: Date.UTC(2026, 0, 2),
+      dayTo: Date.UTC(2026, 0, 8),
+      hourTo: Date.UTC(2026, 0, 8, 5),
+    });
+    // No whole day: hours only.
+    const h = planWindow(Date.UTC(2026, 0, 1, 10, 30), Date.UTC(2026, 0, 2, 9, 30));
+    expect(h).toMatchObject({ hourFrom: Date.UTC(2026, 0, 1, 11), dayFrom: Date.UTC(2026, 0, 2, 9), dayTo: Date.UTC(2026, 0, 2, 9), hourTo: Date.UTC(2026, 0, 2, 9) });
+    // No whole hour: raw only.
+    const r = planWindow(Date.UTC(2026, 0, 1, 10, 30), Date.UTC(2026, 0, 1, 10, 59));
+    expect(r).toMatchObject({ hourFrom: r.start, dayFrom: r.start, dayTo: r.start, hourTo: r.start });
+  });
+
+  it('a retried batch that ClickHouse deduplicates is not counted again by the rollups', async () => {
+    const domain = await createDomain('retry.example.com', alice.id);
+    const base = { method: 'GET', protocol: 'HTTP/1.1', responseSize: 10, referrer: 'https://r.example/', userAgent: 'ua', host: null };
+    // One batch over three days and several hours: one part per day partition.
+    const rows: AccessRow[] = Array.from({ length: 300 }, (_, i) => ({
+      ...base,
+      domainId: domain.id,
+      id: i + 1,
+      timestamp: NOW - 2 * DAY - i * 11 * 60_000,
+      ipAddress: `10.0.0.${i % 37}`,
+      url: `/r/${i % 13}`,
+      statusCode: i % 9 === 0 ? 503 : 200,
+      responseTime: i % 4 === 0 ? null : i,
+    }));
+    const token = dedupToken('test:retry', 0, 300);
+    const ROLLUP_ROWS = 'SELECT span, bucket, sum(requests) AS n, uniqExactMerge(visitors) AS v FROM access_stats WHERE domain_id = {d:UInt32} GROUP BY span, bucket ORDER BY span, bucket';
+    await insertAccessBatch(t.runtime.clickhouse, rows, token);
+    const once = await select(t.runtime.clickhouse, ROLLUP_ROWS, { d: domain.id });
+    const onceTop = await select(t.runtime.clickhouse, 'SELECT sum(requests) AS n FROM access_stats_top WHERE domain_id = {d:UInt32}', { d: domain.id });
+    await insertAccessBatch(t.runtime.clickhouse, rows, token);
+    await insertAccessBatch(t.runtime.clickhouse, rows, token);
+    expect(await select(t.runtime.clickhouse, 'SELECT toString(count()) AS n FROM access_logs WHERE domain_id = {d:UInt32}', { d: domain.id })).toEqual([{ n: '300' }]);
+    expect(await select(t.runtime.clickhouse, ROLLUP_ROWS, { d: domain.id })).toEqual(once);
+    expect(await select(t.runtime.clickhouse, 'SELECT sum(requests) AS n FROM access_stats_top WHERE domain_id = {d:UInt32}', { d: domain.id })).toEqual(onceTop);
+
+    // Another batch with the same rows but its own token is new data, and is counted.
+    const entries: Entry[] = rows.map((r) => ({ t: r.timestamp, ip: r.ipAddress, url: r.url, status: r.statusCode, referrer: r.referrer, agent: r.userAgent, rt: r.responseTime }));
+    const res = await stats(domain.id, alice.token, '?period=7d');
+    expect(res.body.data).toEqual({ period: '7d', ...bruteForce(entries, NOW - 7 * DAY, NOW) });
+    await insertAccessBatch(t.runtime.clickhouse, rows.map((r) => ({ ...r, id: r.id + 1000 })), dedupToken('test:retry', 300, 600));
+    const twice = await stats(domain.id, alice.token, '?period=7d');
+    expect(twice.body.data).toEqual({ period: '7d', ...bruteForce([...entries, ...entries], NOW - 7 * DAY, NOW) });
+  });
+
+  it('deleteDomainStats removes a domain’s rollup rows and no other domain’s', async () => {
+    const domain = await createDomain('gone.example.com', alice.id);
+    const entries = generate(9, 300, true).filter((e) => e.t < NOW);
+    await importEntries(domain.name, entries, FORMAT);
+    const count = (table: string, id: number) => select<{ n: string }>(t.runtime.clickhouse, `SELECT toString(count()) AS n FROM ${table} WHERE domain_id = {d:UInt32}`, { d: id });
+    expect(Number((await count('access_stats', domain.id))[0]!.n)).toBeGreaterThan(0);
+    const before = await stats(shop.id, alice.token, '?period=30d');
+    await deleteDomainStats(t.runtime.clickhouse, domain.id);
+    expect(await count('access_stats', domain.id)).toEqual([{ n: '0' }]);
+    expect(await count('access_stats_top', domain.id)).toEqual([{ n: '0' }]);
+    expect((await stats(shop.id, alice.token, '?period=30d')).body).toEqual(before.body);
+  });
+});
