@@ -1,6 +1,7 @@
 import { serve } from '@hono/node-server';
 import { loadIngestConfig } from '../ingest/config.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
+import { startAlertEvaluator } from './alerts/evaluator.js';
 import { createApp } from './app.js';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
@@ -25,6 +26,8 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
     await runtime.close();
     throw err;
   }
+  // CONTRACT §5: with several processes on one Postgres, one of them evaluates each interval.
+  const alerts = startAlertEvaluator({ db: runtime.db, clickhouse: runtime.clickhouse, mailer: runtime.mailer, log, baseUrl: config.baseUrl, intervalMs: config.alertIntervalS * 1000 });
   const app = createApp(runtime);
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
     log.info({ port: info.port, host: config.host, mode: config.databaseUrl ? 'server' : 'embedded', baseUrl: config.baseUrl, ingest: ingestConfig?.path ?? null }, 'listening');
@@ -33,7 +36,7 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     // Idle keep-alive connections would hold server.close open.
     if ('closeIdleConnections' in server) server.closeIdleConnections();
-    await Promise.all([closed, ingest?.close()]);
+    await Promise.all([closed, ingest?.close(), alerts.stop()]);
     await runtime.close();
   });
 }

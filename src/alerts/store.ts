@@ -78,3 +78,231 @@ export async function deleteAlert(db: Db, domainId: number, alertId: number): Pr
   const rows = await db.query(sql`delete from alerts where id = ${alertId} and domain_id = ${domainId} returning id`);
   return rows.length > 0;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Evaluation (src/alerts/evaluator.ts, sql/postgres/005_alert_evaluation.sql)
+// ---------------------------------------------------------------------------------------------
+
+/** The advisory lock of the evaluator's transactions (migrations hold …0001, the bootstrap …0002). */
+const EVALUATOR_LOCK = 7418230005;
+
+/** A list of integers as one bound parameter (JSON text), usable as `id in ${intList(ids)}`. */
+const intList = (ids: number[]) => sql`(select value::int from jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb))`;
+
+/**
+ * The first transaction of a round: the advisory lock if free (else another process is claiming or
+ * applying a round this instant: skip), then the claim of the round ledger, which succeeds only if
+ * the last claimed round is older than `intervalStart` (the start of the interval `at` falls in):
+ * one round per interval whichever process ticks first. A ledger nobody claimed for `staleAfterS`
+ * seconds of the database's own clock is taken whatever it says, so a process whose clock once ran
+ * far ahead cannot stop evaluation until real time catches up.
+ */
+export async function claimRound(tx: Db, round: { at: Date; intervalStart: Date; holder: string; staleAfterS: number }): Promise<'claimed' | 'busy' | 'taken'> {
+  const [lock] = await tx.query<{ locked: boolean }>(sql`select pg_try_advisory_xact_lock(${EVALUATOR_LOCK}) as locked`);
+  if (!lock?.locked) return 'busy';
+  const rows = await tx.query(sql`
+    update alert_evaluator set round_at = ${round.at}, holder = ${round.holder}, claimed_db_at = now()
+    where id = 1 and (round_at is null or round_at < ${round.intervalStart} or claimed_db_at < now() - make_interval(secs => ${round.staleAfterS}))
+    returning id`);
+  return rows.length > 0 ? 'claimed' : 'taken';
+}
+
+/**
+ * The second transaction of a round: waits for the advisory lock (held only by short transactions,
+ * never across ClickHouse or delivery), then checks that the ledger still holds this round; false:
+ * another round was claimed while this one measured, and its newer figures apply instead.
+ */
+export async function lockRoundForApply(tx: Db, round: { at: Date; holder: string }): Promise<boolean> {
+  await tx.query(sql`set local lock_timeout = '10s'`);
+  await tx.query(sql`select pg_advisory_xact_lock(${EVALUATOR_LOCK})`);
+  const [row] = await tx.query<{ current: boolean }>(sql`
+    select round_at = ${round.at} and holder = ${round.holder} as current from alert_evaluator where id = 1`);
+  return row?.current === true;
+}
+
+/** What a round needs of an enabled alert: its definition, its domain's name, its version. */
+export interface EvaluationDefinition {
+  id: number;
+  domain_id: number;
+  domain_name: string;
+  name: string;
+  condition: Condition;
+  operator: Operator;
+  threshold: number;
+  duration: number;
+  updated_at: Date;
+}
+
+export async function enabledAlertDefinitions(db: Db): Promise<EvaluationDefinition[]> {
+  return db.query<EvaluationDefinition>(sql`
+    select a.id, a.domain_id, d.name as domain_name, a.name, a.condition, a.operator, a.threshold, a.duration, a.updated_at
+    from alerts a join domains d on d.id = a.domain_id
+    where a.enabled
+    order by a.id`);
+}
+
+/** The state machine's fields of an alert, read under a row lock in the apply transaction. */
+export interface EvaluationState {
+  id: number;
+  enabled: boolean;
+  updated_at: Date;
+  state: 'ok' | 'firing';
+  state_changed_at: Date | null;
+  last_notified_at: Date | null;
+  last_triggered_at: Date | null;
+}
+
+export async function lockEvaluationStates(tx: Db, ids: number[]): Promise<EvaluationState[]> {
+  if (ids.length === 0) return [];
+  return tx.query<EvaluationState>(sql`
+    select id, enabled, updated_at, state, state_changed_at, last_notified_at, last_triggered_at
+    from alerts where id in ${intList(ids)}
+    order by id
+    for update`);
+}
+
+/** One alert's outcome of a round: its metric, and its state fields (unchanged ones included). */
+export interface EvaluationWrite {
+  id: number;
+  value: number | null;
+  requests: number;
+  evaluatedAt: Date;
+  state: 'ok' | 'firing';
+  stateChangedAt: Date | null;
+  lastNotifiedAt: Date | null;
+  lastTriggeredAt: Date | null;
+}
+
+const iso = (d: Date | null) => (d === null ? null : d.toISOString());
+
+/** Writes every evaluated alert of a round in one statement. */
+export async function saveEvaluations(tx: Db, writes: EvaluationWrite[]): Promise<void> {
+  if (writes.length === 0) return;
+  const json = JSON.stringify(
+    writes.map((w) => ({
+      id: w.id,
+      value: w.value,
+      requests: w.requests,
+      evaluated_at: iso(w.evaluatedAt),
+      state: w.state,
+      state_changed_at: iso(w.stateChangedAt),
+      last_notified_at: iso(w.lastNotifiedAt),
+      last_triggered_at: iso(w.lastTriggeredAt),
+    })),
+  );
+  await tx.query(sql`
+    update alerts a
+    set last_value = w.value, last_requests = w.requests, last_evaluated_at = w.evaluated_at, state = w.state,
+        state_changed_at = w.state_changed_at, last_notified_at = w.last_notified_at, last_triggered_at = w.last_triggered_at
+    from jsonb_to_recordset(${json}::text::jsonb) as w(
+      id int, value double precision, requests bigint, evaluated_at timestamptz, state text,
+      state_changed_at timestamptz, last_notified_at timestamptz, last_triggered_at timestamptz)
+    where a.id = w.id`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The notification outbox (src/alerts/delivery.ts)
+// ---------------------------------------------------------------------------------------------
+
+export type NotificationKind = 'firing' | 'resolved' | 'reminder';
+
+export interface NewNotification {
+  alertId: number;
+  kind: NotificationKind;
+  payload: unknown;
+}
+
+/** Enqueues a round's notifications in one statement, due at once. */
+export async function enqueueNotifications(tx: Db, notifications: NewNotification[], at: Date): Promise<void> {
+  if (notifications.length === 0) return;
+  const json = JSON.stringify(notifications.map((n) => ({ alert_id: n.alertId, kind: n.kind, payload: n.payload })));
+  await tx.query(sql`
+    insert into alert_notifications (alert_id, kind, payload, created_at, next_attempt_at)
+    select n.alert_id, n.kind, n.payload, ${at}, ${at}
+    from jsonb_to_recordset(${json}::text::jsonb) as n(alert_id int, kind text, payload jsonb)
+    order by n.alert_id`);
+}
+
+export interface ClaimedNotification {
+  id: string | number;
+  alert_id: number;
+  kind: NotificationKind;
+  payload: unknown;
+  attempts: number;
+  created_at: Date;
+  notification_method: NotificationMethod;
+  notification_target: string;
+}
+
+/**
+ * Claims up to `limit` due notifications for delivery until `leaseUntil`: only the oldest pending
+ * one of each alert (a resolved notification never overtakes its firing one), rows another process
+ * is claiming are skipped (SKIP LOCKED), and the claim commits at once, so no transaction or lock
+ * is held while the mail server or webhook answers. A process that dies mid-delivery leaves the
+ * row to be claimed again when the lease ends.
+ */
+export async function claimNotifications(db: Db, at: Date, leaseUntil: Date, limit: number): Promise<ClaimedNotification[]> {
+  return db.query<ClaimedNotification>(sql`
+    with due as (
+      select n.id from alert_notifications n
+      where n.status = 'pending' and n.next_attempt_at <= ${at} and (n.claimed_until is null or n.claimed_until <= ${at})
+        and not exists (select 1 from alert_notifications p where p.alert_id = n.alert_id and p.status = 'pending' and p.id < n.id)
+      order by n.next_attempt_at, n.id
+      limit ${limit}
+      for update of n skip locked
+    )
+    update alert_notifications n
+    set claimed_until = ${leaseUntil}, attempts = n.attempts + 1, last_attempt_at = ${at}
+    from due, alerts a
+    where n.id = due.id and a.id = n.alert_id
+    returning n.id, n.alert_id, n.kind, n.payload, n.attempts, n.created_at, a.notification_method, a.notification_target`);
+}
+
+export async function markDelivered(db: Db, id: string | number, at: Date): Promise<void> {
+  await db.query(sql`
+    with n as (
+      update alert_notifications set status = 'delivered', delivered_at = ${at}, claimed_until = null
+      where id = ${String(id)}::bigint returning alert_id
+    )
+    update alerts a set last_delivery_error = null, last_delivery_error_at = null
+    from n where a.id = n.alert_id and a.last_delivery_error is not null`);
+}
+
+/** Records a failed attempt: retried at `retryAt`, or, with null, given up (status failed). */
+export async function markFailed(db: Db, id: string | number, at: Date, error: string, retryAt: Date | null): Promise<void> {
+  await db.query(sql`
+    with n as (
+      update alert_notifications
+      set last_error = ${error}, claimed_until = null,
+          status = ${retryAt === null ? 'failed' : 'pending'}, next_attempt_at = coalesce(${retryAt}::timestamptz, next_attempt_at)
+      where id = ${String(id)}::bigint returning alert_id
+    )
+    update alerts a set last_delivery_error = ${error}, last_delivery_error_at = ${at}
+    from n where a.id = n.alert_id`);
+}
+
+/** Deletes delivered and abandoned notifications older than `before` (pending ones stay). */
+export async function pruneNotifications(db: Db, before: Date): Promise<number> {
+  const rows = await db.query(sql`delete from alert_notifications where status <> 'pending' and created_at < ${before} returning id`);
+  return rows.length;
+}
+
+/** The outbox rows of an alert, oldest first (tests, and an operator's look). */
+export interface NotificationRow {
+  id: string | number;
+  alert_id: number;
+  kind: NotificationKind;
+  payload: unknown;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  created_at: Date;
+  next_attempt_at: Date;
+  last_error: string | null;
+  delivered_at: Date | null;
+}
+
+export async function notificationsOf(db: Db, alertId: number): Promise<NotificationRow[]> {
+  return db.query<NotificationRow>(sql`
+    select id, alert_id, kind, payload, status, attempts, created_at, next_attempt_at, last_error, delivered_at
+    from alert_notifications where alert_id = ${alertId} order by id`);
+}

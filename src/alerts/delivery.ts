@@ -1,0 +1,188 @@
+/**
+ * Delivery of the notification outbox (alert_notifications): e-mail through the mailer, webhooks as
+ * a JSON POST. Runs outside the evaluation transaction, so a slow mail server or webhook never holds
+ * the evaluator's lock.
+ *
+ * - Claiming: a short statement marks up to `batch` due rows as held until now + `leaseMs`
+ *   (FOR UPDATE SKIP LOCKED, only the oldest pending row of each alert, so a resolution never
+ *   overtakes its firing notification); any number of processes may deliver side by side.
+ * - Success marks the row delivered; a failure records the attempt (attempts, last_error,
+ *   next_attempt_at with exponential back-off; the alert's last_delivery_error) and logs a
+ *   structured warning. After `giveUpAfterMs` without success the row is marked failed and an
+ *   error is logged: nothing is dropped silently.
+ * - At least once: a process that dies after the mail server accepted a message but before the row
+ *   was marked leaves it to be sent again when its lease ends. Webhook receivers get the
+ *   notification's id (body `id`, header X-Tailhouse-Notification) to deduplicate on.
+ *
+ * Logs never hold an e-mail body or a webhook URL's path or query (which often carries a secret):
+ * a webhook is named by its origin.
+ */
+import type { Db } from '../db/postgres.js';
+import type { Logger } from '../log.js';
+import type { Mailer } from '../mail/mailer.js';
+import { emailOf, webhookBodyOf, type NotificationPayload } from './notifications.js';
+import { claimNotifications, markDelivered, markFailed, type ClaimedNotification } from './store.js';
+
+export interface DeliveryOptions {
+  db: Db;
+  mailer: Mailer;
+  log: Logger;
+  /** The fetch used for webhooks (tests may inject one). */
+  fetch?: typeof fetch;
+  /** A webhook answer must arrive within this (default 10 s). */
+  webhookTimeoutMs?: number;
+  /** A mail must be accepted within this (default 60 s, below the lease). */
+  mailTimeoutMs?: number;
+  /**
+   * Origins (`http://127.0.0.1:8080`) a webhook may reach over plain http. Only code passes this
+   * (the tests' local receiver); targets from users must be https (schemas.ts) and are checked
+   * again here.
+   */
+  insecureWebhookOrigins?: readonly string[];
+  /** First retry after `initialMs`, doubling up to `maxMs`; given up `giveUpAfterMs` after the notification was created. */
+  backoff?: Partial<Backoff>;
+  /** How long a claim holds a row (must exceed a delivery's longest time; default 2 min). */
+  leaseMs?: number;
+  /** Rows claimed per statement (default 20). */
+  batch?: number;
+}
+
+export interface Backoff {
+  initialMs: number;
+  maxMs: number;
+  giveUpAfterMs: number;
+}
+
+export const DEFAULT_BACKOFF: Backoff = { initialMs: 30_000, maxMs: 30 * 60_000, giveUpAfterMs: 24 * 3_600_000 };
+
+export interface DeliveryResult {
+  delivered: number;
+  failed: number;
+  gaveUp: number;
+}
+
+/** The delay before retry number `attempts` + 1. */
+export function retryDelay(attempts: number, backoff: Backoff): number {
+  return Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.max(0, Math.min(attempts - 1, 30)));
+}
+
+/** The origin of a URL, or a placeholder: what logs may say about a webhook target. */
+export function originOf(target: string): string {
+  try {
+    return new URL(target).origin;
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
+/** An error as one short line, without the target's path or query. */
+function describe(err: unknown, target: string): string {
+  const e = err as { message?: unknown; cause?: { code?: unknown; message?: unknown }; responseCode?: unknown; code?: unknown };
+  let text = typeof e?.message === 'string' ? e.message : String(err);
+  const cause = e?.cause;
+  if (cause && (typeof cause.code === 'string' || typeof cause.message === 'string')) text += ` (${String(cause.code ?? cause.message)})`;
+  if (target) text = text.split(target).join(originOf(target));
+  text = text.replace(/\s+/g, ' ').trim();
+  return text.length > 500 ? `${text.slice(0, 497)}...` : text;
+}
+
+/** Settles with `work`, or fails after `ms` (the work itself cannot be cancelled). */
+async function withTimeout<T>(work: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export interface Deliverer {
+  /** Claims and delivers what is due at `nowMs`, until nothing due is left. */
+  deliverDue(nowMs: number): Promise<DeliveryResult>;
+  /** Aborts webhook requests in flight (they are recorded as failed attempts and retried later). */
+  abort(): void;
+}
+
+export function createDeliverer(options: DeliveryOptions): Deliverer {
+  const { db, mailer } = options;
+  const log = options.log.child({ component: 'alerts' });
+  const fetchImpl = options.fetch ?? fetch;
+  const timeoutMs = options.webhookTimeoutMs ?? 10_000;
+  const mailTimeoutMs = options.mailTimeoutMs ?? 60_000;
+  const insecure = new Set(options.insecureWebhookOrigins ?? []);
+  const backoff: Backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
+  const leaseMs = options.leaseMs ?? 2 * 60_000;
+  const batch = options.batch ?? 20;
+  const stop = new AbortController();
+
+  async function sendWebhook(n: ClaimedNotification, payload: NotificationPayload): Promise<void> {
+    const url = new URL(n.notification_target);
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && insecure.has(url.origin))) {
+      throw new Error('webhook targets must be https URLs');
+    }
+    const response = await fetchImpl(url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'tailhouse-alerts',
+        'x-tailhouse-notification': String(n.id),
+        'x-tailhouse-event': n.kind,
+      },
+      body: webhookBodyOf(String(n.id), payload),
+      // A redirect is an answer we do not follow: a webhook is one POST to the URL the user gave.
+      redirect: 'manual',
+      signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), stop.signal]),
+    });
+    // The body is not needed; releasing it frees the connection.
+    await response.body?.cancel().catch(() => {});
+    if (response.status < 200 || response.status > 299) throw new Error(`webhook answered HTTP ${response.status}`);
+  }
+
+  async function deliverOne(n: ClaimedNotification, nowMs: number): Promise<'delivered' | 'failed' | 'gaveUp'> {
+    const payload = n.payload as NotificationPayload;
+    const method = n.notification_method;
+    const facts = { alertId: n.alert_id, notificationId: String(n.id), kind: n.kind, method, attempt: n.attempts };
+    const target = method === 'webhook' ? { target: originOf(n.notification_target) } : {};
+    try {
+      if (method === 'email') {
+        // The mailer logs the recipient and subject; the body is never logged.
+        await withTimeout(mailer.send({ to: n.notification_target, ...emailOf(payload) }), mailTimeoutMs, 'the mail server did not accept the message in time');
+      } else {
+        await sendWebhook(n, payload);
+      }
+    } catch (err) {
+      const error = describe(err, n.notification_target);
+      const ageMs = nowMs - new Date(n.created_at).getTime();
+      const retryAtMs = nowMs + retryDelay(n.attempts, backoff);
+      if (ageMs + (retryAtMs - nowMs) > backoff.giveUpAfterMs) {
+        await markFailed(db, n.id, new Date(nowMs), error, null);
+        log.error({ ...facts, ...target, error }, 'alert notification given up after repeated failures');
+        return 'gaveUp';
+      }
+      await markFailed(db, n.id, new Date(nowMs), error, new Date(retryAtMs));
+      log.warn({ ...facts, ...target, error, nextAttemptAt: new Date(retryAtMs).toISOString() }, 'alert notification failed; will retry');
+      return 'failed';
+    }
+    await markDelivered(db, n.id, new Date(nowMs));
+    log.info({ ...facts, ...target }, 'alert notification delivered');
+    return 'delivered';
+  }
+
+  return {
+    async deliverDue(nowMs) {
+      const result: DeliveryResult = { delivered: 0, failed: 0, gaveUp: 0 };
+      // Each pass claims what is due now; a claimed row is not due again until its lease ends or it
+      // is marked, so the loop ends when every due row has been tried once.
+      for (;;) {
+        if (stop.signal.aborted) break;
+        const claimed = await claimNotifications(db, new Date(nowMs), new Date(nowMs + leaseMs), batch);
+        if (claimed.length === 0) break;
+        // One per alert in a batch, so delivering them side by side keeps each alert's order.
+        const outcomes = await Promise.all(claimed.map((n) => deliverOne(n, nowMs)));
+        for (const o of outcomes) result[o]++;
+      }
+      return result;
+    },
+    abort: () => stop.abort(),
+  };
+}

@@ -1,0 +1,126 @@
+/**
+ * What a notification says: the facts recorded when the state changed (the outbox payload), and
+ * their renderings as an e-mail and as a webhook's JSON body. Rendering happens at delivery, from
+ * the stored facts, so a retry sends the same words.
+ */
+import type { Condition, Operator } from './schemas.js';
+import type { NotificationKind } from './store.js';
+
+export interface NotificationPayload {
+  kind: NotificationKind;
+  /** The alert's state after the event. */
+  state: 'ok' | 'firing';
+  alert: { id: number; name: string; condition: Condition; operator: Operator; threshold: number; duration: number };
+  domain: { id: number; name: string };
+  /** The metric (errorRate a fraction, averageResponseTime ms, requestCount requests); null: no data. */
+  value: number | null;
+  /** Requests in the window. */
+  requests: number;
+  /** errorRate only: the fewest requests for a rate to count. */
+  minRequests?: number;
+  /** The window evaluated: (start, end], ISO 8601. */
+  window: { start: string; end: string };
+  /** When the alert started firing (for a reminder or a resolution), ISO 8601. */
+  firingSince: string | null;
+  /** BASE_URL/api/logs/domains/<id>/stats?period=…, the smallest period covering the window. */
+  statsUrl: string;
+}
+
+/** The stats endpoint's periods (CONTRACT §5), the smallest one that covers `durationS`. */
+export function statsPeriod(durationS: number): '1h' | '24h' | '7d' | '30d' {
+  if (durationS <= 3_600) return '1h';
+  if (durationS <= 86_400) return '24h';
+  return durationS <= 7 * 86_400 ? '7d' : '30d';
+}
+
+export const statsUrl = (baseUrl: string, domainId: number, durationS: number) =>
+  `${baseUrl.replace(/\/+$/, '')}/api/logs/domains/${domainId}/stats?period=${statsPeriod(durationS)}`;
+
+const OPERATOR_TEXT: Record<Operator, string> = {
+  greaterThan: '>',
+  greaterThanOrEqual: '≥',
+  lessThan: '<',
+  lessThanOrEqual: '≤',
+};
+
+/** A metric value in its unit. */
+export function formatValue(condition: Condition, value: number | null): string {
+  if (value === null) return 'no data';
+  switch (condition) {
+    case 'errorRate':
+      return `${value.toFixed(4)} (${(value * 100).toFixed(2)} % of requests with status ≥ 500)`;
+    case 'averageResponseTime':
+      return `${value.toFixed(2)} ms`;
+    case 'requestCount':
+      return `${value} requests`;
+  }
+}
+
+const thresholdText = (condition: Condition, threshold: number) =>
+  condition === 'errorRate' ? `${threshold} (${(threshold * 100).toFixed(2)} %)` : condition === 'averageResponseTime' ? `${threshold} ms` : `${threshold} requests`;
+
+function windowText(seconds: number): string {
+  if (seconds % 3_600 === 0) return `${seconds / 3_600} h`;
+  if (seconds % 60 === 0) return `${seconds / 60} min`;
+  return `${seconds} s`;
+}
+
+/** Header text without line breaks or other control characters (a name is user input). */
+const headerSafe = (text: string) => text.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
+
+const SUBJECT_PREFIX: Record<NotificationKind, string> = {
+  firing: 'FIRING',
+  reminder: 'FIRING (reminder)',
+  resolved: 'RESOLVED',
+};
+
+export function emailOf(p: NotificationPayload): { subject: string; text: string } {
+  const subject = headerSafe(`[tailhouse] ${SUBJECT_PREFIX[p.kind]}: ${p.alert.name} on ${p.domain.name}`);
+  const headline = {
+    firing: `The alert "${p.alert.name}" on ${p.domain.name} is FIRING.`,
+    reminder: `The alert "${p.alert.name}" on ${p.domain.name} is STILL FIRING (since ${p.firingSince ?? 'an earlier round'}).`,
+    resolved: `The alert "${p.alert.name}" on ${p.domain.name} is RESOLVED${p.firingSince ? ` (it fired from ${p.firingSince})` : ''}.`,
+  }[p.kind];
+  const noData =
+    p.value === null
+      ? p.alert.condition === 'errorRate'
+        ? ` (${p.requests} requests, fewer than the ${p.minRequests ?? 0} an error rate needs)`
+        : ' (no request in the window carries a response time)'
+      : '';
+  const lines = [
+    headline,
+    '',
+    `Condition: ${p.alert.condition} ${OPERATOR_TEXT[p.alert.operator]} ${p.alert.threshold} (${p.alert.operator})`,
+    `Value:     ${formatValue(p.alert.condition, p.value)}${noData}`,
+    `Threshold: ${thresholdText(p.alert.condition, p.alert.threshold)}`,
+    `Operator:  ${p.alert.operator}`,
+    `Window:    the last ${windowText(p.alert.duration)} (${p.alert.duration} s): ${p.window.start} to ${p.window.end}`,
+    `Requests:  ${p.requests}`,
+    `Time:      ${p.window.end}`,
+    '',
+    `Statistics: ${p.statsUrl}`,
+    '',
+    `-- tailhouse (alert ${p.alert.id}, domain ${p.domain.id})`,
+    '',
+  ];
+  return { subject, text: lines.join('\n') };
+}
+
+/** The webhook's JSON body: the same facts, plus the notification's id for deduplication. */
+export function webhookBodyOf(notificationId: string, p: NotificationPayload): string {
+  return JSON.stringify({
+    id: notificationId,
+    event: p.kind,
+    state: p.state,
+    alert: p.alert,
+    domain: p.domain,
+    value: p.value,
+    threshold: p.alert.threshold,
+    operator: p.alert.operator,
+    requests: p.requests,
+    window: { ...p.window, seconds: p.alert.duration },
+    firingSince: p.firingSince,
+    time: p.window.end,
+    statsUrl: p.statsUrl,
+  });
+}

@@ -1,0 +1,347 @@
+/**
+ * Delivery of alert notifications (CONTRACT §5, issue 5): the outbox survives a mail server that is
+ * down (retried with back-off, recorded, logged, then delivered in order when it is back, or given
+ * up loudly), and webhooks: JSON POST with the facts, retries on errors, timeouts and redirects,
+ * https only unless code allows a local origin, and logs that never show a target's path or query.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+import { simpleParser, type ParsedMail } from 'mailparser';
+import { SMTPServer } from 'smtp-server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { importFiles } from '../ingest/import.js';
+import { createAlertEvaluator, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
+import { notificationsOf } from '../src/alerts/store.js';
+import { sql } from '../src/db/sql.js';
+import { createLogger } from '../src/log.js';
+import { createMailer } from '../src/mail/mailer.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
+import { FORMAT, timeLocal } from './support/ingest.js';
+
+const INTERVAL = 30_000;
+const quiet = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+
+let t: TestApp;
+let admin: string;
+let now = Math.floor(Date.now() / INTERVAL) * INTERVAL;
+/** Every line the evaluators of these tests log (level debug). */
+const logLines: Record<string, any>[] = [];
+const log = createLogger('debug', { write: (line: string) => void logLines.push(JSON.parse(line)) });
+
+beforeAll(async () => {
+  t = await startTestApp();
+  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
+});
+
+afterAll(async () => {
+  await t?.close();
+});
+
+// ---------------------------------------------------------------------------------------------
+
+let seq = 0;
+const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
+
+async function newDomain(): Promise<{ id: number; name: string }> {
+  const name = `${unique('delivery')}.example.com`;
+  const res = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name } });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return { id: res.body.data.id, name };
+}
+
+/** An alert that fires on an idle domain (fewer than 1 request in 5 minutes) unless told otherwise. */
+async function newAlert(domainId: number, fields: Record<string, unknown> = {}): Promise<{ id: number; target: string }> {
+  const body = {
+    name: 'Site silent',
+    condition: 'requestCount',
+    operator: 'lessThan',
+    threshold: 1,
+    duration: 300,
+    notificationMethod: 'email',
+    notificationTarget: `${unique('oncall')}@example.com`,
+    ...fields,
+  };
+  const res = await call(t.app, 'POST', `/api/logs/domains/${domainId}/alerts`, { token: admin, body });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return { id: res.body.data.id, target: String(body.notificationTarget) };
+}
+
+const deleteAlert = (domainId: number, alertId: number) => call(t.app, 'DELETE', `/api/logs/domains/${domainId}/alerts/${alertId}`, { token: admin });
+
+/** Ingests `count` lines of `status`, a second before the virtual clock, through the real import path. */
+async function ingest(domain: string, count: number, status: number): Promise<void> {
+  const dir = path.join(t.dataDir, 'test-logs');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `${unique('access')}.log`);
+  const lines = Array.from({ length: count }, (_, i) => `10.3.0.${i & 255} - - [${timeLocal(now - 1000)}] "GET /${path.basename(file)}/${i} HTTP/1.1" ${status} 10 "-" "agent" 0.010`);
+  fs.writeFileSync(file, `${lines.join('\n')}\n`);
+  const summary = await importFiles(
+    [file],
+    { domain, type: 'access', format: FORMAT, timezone: 'UTC' },
+    { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log: quiet, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 },
+  );
+  expect(summary.inserted).toBe(count);
+}
+
+function evaluator(overrides: Partial<AlertEvaluatorOptions> = {}): AlertEvaluator {
+  return createAlertEvaluator({
+    db: t.runtime.db,
+    clickhouse: t.runtime.clickhouse,
+    mailer: t.runtime.mailer,
+    log,
+    baseUrl: 'https://tailhouse.example.com',
+    intervalMs: INTERVAL,
+    now: () => now,
+    ...overrides,
+  });
+}
+
+async function round(ev: AlertEvaluator, advanceMs = INTERVAL) {
+  now += advanceMs;
+  expect((await ev.evaluateOnce()).ran).toBe(true);
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** A real SMTP server on a given port (the one a mailer was told about while nothing listened). */
+async function smtpOn(port: number): Promise<{ messages: ParsedMail[]; close(): Promise<void> }> {
+  const messages: ParsedMail[] = [];
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    onData(stream, _session, callback) {
+      simpleParser(stream).then((mail) => {
+        messages.push(mail);
+        callback();
+      }, callback);
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return { messages, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+interface Received {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  body: any;
+}
+
+/** A local HTTP receiver: `answer` decides each response (a status, or 'hang' to never answer). */
+async function webhookReceiver(answer: (n: number) => number | 'hang') {
+  const received: Received[] = [];
+  const hanging: http.ServerResponse[] = [];
+  const server = http.createServer((req, res) => {
+    let text = '';
+    req.on('data', (c: Buffer) => (text += c.toString()));
+    req.on('end', () => {
+      received.push({ method: req.method!, url: req.url!, headers: req.headers, body: JSON.parse(text) });
+      const a = answer(received.length);
+      if (a === 'hang') return void hanging.push(res);
+      res.writeHead(a, a >= 300 && a < 400 ? { location: 'http://127.0.0.1:1/elsewhere' } : {}).end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const origin = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  return {
+    origin,
+    received,
+    close: async () => {
+      for (const res of hanging) res.destroy();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+const linesOf = (alertId: number) => logLines.filter((l) => l.alertId === alertId);
+
+// ---------------------------------------------------------------------------------------------
+
+describe('e-mail delivery', () => {
+  it('a mail server that is down: each failure is recorded and logged, retried with back-off, and the notifications arrive in order once it is up', async () => {
+    const port = await freePort();
+    const mailer = createMailer({ smtpUrl: `smtp://127.0.0.1:${port}`, from: 'tailhouse <tailhouse@localhost>', outboxDir: path.join(t.dataDir, 'unused'), log });
+    const ev = evaluator({ mailer });
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { name: 'Errors', condition: 'errorRate', operator: 'greaterThan', threshold: 0.5 });
+    try {
+      await ingest(domain.name, 20, 502);
+      await round(ev);
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0 });
+      const firedAt = now;
+      let [firing] = await notificationsOf(t.runtime.db, alert.id);
+      expect(firing).toMatchObject({ kind: 'firing', status: 'pending', attempts: 1, last_error: expect.stringMatching(/ECONNREFUSED/) });
+      expect(new Date(firing!.next_attempt_at).getTime()).toBe(firedAt + 30_000);
+      const [onAlert] = await t.runtime.db.query<{ last_delivery_error: string | null }>(sql`select last_delivery_error from alerts where id = ${alert.id}`);
+      expect(onAlert!.last_delivery_error).toMatch(/ECONNREFUSED/);
+      const warning = linesOf(alert.id).find((l) => l.msg === 'alert notification failed; will retry');
+      expect(warning).toMatchObject({ level: 'warn', component: 'alerts', kind: 'firing', method: 'email', attempt: 1, notificationId: String(firing!.id), nextAttemptAt: new Date(firedAt + 30_000).toISOString(), error: expect.stringMatching(/ECONNREFUSED/) });
+
+      // Not due yet: nothing is tried.
+      now += 10_000;
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0 });
+
+      // Recovery while the firing e-mail still waits: the resolution queues behind it.
+      now = firedAt + 300_000;
+      await ingest(domain.name, 20, 200);
+      await round(ev);
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0 });
+      const rows = await notificationsOf(t.runtime.db, alert.id);
+      expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+        ['firing', 'pending', 2],
+        ['resolved', 'pending', 0],
+      ]);
+      // The second retry waits twice as long.
+      expect(new Date(rows[0]!.next_attempt_at).getTime()).toBe(now + 60_000);
+
+      const smtp = await smtpOn(port);
+      try {
+        now += 60_000;
+        expect(await ev.deliverDue()).toEqual({ delivered: 2, failed: 0, gaveUp: 0 });
+        expect(smtp.messages.map((m) => m.subject)).toEqual([`[tailhouse] FIRING: Errors on ${domain.name}`, `[tailhouse] RESOLVED: Errors on ${domain.name}`]);
+        expect(smtp.messages[0]!.text).toContain('https://tailhouse.example.com/api/logs/domains/');
+        firing = (await notificationsOf(t.runtime.db, alert.id))[0];
+        expect(firing).toMatchObject({ status: 'delivered', attempts: 3 });
+        const [cleared] = await t.runtime.db.query<{ last_delivery_error: string | null }>(sql`select last_delivery_error from alerts where id = ${alert.id}`);
+        expect(cleared!.last_delivery_error).toBeNull();
+        expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0 });
+        expect(smtp.messages).toHaveLength(2);
+      } finally {
+        await smtp.close();
+      }
+      // The bodies never reach the log.
+      expect(logLines.some((l) => JSON.stringify(l).includes('Statistics:'))).toBe(false);
+      expect(linesOf(alert.id).filter((l) => l.msg === 'alert notification delivered')).toHaveLength(2);
+    } finally {
+      mailer.close();
+      await deleteAlert(domain.id, alert.id);
+    }
+  });
+
+  it('gives up after giveUpAfterMs, loudly (status failed, an error line), and the next notification of the alert is not blocked by it', async () => {
+    const port = await freePort();
+    const mailer = createMailer({ smtpUrl: `smtp://127.0.0.1:${port}`, from: 'tailhouse <tailhouse@localhost>', outboxDir: path.join(t.dataDir, 'unused'), log });
+    const ev = evaluator({ mailer, delivery: { backoff: { initialMs: 1_000, maxMs: 2_000, giveUpAfterMs: 5_000 } } });
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id);
+    try {
+      await round(ev);
+      const results = [];
+      for (let i = 0; i < 4; i++) {
+        results.push(await ev.deliverDue());
+        now += 2_000;
+      }
+      expect(results.map((r) => r.failed + r.gaveUp * 10)).toEqual([1, 1, 10, 0]);
+      const [row] = await notificationsOf(t.runtime.db, alert.id);
+      expect(row).toMatchObject({ status: 'failed', attempts: 3, last_error: expect.stringMatching(/ECONNREFUSED/) });
+      expect(linesOf(alert.id).find((l) => l.msg === 'alert notification given up after repeated failures')).toMatchObject({ level: 'error', attempt: 3 });
+      // Resolution, once the site is busy again: delivered although its firing notification was given up.
+      const smtp = await smtpOn(port);
+      try {
+        now += 300_000;
+        await ingest(domain.name, 3, 200);
+        await round(ev);
+        expect(await ev.deliverDue()).toMatchObject({ delivered: 1 });
+        expect(smtp.messages.map((m) => m.subject)).toEqual([`[tailhouse] RESOLVED: Site silent on ${domain.name}`]);
+      } finally {
+        await smtp.close();
+      }
+    } finally {
+      mailer.close();
+      await deleteAlert(domain.id, alert.id);
+    }
+  });
+});
+
+describe('webhook delivery', () => {
+  it('POSTs the facts as JSON, retries an error answer, and logs the target by its origin only', async () => {
+    const receiver = await webhookReceiver((n) => (n === 1 ? 503 : 204));
+    const secretTarget = 'https://hooks.example.test/services/T000/B000?token=s3cret-webhook-token';
+    // The https target of the alert, reached at the local receiver (tests only: an injected fetch).
+    const viaLocal: typeof fetch = (url, init) => fetch(String(url).replace('https://hooks.example.test', receiver.origin), init);
+    const ev = evaluator({ delivery: { fetch: viaLocal } });
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { name: 'Silent', notificationMethod: 'webhook', notificationTarget: secretTarget });
+    try {
+      await round(ev);
+      const firedAt = new Date(now).toISOString();
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0 });
+      expect((await notificationsOf(t.runtime.db, alert.id))[0]).toMatchObject({ status: 'pending', last_error: 'webhook answered HTTP 503' });
+      now += 30_000;
+      expect(await ev.deliverDue()).toEqual({ delivered: 1, failed: 0, gaveUp: 0 });
+      expect(receiver.received).toHaveLength(2);
+      const [, hit] = receiver.received;
+      expect(hit!.method).toBe('POST');
+      expect(hit!.url).toBe('/services/T000/B000?token=s3cret-webhook-token');
+      expect(hit!.headers['content-type']).toBe('application/json');
+      const [row] = await notificationsOf(t.runtime.db, alert.id);
+      expect(hit!.headers['x-tailhouse-notification']).toBe(String(row!.id));
+      expect(hit!.body).toEqual({
+        id: String(row!.id),
+        event: 'firing',
+        state: 'firing',
+        alert: { id: alert.id, name: 'Silent', condition: 'requestCount', operator: 'lessThan', threshold: 1, duration: 300 },
+        domain: { id: domain.id, name: domain.name },
+        value: 0,
+        threshold: 1,
+        operator: 'lessThan',
+        requests: 0,
+        window: { start: new Date(Date.parse(firedAt) - 300_000).toISOString(), end: firedAt, seconds: 300 },
+        firingSince: firedAt,
+        time: firedAt,
+        statsUrl: `https://tailhouse.example.com/api/logs/domains/${domain.id}/stats?period=1h`,
+      });
+      // The first attempt carried the same notification.
+      expect(receiver.received[0]!.body).toEqual(hit!.body);
+      const lines = linesOf(alert.id);
+      expect(lines.find((l) => l.msg === 'alert notification failed; will retry')).toMatchObject({ method: 'webhook', target: 'https://hooks.example.test', error: 'webhook answered HTTP 503' });
+      expect(lines.find((l) => l.msg === 'alert notification delivered')).toMatchObject({ method: 'webhook', target: 'https://hooks.example.test', attempt: 2 });
+      expect(logLines.some((l) => JSON.stringify(l).includes('s3cret') || JSON.stringify(l).includes('/services/T000'))).toBe(false);
+    } finally {
+      await receiver.close();
+      await deleteAlert(domain.id, alert.id);
+    }
+  });
+
+  it('plain http reaches only origins the code allows; a timeout and a redirect are failed attempts', async () => {
+    const receiver = await webhookReceiver((n) => (n === 1 ? 'hang' : n === 2 ? 302 : 200));
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { notificationMethod: 'webhook', notificationTarget: 'https://placeholder.example.com/hook' });
+    // Users can only store https targets; a local http one is written by code, as tests do.
+    await t.runtime.db.query(sql`update alerts set notification_target = ${`${receiver.origin}/hook`} where id = ${alert.id}`);
+    try {
+      const strict = evaluator();
+      await round(strict);
+      expect(await strict.deliverDue()).toMatchObject({ failed: 1 });
+      expect((await notificationsOf(t.runtime.db, alert.id))[0]).toMatchObject({ last_error: 'webhook targets must be https URLs' });
+      expect(receiver.received).toHaveLength(0);
+
+      const local = evaluator({ delivery: { insecureWebhookOrigins: [receiver.origin], webhookTimeoutMs: 300, backoff: { initialMs: 1_000 } } });
+      now += 60_000;
+      const started = Date.now();
+      expect(await local.deliverDue()).toMatchObject({ failed: 1 });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect((await notificationsOf(t.runtime.db, alert.id))[0]!.last_error).toMatch(/timeout|aborted/i);
+      now += 60_000;
+      expect(await local.deliverDue()).toMatchObject({ failed: 1 });
+      expect((await notificationsOf(t.runtime.db, alert.id))[0]!.last_error).toBe('webhook answered HTTP 302');
+      now += 60_000;
+      expect(await local.deliverDue()).toMatchObject({ delivered: 1 });
+      expect(receiver.received.map((r) => r.url)).toEqual(['/hook', '/hook', '/hook']);
+      expect((await notificationsOf(t.runtime.db, alert.id))[0]).toMatchObject({ status: 'delivered', attempts: 4 });
+    } finally {
+      await receiver.close();
+      await deleteAlert(domain.id, alert.id);
+    }
+  });
+});

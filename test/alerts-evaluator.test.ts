@@ -1,0 +1,457 @@
+/**
+ * The alert evaluator (CONTRACT §5, issue 5): metrics from logs ingested through the real import
+ * path, the state machine ok → firing → ok persisted in Postgres, e-mails into a real SMTP server,
+ * reminders, the noise and flapping guards, restarts, two evaluators on one Postgres, disabled and
+ * deleted alerts, and the timer started the way `serve` starts it.
+ *
+ * Rounds run at a virtual clock (`now`), moved by at least one interval per round so each round
+ * has a slot of its own; log lines are written relative to that clock.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { ParsedMail } from 'mailparser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { importFiles } from '../ingest/import.js';
+import { compare, createAlertEvaluator, startAlertEvaluator, step, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
+import { metricOf } from '../src/alerts/metrics.js';
+import { notificationsOf } from '../src/alerts/store.js';
+import { openPostgres, type Db } from '../src/db/postgres.js';
+import { sql } from '../src/db/sql.js';
+import { createLogger } from '../src/log.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
+import { FORMAT, timeLocal } from './support/ingest.js';
+import { startSmtpSink, type SmtpSink } from './support/smtp-sink.js';
+
+const INTERVAL = 30_000;
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+
+let t: TestApp;
+let sink: SmtpSink;
+let admin: string;
+let logDir: string;
+/** The virtual clock: every round and every log line is dated by it. */
+let now = Math.floor(Date.now() / INTERVAL) * INTERVAL;
+
+beforeAll(async () => {
+  sink = await startSmtpSink();
+  t = await startTestApp({ SMTP_URL: sink.url });
+  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
+  logDir = path.join(t.dataDir, 'test-logs');
+  fs.mkdirSync(logDir);
+});
+
+afterAll(async () => {
+  await t?.close();
+  await sink?.close();
+});
+
+// ---------------------------------------------------------------------------------------------
+
+let seq = 0;
+const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
+
+async function newDomain(): Promise<{ id: number; name: string }> {
+  const name = `${unique('alerting')}.example.com`;
+  const res = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name } });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return { id: res.body.data.id, name };
+}
+
+async function newAlert(domainId: number, fields: Record<string, unknown>): Promise<{ id: number; target: string }> {
+  const target = `${unique('oncall')}@example.com`;
+  const body = { name: 'Too many errors', condition: 'errorRate', operator: 'greaterThan', threshold: 0.1, duration: 300, notificationMethod: 'email', notificationTarget: target, ...fields };
+  const res = await call(t.app, 'POST', `/api/logs/domains/${domainId}/alerts`, { token: admin, body });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return { id: res.body.data.id, target: String(body.notificationTarget) };
+}
+
+async function alertOf(domainId: number, alertId: number): Promise<any> {
+  const res = await call(t.app, 'GET', `/api/logs/domains/${domainId}/alerts`, { token: admin });
+  expect(res.status).toBe(200);
+  return res.body.data.alerts.find((a: { id: number }) => a.id === alertId);
+}
+
+interface Hit {
+  /** Seconds before the virtual now. */
+  ago: number;
+  status: number;
+  /** Response time in ms; null: the line is written in `combined`, without $request_time. */
+  ms?: number | null;
+}
+
+/** Ingests access lines for `domain` through the real import path, dated relative to the virtual clock. */
+async function ingest(domain: string, hits: Hit[]): Promise<void> {
+  const timed = hits.every((h) => h.ms !== null);
+  const file = path.join(logDir, `${unique('access')}.log`);
+  const lines = hits.map((h, i) => {
+    const base = `10.2.${i >> 8}.${i & 255} - - [${timeLocal(now - h.ago * 1000)}] "GET /${path.basename(file)}/${i} HTTP/1.1" ${h.status} 100 "-" "test-agent"`;
+    return timed ? `${base} ${((h.ms ?? 20) / 1000).toFixed(3)}` : base;
+  });
+  fs.writeFileSync(file, `${lines.join('\n')}\n`);
+  const summary = await importFiles(
+    [file],
+    { domain, type: 'access', format: timed ? FORMAT : 'combined', timezone: 'UTC' },
+    { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 },
+  );
+  expect(summary).toMatchObject({ inserted: hits.length, rejected: 0 });
+}
+
+const burst = (count: number, status: number, ago = 1): Hit[] => Array.from({ length: count }, () => ({ ago, status }));
+
+function evaluator(overrides: Partial<AlertEvaluatorOptions> = {}): AlertEvaluator {
+  return createAlertEvaluator({
+    db: t.runtime.db,
+    clickhouse: t.runtime.clickhouse,
+    mailer: t.runtime.mailer,
+    log,
+    baseUrl: 'http://tailhouse.test',
+    intervalMs: INTERVAL,
+    now: () => now,
+    ...overrides,
+  });
+}
+
+/** Moves the clock on (at least one interval), runs a round and delivers what it enqueued. */
+async function tick(ev: AlertEvaluator, advanceMs = INTERVAL) {
+  now += advanceMs;
+  const round = await ev.evaluateOnce();
+  expect(round.ran, JSON.stringify(round)).toBe(true);
+  await ev.deliverDue();
+  return round;
+}
+
+const mailsTo = (to: string, kind?: 'FIRING:' | 'FIRING (reminder):' | 'RESOLVED:'): ParsedMail[] =>
+  sink.messages.filter((m) => m.to && !Array.isArray(m.to) && m.to.value[0]?.address === to && (kind === undefined || m.subject?.startsWith(`[tailhouse] ${kind}`)));
+
+// ---------------------------------------------------------------------------------------------
+
+describe('the state machine, as a pure function', () => {
+  const ok = { state: 'ok' as const, stateChangedAt: null, lastNotifiedAt: null, lastTriggeredAt: null };
+  const T = 1_000_000_000_000;
+
+  it('fires once, reminds every 4 h, holds the resolution for one duration, then resolves', () => {
+    const fired = step(ok, true, T, 300);
+    expect(fired).toMatchObject({ state: 'firing', notify: 'firing', lastTriggeredAt: new Date(T), stateChangedAt: new Date(T) });
+    expect(step(fired, true, T + 30_000, 300).notify).toBeNull();
+    expect(step(fired, true, T + 4 * 3_600_000 - 1, 300).notify).toBeNull();
+    const reminded = step(fired, true, T + 4 * 3_600_000, 300);
+    expect(reminded).toMatchObject({ state: 'firing', notify: 'reminder', lastNotifiedAt: new Date(T + 4 * 3_600_000), lastTriggeredAt: new Date(T) });
+    expect(step(fired, false, T + 299_999, 300)).toMatchObject({ state: 'firing', notify: null });
+    expect(step(fired, false, T + 300_000, 300)).toMatchObject({ state: 'ok', notify: 'resolved', lastTriggeredAt: new Date(T) });
+    expect(step(ok, false, T, 300)).toMatchObject({ state: 'ok', notify: null });
+  });
+
+  it('compares with each operator, and windows without data have no value', () => {
+    expect([compare(1, 'greaterThan', 1), compare(1, 'greaterThanOrEqual', 1), compare(1, 'lessThan', 1), compare(1, 'lessThanOrEqual', 1)]).toEqual([false, true, false, true]);
+    const empty = { requests: 0, errors: 0, responseTimeSum: 0, responseTimeCount: 0 };
+    expect(metricOf('errorRate', empty, 10)).toBeNull();
+    expect(metricOf('errorRate', { ...empty, requests: 9, errors: 9 }, 10)).toBeNull();
+    expect(metricOf('errorRate', { ...empty, requests: 10, errors: 5 }, 10)).toBe(0.5);
+    expect(metricOf('averageResponseTime', { ...empty, requests: 5 }, 10)).toBeNull();
+    expect(metricOf('averageResponseTime', { ...empty, requests: 5, responseTimeSum: 300, responseTimeCount: 2 }, 10)).toBe(150);
+    expect(metricOf('requestCount', empty, 10)).toBe(0);
+  });
+});
+
+describe('alert evaluation', () => {
+  it('fires exactly once into the SMTP sink, sends nothing more while firing, and one resolved e-mail after recovery', async () => {
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { threshold: 0.1, duration: 300 });
+    const ev = evaluator();
+    await tick(ev);
+    expect(mailsTo(alert.target)).toHaveLength(0);
+
+    await ingest(domain.name, [...burst(10, 503, 5), ...burst(10, 200, 5)]);
+    const round = await tick(ev);
+    expect(round).toMatchObject({ ran: true, notifications: { firing: expect.any(Number) } });
+    const firedAt = new Date(now).toISOString();
+    expect(mailsTo(alert.target)).toHaveLength(1);
+    const mail = mailsTo(alert.target, 'FIRING:')[0]!;
+    expect(mail.subject).toBe(`[tailhouse] FIRING: Too many errors on ${domain.name}`);
+    expect(mail.text).toContain('0.5000 (50.00 %');
+    expect(mail.text).toContain('Threshold: 0.1');
+    expect(mail.text).toContain('greaterThan');
+    expect(mail.text).toContain('the last 5 min (300 s)');
+    expect(mail.text).toContain(firedAt);
+    expect(mail.text).toContain('Requests:  20');
+    expect(mail.text).toContain(`http://tailhouse.test/api/logs/domains/${domain.id}/stats?period=1h`);
+    expect(await alertOf(domain.id, alert.id)).toMatchObject({ state: 'firing', lastTriggeredAt: firedAt });
+
+    // Still firing: more errors, several rounds, no second e-mail.
+    await ingest(domain.name, burst(10, 500));
+    for (let i = 0; i < 4; i++) await tick(ev);
+    expect(mailsTo(alert.target)).toHaveLength(1);
+
+    // The errors leave the window and healthy traffic follows: one resolved e-mail.
+    now += 300_000;
+    await ingest(domain.name, burst(30, 200));
+    await tick(ev);
+    expect(mailsTo(alert.target)).toHaveLength(2);
+    const resolved = mailsTo(alert.target, 'RESOLVED:')[0]!;
+    expect(resolved.subject).toBe(`[tailhouse] RESOLVED: Too many errors on ${domain.name}`);
+    expect(resolved.text).toContain('0.0000');
+    expect(resolved.text).toContain(`it fired from ${firedAt}`);
+    expect(await alertOf(domain.id, alert.id)).toMatchObject({ state: 'ok', lastTriggeredAt: firedAt });
+    await tick(ev);
+    expect(mailsTo(alert.target)).toHaveLength(2);
+    const rows = await notificationsOf(t.runtime.db, alert.id);
+    expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
+      ['firing', 'delivered', 1],
+      ['resolved', 'delivered', 1],
+    ]);
+  });
+
+  it('sends a reminder after 4 hours of firing, not before, and each of the other operators works', async () => {
+    const domain = await newDomain();
+    // An idle site: fewer than 1 request in 5 minutes.
+    const alert = await newAlert(domain.id, { name: 'Site silent', condition: 'requestCount', operator: 'lessThan', threshold: 1 });
+    const busy = await newAlert(domain.id, { name: 'Busy', condition: 'requestCount', operator: 'greaterThanOrEqual', threshold: 1 });
+    const ev = evaluator();
+    await tick(ev);
+    expect(mailsTo(alert.target, 'FIRING:')).toHaveLength(1);
+    expect(mailsTo(busy.target)).toHaveLength(0);
+    const firedAt = now;
+    await tick(ev, 3_600_000);
+    await tick(ev, 2 * 3_600_000);
+    expect(mailsTo(alert.target)).toHaveLength(1);
+    now = firedAt + 4 * 3_600_000 - INTERVAL;
+    await tick(ev);
+    const reminders = mailsTo(alert.target, 'FIRING (reminder):');
+    expect(reminders).toHaveLength(1);
+    expect(reminders[0]!.subject).toBe(`[tailhouse] FIRING (reminder): Site silent on ${domain.name}`);
+    expect(reminders[0]!.text).toContain(`STILL FIRING (since ${new Date(firedAt).toISOString()})`);
+    await tick(ev);
+    await tick(ev, 3_600_000);
+    expect(mailsTo(alert.target)).toHaveLength(2);
+    expect(await alertOf(domain.id, alert.id)).toMatchObject({ state: 'firing', lastTriggeredAt: new Date(firedAt).toISOString() });
+  });
+
+  it('an error rate needs at least 10 requests in its window before it can fire', async () => {
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { threshold: 0.5, operator: 'greaterThanOrEqual' });
+    const ev = evaluator();
+    await ingest(domain.name, burst(9, 500));
+    await tick(ev);
+    expect(mailsTo(alert.target)).toHaveLength(0);
+    const [row] = await t.runtime.db.query<{ last_value: number | null; last_requests: string }>(sql`select last_value, last_requests from alerts where id = ${alert.id}`);
+    expect(row).toMatchObject({ last_value: null });
+    expect(Number(row!.last_requests)).toBe(9);
+    await ingest(domain.name, burst(1, 500));
+    await tick(ev);
+    expect(mailsTo(alert.target, 'FIRING:')).toHaveLength(1);
+    expect(mailsTo(alert.target, 'FIRING:')[0]!.text).toContain('1.0000 (100.00 %');
+  });
+
+  it('a window without response times never fires an averageResponseTime alert, and rows without one are left out', async () => {
+    const domain = await newDomain();
+    const fast = await newAlert(domain.id, { name: 'Suspiciously fast', condition: 'averageResponseTime', operator: 'lessThan', threshold: 50 });
+    const slow = await newAlert(domain.id, { name: 'Slow', condition: 'averageResponseTime', operator: 'greaterThan', threshold: 400 });
+    const ev = evaluator();
+    await tick(ev);
+    await ingest(domain.name, burst(20, 200).map((h) => ({ ...h, ms: null })));
+    await tick(ev);
+    expect(mailsTo(fast.target)).toHaveLength(0);
+    expect(mailsTo(slow.target)).toHaveLength(0);
+    // 500 ms and 700 ms: a mean of 600 whatever the 20 untimed requests around them.
+    await ingest(domain.name, [{ ago: 2, status: 200, ms: 500 }, { ago: 2, status: 200, ms: 700 }]);
+    await tick(ev);
+    expect(mailsTo(fast.target)).toHaveLength(0);
+    expect(mailsTo(slow.target, 'FIRING:')).toHaveLength(1);
+    expect(mailsTo(slow.target, 'FIRING:')[0]!.text).toContain('600.00 ms');
+  });
+
+  it('a flapping alert sends at most one firing/resolved pair per duration, and a new breach after it fires at once', async () => {
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { threshold: 0.5, duration: 300 });
+    const ev = evaluator();
+    await tick(ev);
+    // Each round flips the rate over the whole 5-minute window across 0.5 and back.
+    const flips: [number, number][] = [
+      [10, 500], // 10/10 = 1.00 fires
+      [20, 200], // 10/30 = 0.33
+      [30, 500], // 40/60 = 0.67
+      [40, 200], // 40/100 = 0.40
+      [70, 500], // 110/170 = 0.65
+      [80, 200], // 110/250 = 0.44
+    ];
+    let firedAt = 0;
+    for (const [count, status] of flips) {
+      await ingest(domain.name, burst(count, status));
+      await tick(ev);
+      firedAt ||= now;
+      expect((await alertOf(domain.id, alert.id)).state).toBe('firing');
+    }
+    expect(mailsTo(alert.target)).toHaveLength(1);
+    // Below the threshold and firing for a whole duration: resolved, once.
+    now = firedAt + 300_000 - INTERVAL;
+    await tick(ev);
+    expect(mailsTo(alert.target, 'RESOLVED:')).toHaveLength(1);
+    expect((await alertOf(domain.id, alert.id)).state).toBe('ok');
+    // A real breach right after is not held back.
+    await ingest(domain.name, burst(400, 500));
+    await tick(ev);
+    expect(mailsTo(alert.target, 'FIRING:')).toHaveLength(2);
+    const sent = mailsTo(alert.target).map((m) => m.subject);
+    expect(sent).toEqual([expect.stringContaining('FIRING:'), expect.stringContaining('RESOLVED:'), expect.stringContaining('FIRING:')]);
+  });
+
+  it('never evaluates a disabled alert', async () => {
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { condition: 'requestCount', operator: 'lessThan', threshold: 1, enabled: false });
+    const ev = evaluator();
+    await tick(ev);
+    await tick(ev);
+    expect(mailsTo(alert.target)).toHaveLength(0);
+    const [row] = await t.runtime.db.query<{ state: string; last_evaluated_at: Date | null }>(sql`select state, last_evaluated_at from alerts where id = ${alert.id}`);
+    expect(row).toEqual({ state: 'ok', last_evaluated_at: null });
+    expect(await notificationsOf(t.runtime.db, alert.id)).toEqual([]);
+    // Enabled: the next round evaluates it.
+    const res = await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${alert.id}`, { token: admin, body: { enabled: true } });
+    expect(res.status).toBe(200);
+    await tick(ev);
+    expect(mailsTo(alert.target, 'FIRING:')).toHaveLength(1);
+  });
+
+  it('deleting an alert or its domain leaves no pending notification behind', async () => {
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { condition: 'requestCount', operator: 'lessThan', threshold: 1 });
+    const other = await newAlert(domain.id, { condition: 'requestCount', operator: 'lessThan', threshold: 1 });
+    const ev = evaluator();
+    now += INTERVAL;
+    expect((await ev.evaluateOnce()).ran).toBe(true);
+    expect((await notificationsOf(t.runtime.db, alert.id)).map((r) => r.status)).toEqual(['pending']);
+    expect(await call(t.app, 'DELETE', `/api/logs/domains/${domain.id}/alerts/${alert.id}`, { token: admin })).toMatchObject({ status: 200 });
+    expect(await notificationsOf(t.runtime.db, alert.id)).toEqual([]);
+    expect((await notificationsOf(t.runtime.db, other.id)).map((r) => r.status)).toEqual(['pending']);
+    expect(await call(t.app, 'DELETE', `/api/domains/${domain.id}`, { token: admin })).toMatchObject({ status: 200 });
+    expect(await notificationsOf(t.runtime.db, other.id)).toEqual([]);
+    const [left] = await t.runtime.db.query<{ n: number }>(sql`select count(*)::int as n from alert_notifications n where not exists (select 1 from alerts a where a.id = n.alert_id)`);
+    expect(left!.n).toBe(0);
+    await ev.deliverDue();
+    expect(mailsTo(alert.target)).toHaveLength(0);
+    expect(mailsTo(other.target)).toHaveLength(0);
+  });
+
+  it('keeps its state across a restart: no second firing e-mail, a notification enqueued before it is delivered once after, then the resolution', async () => {
+    const domain = await newDomain();
+    const sent = await newAlert(domain.id, { threshold: 0.2 });
+    const queued = await newAlert(domain.id, { name: 'Queued', threshold: 0.2 });
+    await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${queued.id}`, { token: admin, body: { enabled: false } });
+    let ev = evaluator();
+    await ingest(domain.name, burst(20, 500));
+    await tick(ev);
+    expect(mailsTo(sent.target, 'FIRING:')).toHaveLength(1);
+    // The second alert fires in a round whose delivery never happens before the restart.
+    await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${queued.id}`, { token: admin, body: { enabled: true } });
+    now += INTERVAL;
+    expect((await ev.evaluateOnce()).ran).toBe(true);
+    await ev.stop();
+    await t.runtime.close();
+    await t.restart();
+
+    ev = evaluator({ db: t.runtime.db, clickhouse: t.runtime.clickhouse, mailer: t.runtime.mailer });
+    await ev.deliverDue();
+    expect(mailsTo(queued.target, 'FIRING:')).toHaveLength(1);
+    await tick(ev);
+    await tick(ev);
+    expect(mailsTo(sent.target)).toHaveLength(1);
+    expect(mailsTo(queued.target)).toHaveLength(1);
+    expect(await alertOf(domain.id, sent.id)).toMatchObject({ state: 'firing' });
+    now += 300_000;
+    await ingest(domain.name, burst(20, 200));
+    await tick(ev);
+    expect(mailsTo(sent.target, 'RESOLVED:')).toHaveLength(1);
+    expect(mailsTo(queued.target, 'RESOLVED:')).toHaveLength(1);
+  });
+
+  it('two evaluators on one Postgres: one evaluates each interval, one e-mail per event, and the other takes over at the next interval', async () => {
+    // CI's server run: a second pool of connections, as a second process would have. Embedded
+    // PGlite is one process: the two evaluators share the handle and still race.
+    let second: Db = t.runtime.db;
+    if (t.databaseUrl) second = await openPostgres(t.databaseUrl, { max: 3 });
+    try {
+      const domain = await newDomain();
+      const alerts = await Promise.all([1, 2, 3, 4, 5].map((i) => newAlert(domain.id, { name: `Silent ${i}`, condition: 'requestCount', operator: 'lessThan', threshold: 1 })));
+      const a = evaluator({ holder: 'process-a' });
+      const b = evaluator({ holder: 'process-b', db: second });
+      now += INTERVAL;
+      const rounds = await Promise.all([a.evaluateOnce(now), b.evaluateOnce(now)]);
+      expect(rounds.filter((r) => r.ran)).toHaveLength(1);
+      expect(rounds.filter((r) => !r.ran)[0]).toMatchObject({ ran: false, reason: expect.stringMatching(/^(busy|taken)$/) });
+      await Promise.all([a.deliverDue(now), b.deliverDue(now), a.deliverDue(now + 1), b.deliverDue(now + 1)]);
+      for (const alert of alerts) expect(mailsTo(alert.target)).toHaveLength(1);
+
+      // Many rounds side by side: never a second e-mail.
+      for (let i = 0; i < 5; i++) {
+        now += INTERVAL;
+        const both = await Promise.all([a.evaluateOnce(now), b.evaluateOnce(now + 5)]);
+        expect(both.filter((r) => r.ran)).toHaveLength(1);
+        await Promise.all([a.deliverDue(now), b.deliverDue(now)]);
+      }
+      for (const alert of alerts) expect(mailsTo(alert.target)).toHaveLength(1);
+
+      // a stops (or dies after its claim): b evaluates the very next interval.
+      await a.stop();
+      now += INTERVAL;
+      expect(await b.evaluateOnce(now)).toMatchObject({ ran: true });
+      const [ledger] = await t.runtime.db.query<{ holder: string }>(sql`select holder from alert_evaluator`);
+      expect(ledger!.holder).toBe('process-b');
+      await ingest(domain.name, burst(3, 200));
+      now += INTERVAL;
+      expect(await b.evaluateOnce(now)).toMatchObject({ ran: true, notifications: { resolved: 0 } });
+      // Resolved needs the alerts to have fired a whole duration ago; move past it. A third
+      // process races b for that round: one resolved e-mail each.
+      const c = evaluator({ holder: 'process-c' });
+      now += 300_000;
+      await ingest(domain.name, burst(3, 200));
+      const last = await Promise.all([c.evaluateOnce(now), b.evaluateOnce(now)]);
+      expect(last.filter((r) => r.ran)).toHaveLength(1);
+      await Promise.all([c.deliverDue(now), b.deliverDue(now)]);
+      for (const alert of alerts) expect(mailsTo(alert.target, 'RESOLVED:')).toHaveLength(1);
+      for (const alert of alerts) expect(mailsTo(alert.target)).toHaveLength(2);
+    } finally {
+      if (second !== t.runtime.db) await second.close();
+    }
+  });
+
+  it('a round measures all alerts in one ClickHouse query', async () => {
+    let queries = 0;
+    const clickhouse = new Proxy(t.runtime.clickhouse, {
+      get(target, prop, receiver) {
+        if (prop === 'query') return (...args: Parameters<typeof target.query>) => (queries++, target.query(...args));
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    const domains = await Promise.all([1, 2, 3].map(() => newDomain()));
+    for (const d of domains) {
+      await newAlert(d.id, { duration: 60 });
+      await newAlert(d.id, { duration: 3600, condition: 'requestCount', threshold: 1e9 });
+    }
+    const ev = evaluator({ clickhouse });
+    const round = await tick(ev);
+    expect(round).toMatchObject({ ran: true });
+    expect(round.ran && round.alerts).toBeGreaterThanOrEqual(6);
+    expect(queries).toBe(1);
+  });
+
+  it('runs on its own timer the way serve starts it, and stops cleanly', async () => {
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { condition: 'requestCount', operator: 'lessThan', threshold: 1 });
+    // Real timers, a 200 ms interval; the virtual clock moves one interval per 250 ms.
+    const ev = startAlertEvaluator({ db: t.runtime.db, clickhouse: t.runtime.clickhouse, mailer: t.runtime.mailer, log, baseUrl: 'http://tailhouse.test', intervalMs: 200, now: () => now });
+    try {
+      for (let i = 0; i < 10 && mailsTo(alert.target).length === 0; i++) {
+        now += 200;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      await sink.waitFor((m) => mailsTo(alert.target).includes(m), 5_000);
+      for (let i = 0; i < 5; i++) {
+        now += 200;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(mailsTo(alert.target)).toHaveLength(1);
+    } finally {
+      await ev.stop();
+    }
+  });
+});
