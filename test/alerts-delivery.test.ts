@@ -12,6 +12,7 @@ import { simpleParser, type ParsedMail } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importFiles } from '../ingest/import.js';
+import { publicAddresses } from '../src/alerts/delivery.js';
 import { createAlertEvaluator, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
 import { notificationsOf } from '../src/alerts/store.js';
 import { sql } from '../src/db/sql.js';
@@ -343,5 +344,35 @@ describe('webhook delivery', () => {
       await receiver.close();
       await deleteAlert(domain.id, alert.id);
     }
+  });
+
+  it('an https target on an internal address is refused before any connection (no SSRF), and the refusal is a recorded attempt', async () => {
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { notificationMethod: 'webhook', notificationTarget: 'https://127.0.0.1:9/hook' });
+    try {
+      const strict = evaluator();
+      await round(strict);
+      expect(await strict.deliverDue()).toMatchObject({ failed: 1 });
+      expect((await notificationsOf(t.runtime.db, alert.id))[0]!.last_error).toBe('webhook host 127.0.0.1 is a non-public address (127.0.0.1): refused');
+    } finally {
+      await deleteAlert(domain.id, alert.id);
+    }
+  });
+});
+
+describe('webhook target addresses', () => {
+  const resolvingTo = (...addresses: string[]) => (async () => addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))) as never;
+
+  it.each([
+    '127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1',
+    '::1', '::', 'fd00::1', 'fe80::1', '::ffff:10.0.0.1', '::ffff:127.0.0.1',
+  ])('refuses %s, as a literal and as what a name resolves to', async (address) => {
+    await expect(publicAddresses(address.includes(':') ? `[${address}]` : address)).rejects.toThrow(/non-public address/);
+    await expect(publicAddresses('hooks.example.com', resolvingTo('93.184.216.34', address))).rejects.toThrow(/non-public address/);
+  });
+
+  it('accepts public addresses', async () => {
+    await expect(publicAddresses('93.184.216.34')).resolves.toBeUndefined();
+    await expect(publicAddresses('hooks.example.com', resolvingTo('93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946'))).resolves.toBeUndefined();
   });
 });

@@ -17,6 +17,8 @@
  * Logs never hold an e-mail body or a webhook URL's path or query (which often carries a secret):
  * a webhook is named by its origin.
  */
+import { lookup } from 'node:dns/promises';
+import { BlockList, isIP } from 'node:net';
 import type { Db } from '../db/postgres.js';
 import type { Logger } from '../log.js';
 import type { Mailer } from '../mail/mailer.js';
@@ -27,7 +29,10 @@ export interface DeliveryOptions {
   db: Db;
   mailer: Mailer;
   log: Logger;
-  /** The fetch used for webhooks (tests may inject one). */
+  /**
+   * The fetch used for webhooks (tests may inject one). With the default fetch, a target whose
+   * host resolves to a private, loopback or link-local address is refused (see publicAddresses).
+   */
   fetch?: typeof fetch;
   /** A webhook answer must arrive within this (default 10 s). */
   webhookTimeoutMs?: number;
@@ -103,6 +108,33 @@ export interface Deliverer {
   abort(): void;
 }
 
+// Addresses a webhook must not reach: a user's URL would otherwise make the server call its own
+// network (loopback, private ranges, link-local and cloud metadata, carrier NAT, multicast, reserved).
+const NON_PUBLIC = new BlockList();
+for (const [net, prefix] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4]] as const) {
+  NON_PUBLIC.addSubnet(net, prefix, 'ipv4');
+}
+for (const [net, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96]] as const) NON_PUBLIC.addSubnet(net, prefix, 'ipv6');
+
+/** A v4-mapped IPv6 address (::ffff:10.0.0.1) is judged as the IPv4 address it maps. */
+function isPublic(address: string): boolean {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return !NON_PUBLIC.check(mapped[1]!, 'ipv4');
+  return !NON_PUBLIC.check(address, isIP(address) === 6 ? 'ipv6' : 'ipv4');
+}
+
+/**
+ * Refuses a webhook host that is, or resolves to, a non-public address. The connection resolves
+ * the name again (a DNS answer that changes in between is not caught: pinning the address would
+ * need a custom HTTP agent), so this stops plain mistakes and direct use of internal addresses.
+ */
+export async function publicAddresses(hostname: string, resolve: typeof lookup = lookup): Promise<void> {
+  const host = hostname.replace(/^\[|\]$/g, '');
+  const addresses = isIP(host) ? [host] : (await resolve(host, { all: true })).map((a) => a.address);
+  const internal = addresses.find((a) => !isPublic(a));
+  if (internal !== undefined) throw new Error(`webhook host ${hostname} is a non-public address (${internal}): refused`);
+}
+
 export function createDeliverer(options: DeliveryOptions): Deliverer {
   const { db, mailer } = options;
   const log = options.log.child({ component: 'alerts' });
@@ -117,9 +149,9 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
 
   async function sendWebhook(n: ClaimedNotification, payload: NotificationPayload): Promise<void> {
     const url = new URL(n.notification_target);
-    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && insecure.has(url.origin))) {
-      throw new Error('webhook targets must be https URLs');
-    }
+    const allowedInsecure = url.protocol === 'http:' && insecure.has(url.origin);
+    if (url.protocol !== 'https:' && !allowedInsecure) throw new Error('webhook targets must be https URLs');
+    if (!options.fetch && !allowedInsecure) await publicAddresses(url.hostname);
     const response = await fetchImpl(url, {
       method: 'POST',
       headers: {
