@@ -70,7 +70,10 @@ const CLICKHOUSE_FORMAT: Record<ExportFormat, string> = { csv: 'CSV', json: 'JSO
 /**
  * The output settings described above; `optimize_read_in_order` reads the sorting key
  * (domain_id, timestamp, id) backwards instead of sorting, so the engine holds no more than the
- * reader does either.
+ * reader does either. Reading in order opens every daily part at once and by default buffers
+ * ahead in each (`read_in_order_use_buffering`): without that buffer and with smaller blocks, a
+ * 10M-row export over 31 days grew the server by 291 MB instead of 1,136 MB, at the same speed
+ * (bench/query).
  */
 const SETTINGS = [
   'output_format_json_quote_64bit_integers = 0',
@@ -80,6 +83,8 @@ const SETTINGS = [
   'output_format_csv_crlf_end_of_line = 1',
   "format_csv_null_representation = ''",
   'optimize_read_in_order = 1',
+  'read_in_order_use_buffering = 0',
+  'max_block_size = 8192',
 ].join(', ');
 
 export interface ClickhouseQuery {

@@ -1,0 +1,644 @@
+/**
+ * bench/query: the logs API's response times at the issue's scale, in embedded mode on this
+ * machine, side by side with GoAccess re-reading the same log.
+ *
+ *   npm run bench:query                        # 10,000,000 rows for one domain + 9 × 1,000,000
+ *   BENCH_ROWS=1000000 npm run bench:query     # a quick run: 1,000,000 + 9 × 100,000
+ *
+ * What it does, all through the real programs:
+ *   1. writes nginx access logs (bench/lib/access-log.ts's generator, with each line's $time_local
+ *      rewritten so that the times run evenly over the 30 days ending at the moment of writing):
+ *      BENCH_ROWS lines for the main domain, with 10 lines whose URL holds a rare marker spread over
+ *      the 30 days, and BENCH_ROWS / 10 lines for each of 9 other domains (the 10:1 shape);
+ *   2. on a fresh DATA_DIR: `node bin/tailhouse.js domains add NAME` for the 10 domains, then
+ *      `node bin/tailhouse.js import FILE --domain NAME --format '<log_format>'` for each file, one
+ *      after another (the embedded stores belong to one process at a time);
+ *   3. `goaccess FILE -o report.json` on the main domain's file, the options of bench/ingest.ts;
+ *   4. `node bin/tailhouse.js serve` as a child on a free port of 127.0.0.1, waits for /readyz and
+ *      for the server to go idle (chDB merges the imported parts when it opens them), logs the
+ *      admin in, and times over HTTP (fetch, keep-alive) from request to the body's last byte, the
+ *      median of BENCH_RUNS calls after one untimed warm-up call each:
+ *        GET  /api/domains/:id (no ClickHouse: the floor of HTTP, authentication and PGlite)
+ *        GET  …/stats?period=30d and 24h
+ *        GET  …/access?statusCode=5xx (page 1 and page 1,000 at the default limit of 20), page 1,000
+ *             without a filter, and page 1,000 at limit=1000 (rows 999,001–1,000,000)
+ *        POST …/search {"query": <the rare marker>, "startDate": 30 days ago}, and a common word
+ *   5. an export of 1,000,000 rows (the newest: startDate is the timestamp of the 1,000,000th row,
+ *      from the limit=1000 listing): POST …/export, then the download GET timed from request to
+ *      last byte, rows counted, while the server's RSS is sampled from /proc/PID/status every
+ *      10 ms (and its VmHWM, reset through /proc/PID/clear_refs just before, read after); per
+ *      format BENCH_EXPORT_REPEAT exports one after the other (the engine keeps memory it took
+ *      for the first one, so the first shows the growth a server sees, the next what it costs again).
+ *   6. the ratio "dashboard refresh vs re-running GoAccess": GoAccess's wall time over the median
+ *      of GET stats?period=30d.
+ *
+ * Figures are printed with the issue's targets and met / not met; nothing is asserted, the exit
+ * status is 0 unless the bench itself could not run.
+ *
+ * Environment (optional):
+ *   BENCH_ROWS     rows of the main domain (default 10000000); the 9 others get a tenth each
+ *   BENCH_RUNS     timed calls per figure (default 15), after one warm-up call
+ *   BENCH_EXPORT_FORMATS  comma list of csv, json (default csv,json)
+ *   BENCH_EXPORT_REPEAT   exports per format, one after the other (default 2: the first is the cold one)
+ *   BENCH_GOACCESS 0: skip GoAccess
+ *   BENCH_KEEP     1: keep the temporary directory (logs, DATA_DIR, GoAccess report)
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ACCESS_FORMAT, accessLogBlocks, TIME_OFFSET } from './lib/access-log.js';
+import { killAll, spawnMeasured, type Measured } from './lib/measure.js';
+
+const int = (name: string, fallback: number) => {
+  const v = Number(process.env[name] ?? fallback);
+  if (!Number.isSafeInteger(v) || v <= 0) throw new Error(`${name} must be a positive whole number`);
+  return v;
+};
+const ROWS = int('BENCH_ROWS', 10_000_000);
+const OTHER_DOMAINS = 9;
+const OTHER_ROWS = Math.max(1, Math.round(ROWS / 10));
+const RUNS = int('BENCH_RUNS', 15);
+const EXPORT_ROWS = Math.min(1_000_000, ROWS);
+/** Downloads per format, each of a new export: the first one in a process costs the engine more memory than the next. */
+const EXPORT_REPEAT = int('BENCH_EXPORT_REPEAT', 2);
+const EXPORT_FORMATS = (process.env.BENCH_EXPORT_FORMATS ?? 'csv,json').split(',').map((s) => s.trim()).filter(Boolean) as ('csv' | 'json')[];
+for (const f of EXPORT_FORMATS) if (f !== 'csv' && f !== 'json') throw new Error(`BENCH_EXPORT_FORMATS: unknown format ${f}`);
+const GOACCESS = process.env.BENCH_GOACCESS !== '0';
+const KEEP = process.env.BENCH_KEEP === '1';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const BIN = path.join(ROOT, 'bin', 'tailhouse.js');
+const MAIN_DOMAIN = 'shop.example.com';
+const otherDomain = (i: number) => `site${i}.example.net`;
+const DAY_MS = 86_400_000;
+/** Lines of the main domain whose URL holds the rare marker the search looks for. */
+const NEEDLES = 10;
+const NEEDLE = 'zq7needle';
+/** A word in most URLs (pages and API calls): the search's worst case, no target. */
+const COMMON = 'products';
+/** The options of bench/ingest.ts: the generated format in GoAccess's terms. */
+const GOACCESS_ARGS = ['--no-global-config', '--no-progress', '--log-format=%h %^[%d:%t %^] "%r" %s %b "%R" "%u" %T', '--date-format=%d/%b/%Y', '--time-format=%T'];
+
+const ADMIN_EMAIL = 'bench-admin@example.com';
+const ADMIN_PASSWORD = 'bench-admin-password-1';
+const JWT_SECRET = randomBytes(48).toString('base64url');
+
+// --- small helpers -------------------------------------------------------------------------------
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const tail = (text: string, lines = 5) => text.trim().split('\n').slice(-lines).join(' / ');
+const load = () => os.loadavg().map((l) => l.toFixed(2)).join(' ');
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const ms1 = (n: number) => n.toFixed(1);
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// --- the logs ------------------------------------------------------------------------------------
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const pad2 = (n: number) => (n < 10 ? `0${n}` : String(n));
+/** Minutes east of UTC of TIME_OFFSET (`+0100` → 60). */
+const OFFSET_MIN = (TIME_OFFSET.startsWith('-') ? -1 : 1) * (Number(TIME_OFFSET.slice(1, 3)) * 60 + Number(TIME_OFFSET.slice(3, 5)));
+
+/** `$time_local` of the epoch second `s`, written in TIME_OFFSET, as the generator writes it. */
+function timeLocal(s: number): string {
+  const d = new Date(s * 1000 + OFFSET_MIN * 60_000);
+  return `${pad2(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())}:${pad2(d.getUTCSeconds())} ${TIME_OFFSET}`;
+}
+
+/**
+ * Writes `lines` lines of bench/lib/access-log.ts's log to `file`, each line's $time_local
+ * replaced so that line i is at end − 30 days + i × (30 days / lines): the generator's own times
+ * end at today's UTC midnight, this bench needs them to end now. With `needles`, that many lines
+ * spread evenly get the marker NEEDLE in front of their path (`/zq7needle/products/…`).
+ */
+function writeLog(file: string, lines: number, end: number, needles = 0): void {
+  const start = end - 30 * DAY_MS;
+  const step = (30 * DAY_MS) / lines;
+  const needleAt = new Set(Array.from({ length: needles }, (_, k) => Math.floor(((k + 0.5) * lines) / needles)));
+  const fd = fs.openSync(file, 'w');
+  let i = 0;
+  let lastSecond = -1;
+  let lastTime = '';
+  try {
+    for (const block of accessLogBlocks(lines)) {
+      const out: string[] = [];
+      let from = 0;
+      for (let nl = block.indexOf('\n'); nl !== -1; from = nl + 1, nl = block.indexOf('\n', from), i++) {
+        const open = block.indexOf('[', from);
+        const close = block.indexOf(']', open);
+        const second = Math.floor((start + Math.floor(i * step)) / 1000);
+        if (second !== lastSecond) {
+          lastSecond = second;
+          lastTime = timeLocal(second);
+        }
+        let rest = block.slice(close, nl + 1);
+        if (needleAt.has(i)) {
+          const path = rest.indexOf(' ', rest.indexOf('"')) + 1; // after `"METHOD `
+          rest = `${rest.slice(0, path)}/${NEEDLE}${rest.slice(path)}`;
+        }
+        out.push(block.slice(from, open + 1), lastTime, rest);
+      }
+      fs.writeSync(fd, out.join(''));
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  if (i !== lines) throw new Error(`wrote ${i} lines instead of ${lines}`);
+}
+
+// --- tailhouse children ----------------------------------------------------------------------------
+
+/** Embedded mode on `dataDir`; the environment is built from scratch, so no DATABASE_URL or CLICKHOUSE_URL leaks in. */
+function childEnv(dataDir: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, ADMIN_EMAIL, ADMIN_PASSWORD, JWT_SECRET, ...extra };
+}
+
+async function tailhouse(args: string[], dataDir: string): Promise<Measured> {
+  const m = await spawnMeasured(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(dataDir) }).done;
+  if (m.code !== 0) throw new Error(`tailhouse ${args.slice(0, 2).join(' ')} failed (exit ${m.code ?? m.signal}): ${tail(m.stderr || m.stdout)}`);
+  return m;
+}
+
+interface Server {
+  child: ChildProcess;
+  base: string;
+  pid: number;
+  output: () => string;
+}
+let server: Server | undefined;
+
+function killServer(): void {
+  if (!server) return;
+  try {
+    process.kill(-server.pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
+async function startServer(dataDir: string): Promise<Server> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [BIN, 'serve'], {
+    cwd: ROOT,
+    env: childEnv(dataDir, { PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ALERT_INTERVAL_S: '3600' }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let out = '';
+  const keep = (chunk: Buffer) => {
+    out = (out + chunk.toString()).slice(-8000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const s: Server = { child, base: `http://127.0.0.1:${port}`, pid: child.pid!, output: () => out };
+  server = s;
+  const deadline = performance.now() + 120_000;
+  while (performance.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`serve exited with ${child.exitCode} before it was ready: ${tail(out)}`);
+    try {
+      const res = await fetch(`${s.base}/readyz`, { signal: AbortSignal.timeout(2000) });
+      await res.arrayBuffer();
+      if (res.status === 200) return s;
+    } catch {
+      // Not listening yet.
+    }
+    await sleep(20);
+  }
+  throw new Error(`serve not ready within 120 s: ${tail(out)}`);
+}
+
+async function stopServer(s: Server): Promise<number> {
+  const started = performance.now();
+  if (s.child.exitCode !== null || s.child.signalCode !== null) return 0;
+  const exited = new Promise((r) => s.child.once('exit', r));
+  s.child.kill('SIGTERM');
+  const killer = setTimeout(() => killServer(), 30_000);
+  await exited;
+  clearTimeout(killer);
+  return performance.now() - started;
+}
+
+/** utime + stime of a process in clock ticks (1/100 s), or NaN once it is gone. */
+function cpuTicks(pid: number): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return NaN;
+  }
+}
+
+/** A line of /proc/PID/status in MiB (VmRSS, VmHWM, RssAnon), NaN where unreadable. */
+function statusMb(pid: number, field: string): number {
+  try {
+    const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * Waits until the server uses less than 5 % of a core over a second (chDB merges the imported
+ * parts in the background once it has them open), at most `maxMs`. Returns the time waited and
+ * the CPU seconds the server used meanwhile.
+ */
+async function waitIdle(pid: number, maxMs: number): Promise<{ waitedMs: number; cpuS: number; idle: boolean }> {
+  const started = performance.now();
+  const first = cpuTicks(pid);
+  let before = first;
+  while (performance.now() - started < maxMs) {
+    await sleep(1000);
+    const now = cpuTicks(pid);
+    if (now - before <= 5) return { waitedMs: performance.now() - started, cpuS: (now - first) / 100, idle: true };
+    before = now;
+  }
+  return { waitedMs: performance.now() - started, cpuS: (cpuTicks(pid) - first) / 100, idle: false };
+}
+
+/** Busy CPU ticks of the whole machine (all cores): total less idle and iowait (as bench/lib/measure.ts). */
+function machineBusyTicks(): number {
+  try {
+    const [, ...ticks] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).map(Number);
+    return ticks.slice(0, 8).reduce((sum, x) => sum + x, 0) - ticks[3]! - ticks[4]!;
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * Measures the CPU the rest of the machine used while `work` ran, in cores: the machine's busy
+ * time less the server's and this process's. Above about 0.1 the figures shared the machine.
+ */
+async function withOtherLoad<T>(work: () => Promise<T>): Promise<{ value: T; otherCores: number }> {
+  const pid = server?.pid ?? 0;
+  const busy0 = machineBusyTicks();
+  const server0 = cpuTicks(pid);
+  const self0 = process.cpuUsage();
+  const started = performance.now();
+  const value = await work();
+  const wallS = (performance.now() - started) / 1000;
+  const self = process.cpuUsage(self0);
+  const ownTicks = (cpuTicks(pid) - server0) + (self.user + self.system) / 10_000;
+  return { value, otherCores: Math.max(0, (machineBusyTicks() - busy0 - ownTicks) / 100 / wallS) };
+}
+
+// --- HTTP ------------------------------------------------------------------------------------------
+
+async function api(method: string, p: string, token?: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const res = await fetch(server!.base + p, {
+    method,
+    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(120_000),
+  });
+  const text = await res.text();
+  let json: unknown = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // Not JSON: kept as text.
+  }
+  return { status: res.status, json };
+}
+
+async function login(): Promise<string> {
+  const res = await api('POST', '/api/auth/login', undefined, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
+  if (res.status !== 200) throw new Error(`admin login answered ${res.status}: ${JSON.stringify(res.json)}`);
+  return res.json.data.accessToken as string;
+}
+
+interface Timing {
+  label: string;
+  request: string;
+  times: number[];
+  /** What the last answer held (a total, a count), to show it was the intended work. */
+  note: string;
+  targetMs?: number;
+  /** CPU the rest of the machine used meanwhile, in cores. */
+  otherCores: number;
+}
+
+/**
+ * Times `RUNS` calls of one request (after one untimed call), each from the request to its body's
+ * last byte, and checks the status of every answer.
+ */
+async function timeRequest(label: string, method: 'GET' | 'POST', p: string, token: string, body: unknown, describe: (json: any) => string, targetMs?: number): Promise<Timing> {
+  const times: number[] = [];
+  let json: any;
+  await api(method, p, token, body); // warm-up, untimed
+  const { otherCores } = await withOtherLoad(async () => {
+    for (let run = 0; run < RUNS; run++) {
+      const started = performance.now();
+      const res = await api(method, p, token, body);
+      times.push(performance.now() - started);
+      if (res.status !== 200) throw new Error(`${label}: ${method} ${p} answered ${res.status}: ${JSON.stringify(res.json).slice(0, 300)}`);
+      json = res.json;
+    }
+  });
+  return { label, request: `${method} ${p.replace(/^\/api\/logs\/domains\/\d+/, '…')}${body ? ` ${JSON.stringify(body)}` : ''}`, times, note: describe(json), targetMs, otherCores };
+}
+
+interface ExportRun {
+  format: 'csv' | 'json';
+  /** 1 for the first export of this format, 2 for the next … */
+  nth: number;
+  rows: number;
+  bytes: number;
+  ms: number;
+  firstByteMs: number;
+  rssBeforeMb: number;
+  /** The largest VmRSS sampled every 10 ms. */
+  rssPeakSampledMb: number;
+  /** VmHWM after the download, the peak having been reset to the current RSS just before it (NaN if the reset failed). */
+  hwmMb: number;
+  anonBeforeMb: number;
+  anonPeakMb: number;
+  rssAfterMb: number;
+  otherCores: number;
+}
+
+/** Downloads `url` with node:http, counting line feeds, while the server's memory is sampled. */
+async function download(url: string, format: 'csv' | 'json', pid: number): Promise<Omit<ExportRun, 'otherCores' | 'nth'>> {
+  const rssBeforeMb = statusMb(pid, 'VmRSS');
+  const anonBeforeMb = statusMb(pid, 'RssAnon');
+  let hwmReset = false;
+  try {
+    fs.writeFileSync(`/proc/${pid}/clear_refs`, '5'); // resets VmHWM to the current RSS
+    hwmReset = true;
+  } catch {
+    // Not allowed here: the sampled peak is the figure.
+  }
+  let rssPeak = rssBeforeMb;
+  let anonPeak = anonBeforeMb;
+  const sampleNow = () => {
+    rssPeak = Math.max(rssPeak, statusMb(pid, 'VmRSS') || 0);
+    anonPeak = Math.max(anonPeak, statusMb(pid, 'RssAnon') || 0);
+  };
+  const sampler = setInterval(sampleNow, 10);
+  const started = performance.now();
+  let firstByteMs = 0;
+  let bytes = 0;
+  let lines = 0;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const req = http.get(url, (res) => {
+        if (res.statusCode !== 200) {
+          res.resume();
+          reject(new Error(`download answered ${res.statusCode}`));
+          return;
+        }
+        res.on('data', (chunk: Buffer) => {
+          if (!firstByteMs) firstByteMs = performance.now() - started;
+          bytes += chunk.length;
+          for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) lines++;
+        });
+        res.once('end', () => resolve());
+        res.once('error', reject);
+      });
+      req.once('error', reject);
+      req.setTimeout(300_000, () => req.destroy(new Error('download timed out')));
+    });
+  } finally {
+    clearInterval(sampler);
+  }
+  const ms = performance.now() - started;
+  sampleNow();
+  return {
+    format,
+    // Records end with a line feed (CSV: CRLF, after a header row); no generated value holds one.
+    rows: format === 'csv' ? lines - 1 : lines,
+    bytes,
+    ms,
+    firstByteMs,
+    rssBeforeMb,
+    rssPeakSampledMb: rssPeak,
+    hwmMb: hwmReset ? statusMb(pid, 'VmHWM') : NaN,
+    anonBeforeMb,
+    anonPeakMb: anonPeak,
+    rssAfterMb: statusMb(pid, 'VmRSS'),
+  };
+}
+
+// --- main ------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-bench-query-'));
+  let cleaned = false;
+  const cleanUp = () => {
+    if (cleaned) return;
+    cleaned = true;
+    killServer();
+    killAll();
+    if (!KEEP) fs.rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('SIGINT', () => {
+    cleanUp();
+    process.exit(130);
+  });
+  const benchStarted = performance.now();
+  try {
+    console.log(`bench/query: ${fmt(ROWS)} access rows of ${MAIN_DOMAIN} + ${OTHER_DOMAINS} domains × ${fmt(OTHER_ROWS)}, times over the 30 days ending now; ${RUNS} timed calls per figure`);
+    const chdb = (JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules', 'chdb', 'package.json'), 'utf8')) as { version: string }).version;
+    console.log(`Node ${process.version}, chDB ${chdb}, ${os.cpus().length} CPUs, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB; load average at start: ${load()}${KEEP ? `; files in ${dir}` : ''}`);
+
+    // 1. The log files.
+    const end = Date.now();
+    const mainLog = path.join(dir, 'main-access.log');
+    const otherLog = path.join(dir, 'other-access.log');
+    let t = performance.now();
+    writeLog(mainLog, ROWS, end, NEEDLES);
+    writeLog(otherLog, OTHER_ROWS, end);
+    // The same lines for every other domain, each its own file (the import keeps a checkpoint per file).
+    const otherLogs = Array.from({ length: OTHER_DOMAINS }, (_, i) => {
+      const file = path.join(dir, `site${i + 1}-access.log`);
+      fs.copyFileSync(otherLog, file);
+      return file;
+    });
+    fs.rmSync(otherLog);
+    const generateMs = performance.now() - t;
+    const mainSize = fs.statSync(mainLog).size;
+    console.log(`\n1. logs written in ${seconds(generateMs)}: ${MAIN_DOMAIN} ${(mainSize / 2 ** 20).toFixed(0)} MiB (${NEEDLES} lines with "${NEEDLE}"), ${OTHER_DOMAINS} × ${(fs.statSync(otherLogs[0]!).size / 2 ** 20).toFixed(0)} MiB; ${new Date(end - 30 * DAY_MS).toISOString()} … ${new Date(end).toISOString()}`);
+
+    // 2. The data load through the real CLI.
+    const dataDir = path.join(dir, 'data');
+    t = performance.now();
+    const ids = new Map<string, number>();
+    for (const name of [MAIN_DOMAIN, ...otherLogs.map((_, i) => otherDomain(i + 1))]) {
+      const m = await tailhouse(['domains', 'add', name], dataDir);
+      const id = Number(/added domain (\d+)/.exec(m.stdout)?.[1]);
+      if (!id) throw new Error(`domains add ${name}: no id in ${JSON.stringify(m.stdout)}`);
+      ids.set(name, id);
+    }
+    const domainsMs = performance.now() - t;
+    t = performance.now();
+    const imports: { name: string; m: Measured; summary: string }[] = [];
+    for (const [name, file, lines] of [[MAIN_DOMAIN, mainLog, ROWS], ...otherLogs.map((f, i) => [otherDomain(i + 1), f, OTHER_ROWS])] as [string, string, number][]) {
+      process.stderr.write(`importing ${fmt(lines)} lines for ${name}…\n`);
+      const m = await tailhouse(['import', file, '--domain', name, '--format', ACCESS_FORMAT], dataDir);
+      const summary = m.stdout.split('\n').find((l) => l.startsWith('imported ')) ?? tail(m.stdout, 1);
+      const stored = Number(/: (\d+) stored/.exec(summary)?.[1]);
+      if (stored !== lines) throw new Error(`import for ${name} stored ${stored} of ${lines} lines: ${summary}`);
+      imports.push({ name, m, summary });
+    }
+    const importMs = performance.now() - t;
+    const mainImport = imports[0]!;
+    const othersMs = imports.slice(1).reduce((s, i) => s + i.m.wallMs, 0);
+    console.log(
+      `2. data loaded in ${seconds(domainsMs + importMs)}: ${ids.size} × \`domains add\` ${seconds(domainsMs)}; imports ${seconds(importMs)} ` +
+        `(${MAIN_DOMAIN}: ${seconds(mainImport.m.wallMs)}, ${fmt((ROWS / mainImport.m.wallMs) * 1000)} lines/s spawn to exit, peak RSS ${fmt(mainImport.m.peakRssMb)} MB, ` +
+        `other load ${mainImport.m.otherCores.toFixed(2)} cores, its summary: "${mainImport.summary}"; the ${OTHER_DOMAINS} others: ${seconds(othersMs)}, ${fmt(((OTHER_DOMAINS * OTHER_ROWS) / othersMs) * 1000)} lines/s)`,
+    );
+    console.log(`   load average after the load: ${load()}`);
+
+    // 3. GoAccess on the main domain's file, before the server runs, on a quiet machine.
+    let goaccess: { m: Measured; valid: number } | string | undefined;
+    if (!GOACCESS) goaccess = 'skipped (BENCH_GOACCESS=0)';
+    else if (spawnSync('sh', ['-c', 'command -v goaccess']).status !== 0) goaccess = 'skipped, not installed (apt-get install -y goaccess)';
+    else {
+      process.stderr.write('running goaccess…\n');
+      const report = path.join(dir, 'goaccess.json');
+      const m = await spawnMeasured('goaccess', [mainLog, ...GOACCESS_ARGS, '-o', report], { timeoutMs: 20 * 60_000 }).done;
+      if (m.code !== 0) goaccess = `failed (exit ${m.code ?? m.signal}): ${tail(m.stderr)}`;
+      else {
+        const general = (JSON.parse(fs.readFileSync(report, 'utf8')) as { general: { valid_requests: number } }).general;
+        goaccess = { m, valid: general.valid_requests };
+        const version = spawnSync('goaccess', ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0]?.replace(/[\s.]+$/, '');
+        console.log(
+          `3. ${version}: JSON report of the ${fmt(ROWS)}-line file in ${seconds(m.wallMs)} (CPU ${m.cpuS.toFixed(1)} s, peak RSS ${fmt(m.peakRssMb)} MB, ` +
+            `other load ${m.otherCores.toFixed(2)} cores); ${fmt(general.valid_requests)} valid requests${general.valid_requests === ROWS ? '' : ` (**expected ${fmt(ROWS)}**)`}`,
+        );
+      }
+      if (!KEEP) fs.rmSync(report, { force: true });
+    }
+    if (typeof goaccess === 'string') console.log(`3. goaccess: ${goaccess}`);
+
+    // 4. The API.
+    t = performance.now();
+    const s = await startServer(dataDir);
+    const readyMs = performance.now() - t;
+    const idle = await waitIdle(s.pid, 180_000);
+    console.log(
+      `4. serve ready in ${seconds(readyMs)} (pid ${s.pid}, ${s.base}); ${idle.idle ? 'idle' : '**still busy**'} after ${seconds(idle.waitedMs)} more (${idle.cpuS.toFixed(1)} CPU-s of merges meanwhile); ` +
+        `RSS ${fmt(statusMb(s.pid, 'VmRSS'))} MB; load average ${load()}`,
+    );
+    let token = await login();
+    const mainId = ids.get(MAIN_DOMAIN)!;
+    const d = `/api/logs/domains/${mainId}`;
+    const total = (j: any) => `total ${fmt(j.data.pagination.total)}, ${j.data.logs.length} rows`;
+    const loadBefore = load();
+    const queryStarted = performance.now();
+    const timings: Timing[] = [];
+    const step = async (label: string, method: 'GET' | 'POST', p: string, body: unknown, describe: (j: any) => string, targetMs?: number) => {
+      process.stderr.write(`timing ${label}…\n`);
+      const timing = await timeRequest(label, method, p, token, body, describe, targetMs);
+      timings.push(timing);
+      return timing;
+    };
+    // The floor under every figure: HTTP, the bearer check (JWT, token version and permissions in PGlite) and one PGlite read.
+    await step('GET /api/domains/:id (no ClickHouse)', 'GET', `/api/domains/${mainId}`, undefined, (j) => `domain ${j.data.name}`);
+    const stats30 = await step('stats, period=30d', 'GET', `${d}/stats?period=30d`, undefined, (j) => `totalRequests ${fmt(j.data.totalRequests)}, uniqueVisitors ${fmt(j.data.uniqueVisitors)}`, 100);
+    await step('stats, period=24h', 'GET', `${d}/stats?period=24h`, undefined, (j) => `totalRequests ${fmt(j.data.totalRequests)}`, 50);
+    await step('access, statusCode=5xx, page 1', 'GET', `${d}/access?statusCode=5xx&page=1`, undefined, total, 30);
+    await step('access, statusCode=5xx, page 1,000', 'GET', `${d}/access?statusCode=5xx&page=1000`, undefined, total, 60);
+    await step('access, no filter, page 1,000', 'GET', `${d}/access?page=1000`, undefined, total, 60);
+    await step(`access, no filter, page ${fmt(Math.ceil(EXPORT_ROWS / 1000))} at limit=1000`, 'GET', `${d}/access?page=${Math.ceil(EXPORT_ROWS / 1000)}&limit=1000`, undefined, total);
+    const since = new Date(Date.now() - 30 * DAY_MS).toISOString();
+    await step(`search "${NEEDLE}" (rare), 30 days`, 'POST', `${d}/search`, { query: NEEDLE, startDate: since }, total, 300);
+    await step(`search "${COMMON}" (common), 30 days`, 'POST', `${d}/search`, { query: COMMON, startDate: since }, total);
+    const queryMs = performance.now() - queryStarted;
+    const loadAfterQueries = load();
+
+    // 5. The export of the newest EXPORT_ROWS rows: from the timestamp of the EXPORT_ROWS-th row on.
+    const boundary = await api('GET', `${d}/access?page=${Math.ceil(EXPORT_ROWS / 1000)}&limit=1000`, token);
+    const last = (boundary.json.data.logs as { timestamp: string }[])[(EXPORT_ROWS - 1) % 1000];
+    if (!last) throw new Error(`no row ${EXPORT_ROWS} in the listing: ${JSON.stringify(boundary.json).slice(0, 300)}`);
+    token = await login();
+    const exports: ExportRun[] = [];
+    for (const format of EXPORT_FORMATS) {
+      for (let nth = 1; nth <= EXPORT_REPEAT; nth++) {
+        process.stderr.write(`exporting ${format} (${nth})…\n`);
+        const created = await api('POST', `${d}/export`, token, { type: 'access', format, startDate: last.timestamp });
+        if (created.status !== 201) throw new Error(`export ${format}: POST answered ${created.status}: ${JSON.stringify(created.json)}`);
+        const url = `${s.base}${new URL(created.json.data.downloadUrl as string).pathname}`;
+        await waitIdle(s.pid, 30_000);
+        const { value, otherCores } = await withOtherLoad(() => download(url, format, s.pid));
+        exports.push({ ...value, nth, otherCores });
+      }
+    }
+    const serverRssMb = statusMb(s.pid, 'VmRSS');
+    const serverHwmMb = statusMb(s.pid, 'VmHWM');
+    const stopMs = await stopServer(s);
+
+    // The figures.
+    const loadAtEnd = load();
+    console.log(`\nmedian of ${RUNS} calls after one warm-up, request to last byte of the body, over HTTP on 127.0.0.1 (node bin/tailhouse.js serve, embedded chDB ${chdb}); load average before ${loadBefore}, after ${loadAfterQueries}; ${fmt(queryMs)} ms for all\n`);
+    console.log('| figure | median ms | min–max ms | target | met | other load | answer |');
+    console.log('|---|---:|---:|---|---|---:|---|');
+    for (const timing of timings) {
+      const m = median(timing.times);
+      const met = timing.targetMs === undefined ? '' : m <= timing.targetMs ? 'met' : '**not met**';
+      console.log(`| ${timing.label} | ${ms1(m)} | ${ms1(Math.min(...timing.times))}–${ms1(Math.max(...timing.times))} | ${timing.targetMs === undefined ? '–' : `≤ ${timing.targetMs} ms`} | ${met} | ${timing.otherCores.toFixed(2)} | ${timing.note} |`);
+    }
+    console.log('\nrequests (… is /api/logs/domains/<id of the main domain>):');
+    for (const timing of timings) console.log(`  ${timing.label}: ${timing.request}`);
+    console.log(`\nexports from ${last.timestamp} on (the ${fmt(EXPORT_ROWS)}th newest row), download timed from GET to last byte with node:http; server memory from /proc/${s.pid}/status:\n`);
+    console.log('| format | rows | MB | s | rows/s (≥ 300,000) | first byte ms | RSS before MB | peak RSS growth MB (≤ 100): sampled / VmHWM | RssAnon growth MB | RSS after MB | other load |');
+    console.log('|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|');
+    for (const e of exports) {
+      const rate = (e.rows / e.ms) * 1000;
+      const growth = Math.max(e.rssPeakSampledMb, Number.isNaN(e.hwmMb) ? 0 : e.hwmMb) - e.rssBeforeMb;
+      console.log(
+        `| ${e.format} (${e.nth === 1 ? '1st' : e.nth === 2 ? '2nd' : `${e.nth}th`}) | ${fmt(e.rows)}${e.rows >= EXPORT_ROWS && e.rows < EXPORT_ROWS + 100 ? '' : ' (**expected about ' + fmt(EXPORT_ROWS) + '**)'} | ${fmt(e.bytes / 2 ** 20)} | ${(e.ms / 1000).toFixed(2)} | ` +
+          `${fmt(rate)} ${rate >= 300_000 ? 'met' : '**not met**'} | ${fmt(e.firstByteMs)} | ${fmt(e.rssBeforeMb)} | ` +
+          `${(e.rssPeakSampledMb - e.rssBeforeMb).toFixed(1)} / ${Number.isNaN(e.hwmMb) ? '–' : (e.hwmMb - e.rssBeforeMb).toFixed(1)} ${growth <= 100 ? 'met' : '**not met**'} | ` +
+          `${(e.anonPeakMb - e.anonBeforeMb).toFixed(1)} | ${fmt(e.rssAfterMb)} | ${e.otherCores.toFixed(2)} |`,
+      );
+    }
+    if (typeof goaccess === 'object') {
+      const refresh = median(stats30.times);
+      const ratio = goaccess.m.wallMs / refresh;
+      console.log(
+        `\ndashboard refresh (GET stats?period=30d, median ${ms1(refresh)} ms) vs re-running GoAccess on the same ${fmt(ROWS)} lines (${seconds(goaccess.m.wallMs)}): ` +
+          `**${fmt(ratio)}×** (target ≥ 100×: ${ratio >= 100 ? 'met' : '**not met**'})`,
+      );
+    } else console.log(`\ndashboard refresh vs GoAccess: no figure, goaccess ${goaccess}`);
+    console.log(
+      `\ndata load: ${seconds(generateMs)} writing the logs (not part of the load), ${seconds(domainsMs + importMs)} through the CLI (${seconds(importMs)} of imports); ` +
+        `server: RSS ${fmt(serverRssMb)} MB at the end, peak ${fmt(serverHwmMb)} MB since the last reset, stopped ${fmt(stopMs)} ms after SIGTERM; ` +
+        `load average at the end ${loadAtEnd}; whole run ${seconds(performance.now() - benchStarted)}`,
+    );
+  } finally {
+    cleanUp();
+  }
+}
+
+main().catch((err) => {
+  console.error(`bench/query: ${(err as Error).stack ?? err}`);
+  if (server) console.error(`server output: ${tail(server.output(), 10)}`);
+  killServer();
+  killAll();
+  process.exit(1);
+});
