@@ -13,24 +13,16 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startSmtpSink } from '../test/support/smtp-sink.js';
 import { accessLines, FORMAT } from '../test/support/ingest.js';
+import { freePort } from '../test/support/ports.js';
 
 const INTERVAL_S = Number(process.env.BENCH_INTERVAL_S ?? 5);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 3);
 const ROOT = path.resolve(import.meta.dirname, '..');
 const PASSWORD = 'bench-password-1';
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 async function api(base: string, token: string | null, method: string, url: string, body?: unknown) {
   const res = await fetch(`${base}${url}`, {

@@ -47,12 +47,12 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ACCESS_FORMAT, accessLogBlocks, TIME_OFFSET } from './lib/access-log.js';
 import { killAll, spawnMeasured, type Measured } from './lib/measure.js';
+import { freePort } from '../test/support/ports.js';
 
 const int = (name: string, fallback: number) => {
   const v = Number(process.env[name] ?? fallback);
@@ -100,18 +100,6 @@ const median = (xs: number[]) => {
 };
 const ms1 = (n: number) => n.toFixed(1);
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 // --- the logs ------------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import { createLogger } from '../src/log.js';
 import { createMailer } from '../src/mail/mailer.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, timeLocal } from './support/ingest.js';
+import { freePort } from './support/ports.js';
 
 const INTERVAL = 30_000;
 const quiet = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -102,14 +103,6 @@ function evaluator(overrides: Partial<AlertEvaluatorOptions> = {}): AlertEvaluat
 async function round(ev: AlertEvaluator, advanceMs = INTERVAL) {
   now += advanceMs;
   expect((await ev.evaluateOnce()).ran).toBe(true);
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** A real SMTP server on a given port (the one a mailer was told about while nothing listened). */

@@ -1,24 +1,15 @@
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeProc, exitOf, killChildren, ROOT, run, start, waitForOutput, type Proc } from './support/child.js';
+import { freePort } from './support/ports.js';
 
 // The real program, `node bin/tailhouse.js …`, as child processes. Always embedded mode: the
 // children get a minimal environment of their own (no DATABASE_URL from the test run).
 
 const SLOW = 90_000;
 const tempDirs: string[] = [];
-
-/** A port that was free a moment ago. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 async function serve(vars: Record<string, string>): Promise<{ proc: Proc; base: string }> {
   const port = await freePort();

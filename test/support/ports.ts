@@ -1,0 +1,14 @@
+import net from 'node:net';
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (for a child server to listen on). */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  server.unref();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
