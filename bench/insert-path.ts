@@ -27,22 +27,12 @@ import { createLogger } from '../src/log.js';
 import { compileAccessFormat } from '../ingest/parsers/access-format.js';
 import { accessTsv, insertAccessBatch, writeRows, type AccessRow } from '../ingest/sinks/clickhouse.js';
 import { accessDecoder, decodeLines, emptyDecoded, toRows, type Rows } from '../ingest/transforms/rows.js';
+import { prng } from '../test/support/random.js';
 
 const LINES = Number(process.env.BENCH_LINES ?? 1_000_000);
 const SEGMENT = 2 ** 32; // ids as ingest/ids.ts makes them: segment number 1, plus the byte offset
 
 // --- the log -----------------------------------------------------------------------------------
-
-/** A small deterministic PRNG (mulberry32), so every run inserts the same file. */
-function prng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
 

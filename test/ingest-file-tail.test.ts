@@ -7,6 +7,7 @@ import { fileIdentity, fingerprintLength, IDENTITY_BYTES, inspectPath, relate } 
 import { FileTail, type FileTailOptions } from '../ingest/sources/file-tail.js';
 import type { LineChunk } from '../ingest/types.js';
 import { createLogger } from '../src/log.js';
+import { prngInt } from './support/random.js';
 
 // Real files in a temporary directory, a real follower, real checkpoints. Nothing sleeps a fixed
 // time to let something happen: every wait polls a condition until a deadline.
@@ -125,22 +126,11 @@ function expectContiguous(chunks: LineChunk[], starts: Record<string, number> = 
   }
 }
 
-/** A seeded pseudo-random sequence (mulberry32): the same writes on every run. */
-function random(seed: number): (n: number) => number {
-  let a = seed;
-  return (n) => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
-  };
-}
-
 /** Appends numbered lines the way nginx does: one write per line, to a descriptor opened with O_APPEND. */
 class Writer {
   private fd: number;
   seq = 0;
-  private readonly rand = random(7);
+  private readonly rand = prngInt(7);
 
   /** `fixed`: every line the same length, so offsets of two contents line up. */
   constructor(
@@ -329,7 +319,7 @@ describe('rotation while a writer keeps appending', () => {
     const tail = await openTail({ chunkMaxLines: 7, rotatedIdleMs: 300 });
     const consumer = new Consumer(tail);
     consumer.run();
-    const pace = random(11);
+    const pace = prngInt(11);
     for (let round = 0; round < 4; round++) {
       for (let i = 0; i < 15; i++) {
         writer.write(1 + pace(6));

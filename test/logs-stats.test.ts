@@ -13,6 +13,7 @@ import { createLogger } from '../src/log.js';
 import { deleteDomainStats, planWindow, queryWindowStats, type WindowStats } from '../src/logs/stats.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, select, timeLocal } from './support/ingest.js';
+import { prng } from './support/random.js';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
@@ -41,18 +42,6 @@ interface Entry {
   referrer: string;
   agent: string;
   rt: number | null;
-}
-
-/** A small seeded PRNG (mulberry32): the same lines on every run. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Near a window's start the answer would depend on the exact moment of the request. */

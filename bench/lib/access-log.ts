@@ -4,6 +4,7 @@
  * same day writes the same bytes; recent enough for the 90-day TTL of access_logs).
  */
 import fs from 'node:fs';
+import { prng } from '../../test/support/random.js';
 
 /** The nginx log_format of the generated lines. */
 export const ACCESS_FORMAT =
@@ -14,17 +15,6 @@ export const TIME_OFFSET = '+0100';
 
 const DAYS = 30;
 const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
-
-/** mulberry32: small, fast and seedable, so every run writes the same file. */
-export function prng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const AGENTS = [
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36',

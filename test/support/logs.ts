@@ -21,6 +21,7 @@ import { insertDomain } from '../../src/domains/store.js';
 import { createLogger } from '../../src/log.js';
 import type { TestApp } from './app.js';
 import { errorLogTime, T0 } from './ingest.js';
+import { prngInt } from './random.js';
 
 /** The access format of the generated lines: $msec gives milliseconds. */
 export const LOG_FORMAT = '$msec $remote_addr - $remote_user "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time';
@@ -49,18 +50,6 @@ export interface GeneratedError {
   level: 'error' | 'warn' | 'info' | 'debug';
   message: string;
   context: Record<string, string>;
-}
-
-/** A small deterministic PRNG (mulberry32). */
-export function prng(seed: number): (n: number) => number {
-  let a = seed >>> 0;
-  return (n: number) => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
-  };
 }
 
 const pick = <T>(r: (n: number) => number, list: readonly T[]): T => list[r(list.length)]!;
@@ -138,7 +127,7 @@ const logged = (value: string) => (value === '' ? '-' : nginxEscape(value));
 
 /** `count` access entries from `start` (epoch ms, default T0), three to a timestamp, never on a whole second. */
 export function generateAccess(count: number, options: { seed?: number; start?: number } = {}): GeneratedAccess[] {
-  const r = prng(options.seed ?? 1);
+  const r = prngInt(options.seed ?? 1);
   const start = options.start ?? T0;
   const out: GeneratedAccess[] = [];
   for (let i = 0; i < count; i++) {
@@ -198,7 +187,7 @@ function errorMessage(r: (n: number) => number, i: number): string {
 
 /** `count` error entries from `start` (default T0 + 5 s), two to a whole second. */
 export function generateErrors(count: number, options: { seed?: number; start?: number; server?: string } = {}): GeneratedError[] {
-  const r = prng((options.seed ?? 1) * 7919);
+  const r = prngInt((options.seed ?? 1) * 7919);
   const start = Math.floor((options.start ?? T0 + 5_000) / 1000) * 1000;
   const server = options.server ?? 'site.example.com';
   const out: GeneratedError[] = [];
