@@ -8,8 +8,6 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
-import { simpleParser, type ParsedMail } from 'mailparser';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importFiles } from '../ingest/import.js';
 import { publicAddresses } from '../src/alerts/delivery.js';
@@ -21,6 +19,7 @@ import { createMailer } from '../src/mail/mailer.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, timeLocal } from './support/ingest.js';
 import { freePort } from './support/ports.js';
+import { startSmtpSink } from './support/smtp-sink.js';
 
 const INTERVAL = 30_000;
 const quiet = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -105,24 +104,6 @@ async function round(ev: AlertEvaluator, advanceMs = INTERVAL) {
   expect((await ev.evaluateOnce()).ran).toBe(true);
 }
 
-/** A real SMTP server on a given port (the one a mailer was told about while nothing listened). */
-async function smtpOn(port: number): Promise<{ messages: ParsedMail[]; close(): Promise<void> }> {
-  const messages: ParsedMail[] = [];
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onData(stream, _session, callback) {
-      simpleParser(stream).then((mail) => {
-        messages.push(mail);
-        callback();
-      }, callback);
-    },
-  });
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-  return { messages, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
-}
-
 interface Received {
   method: string;
   url: string;
@@ -198,7 +179,7 @@ describe('e-mail delivery', () => {
       // The second retry waits twice as long.
       expect(new Date(rows[0]!.next_attempt_at).getTime()).toBe(now + 60_000);
 
-      const smtp = await smtpOn(port);
+      const smtp = await startSmtpSink(port);
       try {
         now += 60_000;
         expect(await ev.deliverDue()).toEqual({ delivered: 2, failed: 0, gaveUp: 0 });
@@ -240,7 +221,7 @@ describe('e-mail delivery', () => {
       expect(row).toMatchObject({ status: 'failed', attempts: 3, last_error: expect.stringMatching(/ECONNREFUSED/) });
       expect(linesOf(alert.id).find((l) => l.msg === 'alert notification given up after repeated failures')).toMatchObject({ level: 'error', attempt: 3 });
       // Resolution, once the site is busy again: delivered although its firing notification was given up.
-      const smtp = await smtpOn(port);
+      const smtp = await startSmtpSink(port);
       try {
         now += 300_000;
         await ingest(domain.name, 3, 200);

@@ -11,7 +11,8 @@ export interface SmtpSink {
   close(): Promise<void>;
 }
 
-export async function startSmtpSink(): Promise<SmtpSink> {
+/** Listens on `port` (default: any free one), e.g. the port a mailer was given while nothing listened. */
+export async function startSmtpSink(port = 0): Promise<SmtpSink> {
   const messages: ParsedMail[] = [];
   const server = new SMTPServer({
     authOptional: true,
@@ -26,11 +27,11 @@ export async function startSmtpSink(): Promise<SmtpSink> {
         .catch(callback);
     },
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const bound = (server.server.address() as { port: number }).port;
   return {
-    url: `smtp://127.0.0.1:${port}`,
-    port,
+    url: `smtp://127.0.0.1:${bound}`,
+    port: bound,
     messages,
     async waitFor(match, timeoutMs = 10_000) {
       const deadline = Date.now() + timeoutMs;
