@@ -4,12 +4,10 @@
  * up loudly), and webhooks: JSON POST with the facts, retries on errors, timeouts and redirects,
  * https only unless code allows a local origin, and logs that never show a target's path or query.
  */
-import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importFiles } from '../ingest/import.js';
 import { publicAddresses } from '../src/alerts/delivery.js';
 import { createAlertEvaluator, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
 import { notificationsOf } from '../src/alerts/store.js';
@@ -17,12 +15,11 @@ import { sql } from '../src/db/sql.js';
 import { createLogger } from '../src/log.js';
 import { createMailer } from '../src/mail/mailer.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
-import { FORMAT, timeLocal } from './support/ingest.js';
+import { importText, newDomain as registerDomain, timeLocal } from './support/ingest.js';
 import { freePort } from './support/ports.js';
 import { startSmtpSink } from './support/smtp-sink.js';
 
 const INTERVAL = 30_000;
-const quiet = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 
 let t: TestApp;
 let admin: string;
@@ -45,12 +42,7 @@ afterAll(async () => {
 let seq = 0;
 const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
-async function newDomain(): Promise<{ id: number; name: string }> {
-  const name = `${unique('delivery')}.example.com`;
-  const res = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name } });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return { id: res.body.data.id, name };
-}
+const newDomain = () => registerDomain(t.runtime.db, 'delivery');
 
 /** An alert that fires on an idle domain (fewer than 1 request in 5 minutes) unless told otherwise. */
 async function newAlert(domainId: number, fields: Record<string, unknown> = {}): Promise<{ id: number; target: string }> {
@@ -73,16 +65,9 @@ const deleteAlert = (domainId: number, alertId: number) => call(t.app, 'DELETE',
 
 /** Ingests `count` lines of `status`, a second before the virtual clock, through the real import path. */
 async function ingest(domain: string, count: number, status: number): Promise<void> {
-  const dir = path.join(t.dataDir, 'test-logs');
-  fs.mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, `${unique('access')}.log`);
-  const lines = Array.from({ length: count }, (_, i) => `10.3.0.${i & 255} - - [${timeLocal(now - 1000)}] "GET /${path.basename(file)}/${i} HTTP/1.1" ${status} 10 "-" "agent" 0.010`);
-  fs.writeFileSync(file, `${lines.join('\n')}\n`);
-  const summary = await importFiles(
-    [file],
-    { domain, type: 'access', format: FORMAT, timezone: 'UTC' },
-    { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log: quiet, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 },
-  );
+  const batch = unique('access');
+  const lines = Array.from({ length: count }, (_, i) => `10.3.0.${i & 255} - - [${timeLocal(now - 1000)}] "GET /${batch}/${i} HTTP/1.1" ${status} 10 "-" "agent" 0.010`);
+  const summary = await importText(t, domain, `${lines.join('\n')}\n`);
   expect(summary.inserted).toBe(count);
 }
 

@@ -7,11 +7,8 @@
  * Rounds run at a virtual clock (`now`), moved by at least one interval per round so each round
  * has a slot of its own; log lines are written relative to that clock.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import type { ParsedMail } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importFiles } from '../ingest/import.js';
 import { compare, createAlertEvaluator, startAlertEvaluator, step, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
 import { metricOf } from '../src/alerts/metrics.js';
 import { notificationsOf } from '../src/alerts/store.js';
@@ -19,7 +16,7 @@ import { openPostgres, type Db } from '../src/db/postgres.js';
 import { sql } from '../src/db/sql.js';
 import { createLogger } from '../src/log.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
-import { FORMAT, timeLocal } from './support/ingest.js';
+import { FORMAT, importText, newDomain as registerDomain, timeLocal } from './support/ingest.js';
 import { startSmtpSink, type SmtpSink } from './support/smtp-sink.js';
 
 const INTERVAL = 30_000;
@@ -28,7 +25,6 @@ const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 let t: TestApp;
 let sink: SmtpSink;
 let admin: string;
-let logDir: string;
 /** The virtual clock: every round and every log line is dated by it. */
 let now = Math.floor(Date.now() / INTERVAL) * INTERVAL;
 
@@ -36,8 +32,6 @@ beforeAll(async () => {
   sink = await startSmtpSink();
   t = await startTestApp({ SMTP_URL: sink.url });
   admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
-  logDir = path.join(t.dataDir, 'test-logs');
-  fs.mkdirSync(logDir);
 });
 
 afterAll(async () => {
@@ -50,12 +44,7 @@ afterAll(async () => {
 let seq = 0;
 const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
-async function newDomain(): Promise<{ id: number; name: string }> {
-  const name = `${unique('alerting')}.example.com`;
-  const res = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name } });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return { id: res.body.data.id, name };
-}
+const newDomain = () => registerDomain(t.runtime.db, 'alerting');
 
 async function newAlert(domainId: number, fields: Record<string, unknown>): Promise<{ id: number; target: string }> {
   const target = `${unique('oncall')}@example.com`;
@@ -82,17 +71,12 @@ interface Hit {
 /** Ingests access lines for `domain` through the real import path, dated relative to the virtual clock. */
 async function ingest(domain: string, hits: Hit[]): Promise<void> {
   const timed = hits.every((h) => h.ms !== null);
-  const file = path.join(logDir, `${unique('access')}.log`);
+  const batch = unique('access');
   const lines = hits.map((h, i) => {
-    const base = `10.2.${i >> 8}.${i & 255} - - [${timeLocal(now - h.ago * 1000)}] "GET /${path.basename(file)}/${i} HTTP/1.1" ${h.status} 100 "-" "test-agent"`;
+    const base = `10.2.${i >> 8}.${i & 255} - - [${timeLocal(now - h.ago * 1000)}] "GET /${batch}/${i} HTTP/1.1" ${h.status} 100 "-" "test-agent"`;
     return timed ? `${base} ${((h.ms ?? 20) / 1000).toFixed(3)}` : base;
   });
-  fs.writeFileSync(file, `${lines.join('\n')}\n`);
-  const summary = await importFiles(
-    [file],
-    { domain, type: 'access', format: timed ? FORMAT : 'combined', timezone: 'UTC' },
-    { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 },
-  );
+  const summary = await importText(t, domain, `${lines.join('\n')}\n`, { format: timed ? FORMAT : 'combined' });
   expect(summary).toMatchObject({ inserted: hits.length, rejected: 0 });
 }
 

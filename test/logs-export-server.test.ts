@@ -8,13 +8,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importFiles } from '../ingest/import.js';
 import { chdbOf } from '../src/db/clickhouse.js';
-import { createLogger } from '../src/log.js';
 import { call, startTestApp, type TestApp } from './support/app.js';
 import { adminToken, freshUser, ISO_MS } from './support/auth.js';
 import { startClickhouseHttp, type ClickhouseHttp } from './support/clickhouse-http.js';
-import { accessLines, FORMAT, T0 } from './support/ingest.js';
+import { accessLines, importText, T0 } from './support/ingest.js';
 
 let dir: string;
 let server: ClickhouseHttp;
@@ -42,13 +40,7 @@ describe('export in server mode', () => {
     expect(made.status).toBe(201);
     const domain = made.body.data;
 
-    const file = path.join(dir, 'access.log');
-    fs.writeFileSync(file, accessLines(0, LINES));
-    const summary = await importFiles(
-      [file],
-      { domain: domain.name, type: 'access', format: FORMAT, timezone: 'UTC' },
-      { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log: createLogger('silent'), dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 },
-    );
+    const summary = await importText(t, domain.name, accessLines(0, LINES));
     expect(summary).toMatchObject({ inserted: LINES, rejected: 0 });
 
     const create = async (body: Record<string, unknown>) => {

@@ -17,7 +17,7 @@ import { exportQuery } from '../src/exports/stream.js';
 import { createLogger } from '../src/log.js';
 import { call, startTestApp, type TestApp } from './support/app.js';
 import { activityOf, adminToken, expectAuthRequired, expectValidation, freshUser, ISO_MS } from './support/auth.js';
-import { errorLogTime, FORMAT, T0, timeLocal } from './support/ingest.js';
+import { errorLogTime, FORMAT, importText as importThroughIngest, T0, timeLocal } from './support/ingest.js';
 
 let t: TestApp;
 let app: App;
@@ -96,15 +96,8 @@ const BULK = 3_000;
 let gens: Gen[] = [];
 
 async function importText(domainName: string, text: string, type: 'access' | 'error' = 'access', format = FORMAT) {
-  const full = path.join(t.dataDir, `in-${Math.random().toString(36).slice(2)}.log`);
-  fs.writeFileSync(full, text);
-  const summary = await importFiles(
-    [full],
-    { domain: domainName, type, format, timezone: 'UTC' },
-    { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 },
-  );
+  const summary = await importThroughIngest(t, domainName, text, { type, format });
   expect(summary.rejected).toBe(0);
-  fs.rmSync(full);
   return summary;
 }
 

@@ -4,15 +4,11 @@
  * (sql/clickhouse/004_stats_rollups.sql) against the raw rows for many windows, also against a
  * plain SQL query; empty windows; validation; access rules; deduplicated retries.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importFiles } from '../ingest/import.js';
 import { dedupToken, insertAccessBatch, type AccessRow } from '../ingest/sinks/clickhouse.js';
-import { createLogger } from '../src/log.js';
 import { deleteDomainStats, planWindow, queryWindowStats, type WindowStats } from '../src/logs/stats.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
-import { FORMAT, select, timeLocal } from './support/ingest.js';
+import { FORMAT, importText, select, timeLocal } from './support/ingest.js';
 import { prng } from './support/random.js';
 
 const HOUR = 3_600_000;
@@ -26,7 +22,6 @@ const NOW = Math.floor(Date.now() / 1000) * 1000;
 const SLACK = 10 * 60_000;
 
 let t: TestApp;
-const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 let admin: { id: number; token: string };
 let alice: { id: number; token: string };
 let bob: { id: number; token: string };
@@ -93,15 +88,9 @@ function lineOf(e: Entry): string {
   return e.rt === null ? base : `${base} ${(e.rt / 1000).toFixed(3)}`;
 }
 
-let fileSeq = 0;
 async function importEntries(domain: string, entries: Entry[], format: string): Promise<void> {
-  const file = path.join(t.dataDir, `stats-${++fileSeq}.log`);
-  fs.writeFileSync(file, entries.map((e) => `${lineOf(e)}\n`).join(''));
-  const summary = await importFiles(
-    [file],
-    { domain, type: 'access', format, timezone: 'UTC', limits: { maxLineBytes: 64 * 1024, chunkMaxLines: 2_000, chunkMaxBytes: 1 << 20 } },
-    { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90, backoff: { initialMs: 10, maxMs: 100 } },
-  );
+  const text = entries.map((e) => `${lineOf(e)}\n`).join('');
+  const summary = await importText(t, domain, text, { format, limits: { maxLineBytes: 64 * 1024, chunkMaxLines: 2_000, chunkMaxBytes: 1 << 20 } });
   expect(summary.inserted).toBe(entries.length);
 }
 

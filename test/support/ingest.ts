@@ -1,7 +1,11 @@
 import fs from 'node:fs';
+import path from 'node:path';
+import { importFiles, type ImportOptions, type ImportSummary } from '../../ingest/import.js';
 import type { ClickHouseClient } from '../../src/db/clickhouse.js';
 import type { Db } from '../../src/db/postgres.js';
 import { insertDomain } from '../../src/domains/store.js';
+import { createLogger } from '../../src/log.js';
+import type { TestApp } from './app.js';
 
 /** The recommended access format (combined + $request_time), and the same led by $host. */
 export const FORMAT = '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time';
@@ -85,4 +89,23 @@ export function accessLines(from: number, to: number, host?: string): string {
 
 export function append(file: string, text: string): void {
   fs.appendFileSync(file, text);
+}
+
+let importSeq = 0;
+const importLog = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+
+/**
+ * Writes `text` to a new file under the test app's DATA_DIR and imports it through the real ingest
+ * path (`tailhouse import`'s importFiles): access lines in FORMAT unless `options` say otherwise.
+ */
+export async function importText(t: TestApp, domain: string, text: string, options: Partial<ImportOptions> = {}): Promise<ImportSummary> {
+  const dir = path.join(t.dataDir, 'imported-logs');
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `${process.pid}-${++importSeq}.log`);
+  fs.writeFileSync(file, text);
+  return importFiles(
+    [file],
+    { domain, type: 'access', format: FORMAT, timezone: 'UTC', ...options },
+    { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log: importLog, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 },
+  );
 }

@@ -14,13 +14,9 @@
  * error entry never tie. Values include LIKE and parameter metacharacters (`%`, `_`, `\`, `'`,
  * `{x:String}`, `*`), quotes, non-ASCII text and IPv4 and IPv6 clients.
  */
-import fs from 'node:fs';
-import path from 'node:path';
-import { importFiles } from '../../ingest/import.js';
 import { insertDomain } from '../../src/domains/store.js';
-import { createLogger } from '../../src/log.js';
 import type { TestApp } from './app.js';
-import { errorLogTime, T0 } from './ingest.js';
+import { errorLogTime, importText, T0 } from './ingest.js';
 import { prngInt } from './random.js';
 
 /** The access format of the generated lines: $msec gives milliseconds. */
@@ -228,7 +224,6 @@ export function apiShape(e: GeneratedAccess | GeneratedError): Record<string, un
 }
 
 let seq = 0;
-const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 
 export interface SeededLogs {
   domain: { id: number; name: string };
@@ -251,19 +246,12 @@ export async function seedLogs(
   const seed = options.seed ?? n;
   const access = typeof options.access === 'number' ? generateAccess(options.access, { seed }) : (options.access ?? []);
   const errors = typeof options.errors === 'number' ? generateErrors(options.errors, { seed, server: name }) : (options.errors ?? []);
-  const dir = path.join(t.dataDir, 'seeded-logs');
-  fs.mkdirSync(dir, { recursive: true });
-  const deps = { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 };
   if (access.length) {
-    const file = path.join(dir, `${name}.access.log`);
-    fs.writeFileSync(file, access.map((e) => `${accessLogLine(e)}\n`).join(''));
-    const summary = await importFiles([file], { domain: name, type: 'access', format: LOG_FORMAT, timezone: 'UTC' }, deps);
+    const summary = await importText(t, name, access.map((e) => `${accessLogLine(e)}\n`).join(''), { format: LOG_FORMAT });
     if (summary.inserted !== access.length) throw new Error(`seedLogs: ${summary.inserted} of ${access.length} access lines stored (${summary.rejected} rejected)`);
   }
   if (errors.length) {
-    const file = path.join(dir, `${name}.error.log`);
-    fs.writeFileSync(file, errors.map((e) => `${errorLogLine(e)}\n`).join(''));
-    const summary = await importFiles([file], { domain: name, type: 'error', format: 'combined', timezone: 'UTC' }, deps);
+    const summary = await importText(t, name, errors.map((e) => `${errorLogLine(e)}\n`).join(''), { type: 'error' });
     if (summary.inserted !== errors.length) throw new Error(`seedLogs: ${summary.inserted} of ${errors.length} error lines stored (${summary.rejected} rejected)`);
   }
   return { domain: { id: row.id, name }, access, errors };
