@@ -4,11 +4,12 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { ClickHouseError, ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dedupToken, insertAccessBatch, isRetryableInsertError, writeRows, type AccessRow, type ErrorRow, type RejectRow } from '../ingest/sinks/clickhouse.js';
+import { dedupToken, insertAccessBatch, isRetryableInsertError, writeRows, type ErrorRow, type RejectRow } from '../ingest/sinks/clickhouse.js';
 import { chdbOf, migrateClickhouse, openClickhouse } from '../src/db/clickhouse.js';
 import { SQL_DIR } from '../src/db/migrate.js';
 import { createLogger } from '../src/log.js';
 import { startClickhouseHttp, type ClickhouseHttp } from './support/clickhouse-http.js';
+import { accessRow, SINK_NOW } from './support/ingest.js';
 
 // chDB is one engine per process: in this file it lives only inside the test server.
 let dir: string;
@@ -167,26 +168,6 @@ describe('@clickhouse/client against the test server', () => {
 
 const log = createLogger('silent');
 const DAY = 86_400_000;
-const NOW = Math.floor(Date.now() / 1000) * 1000 - DAY;
-
-function access(i: number, patch: Partial<AccessRow> = {}): AccessRow {
-  return {
-    domainId: 1,
-    id: 2 ** 32 + i,
-    timestamp: NOW + i,
-    ipAddress: `192.0.2.${i}`,
-    method: 'GET',
-    url: `/page/${i}`,
-    protocol: 'HTTP/1.1',
-    statusCode: 200,
-    responseSize: 1000 + i,
-    referrer: '',
-    userAgent: 'curl/8.5.0',
-    responseTime: i,
-    host: null,
-    ...patch,
-  };
-}
 
 describe('tailhouse in server mode against the test server', () => {
   it('migrates and writes rows through the sink, deduplicated, across an outage', async () => {
@@ -197,8 +178,8 @@ describe('tailhouse in server mode against the test server', () => {
       expect(await migrateClickhouse(ch, log, { LOG_RETENTION_DAYS: 90 })).toBe((await fs.readdir(path.join(SQL_DIR, 'clickhouse'))).filter((f) => f.endsWith('.sql')).length);
       expect(await migrateClickhouse(ch, log, { LOG_RETENTION_DAYS: 90 })).toBe(0);
 
-      const accessRows = [access(1, { url: `/q?${TRICKY}`, userAgent: TRICKY }), access(2, { timestamp: NOW - DAY, responseTime: null })];
-      const errorRows: ErrorRow[] = [{ domainId: 1, id: 7, timestamp: NOW, level: 'warn', message: TRICKY, context: { client: '203.0.113.9', host: TRICKY } }];
+      const accessRows = [accessRow(1, { url: `/q?${TRICKY}`, userAgent: TRICKY }), accessRow(2, { timestamp: SINK_NOW - DAY, responseTime: null })];
+      const errorRows: ErrorRow[] = [{ domainId: 1, id: 7, timestamp: SINK_NOW, level: 'warn', message: TRICKY, context: { client: '203.0.113.9', host: TRICKY } }];
       const rejects: RejectRow[] = [{ domainId: null, kind: 'access', source: '/var/log/nginx/x.log', identity: 'fp:1', offset: 0, reason: 'unknown domain', line: TRICKY, length: 99 }];
       const token = dedupToken('fp:1', 0, 500);
       await writeRows(ch, { access: accessRows, error: errorRows, rejects }, token);
@@ -213,7 +194,7 @@ describe('tailhouse in server mode against the test server', () => {
       expect(await rows('SELECT line FROM ingest_rejects')).toEqual([{ line: TRICKY }]);
 
       // Down, then back: the failed insert is retryable, and its replay lands once.
-      const next = [access(3), access(4)];
+      const next = [accessRow(3), accessRow(4)];
       const nextToken = dedupToken('fp:1', 500, 700);
       await server.stop();
       const refused = await insertAccessBatch(ch, next, nextToken).catch((e: unknown) => e);

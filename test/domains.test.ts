@@ -5,6 +5,7 @@ import { resolveDomain } from '../src/domains/service.js';
 import { ApiError } from '../src/http/errors.js';
 import { dedupToken, insertAccessBatch, insertErrorBatch } from '../ingest/sinks/clickhouse.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
+import { accessRow } from './support/ingest.js';
 
 let t: TestApp;
 let admin: { id: number; token: string };
@@ -391,10 +392,7 @@ describe('update and delete (admin)', () => {
   it('deleting a domain deletes its log rows and its stats rollups in ClickHouse, and only its own', async () => {
     const doomed = await adminCreates('logs-doomed.example.net', alice.id);
     const kept = await adminCreates('logs-kept.example.net', alice.id);
-    const row = (domainId: number, i: number) => ({
-      domainId, id: 2 ** 32 + i, timestamp: Date.now() - 60_000, ipAddress: '192.0.2.1', method: 'GET', url: `/p/${i}`,
-      protocol: 'HTTP/1.1', statusCode: 200, responseSize: 1, referrer: '', userAgent: 'ua', responseTime: 1, host: null,
-    });
+    const row = (domainId: number, i: number) => accessRow(i, { domainId });
     const ch = t.runtime.clickhouse;
     await insertAccessBatch(ch, [row(doomed.id, 1), row(doomed.id, 2), row(kept.id, 3)], dedupToken('domains-test', 0, 3));
     await insertErrorBatch(ch, [{ domainId: doomed.id, id: 2 ** 32 + 9, timestamp: Date.now() - 60_000, level: 'error', message: 'm', context: {} }], dedupToken('domains-test', 3, 4));

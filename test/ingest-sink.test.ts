@@ -23,6 +23,7 @@ import { migratePostgres } from '../src/db/migrate.js';
 import { openPglite, type Db } from '../src/db/postgres.js';
 import { sql } from '../src/db/sql.js';
 import { createLogger } from '../src/log.js';
+import { accessRow, SINK_NOW } from './support/ingest.js';
 
 let dir: string;
 let ch: ClickHouseClient;
@@ -73,27 +74,6 @@ async function storedAccess(): Promise<AccessRow[]> {
 }
 
 const DAY = 86_400_000;
-// Yesterday, whole seconds: well inside the 90-day retention whenever the tests run.
-const NOW = Math.floor(Date.now() / 1000) * 1000 - DAY;
-
-function access(i: number, patch: Partial<AccessRow> = {}): AccessRow {
-  return {
-    domainId: 1,
-    id: 2 ** 32 + i * 100,
-    timestamp: NOW + i * 7,
-    ipAddress: `192.0.2.${i % 250}`,
-    method: 'GET',
-    url: `/page/${i}?q=${i}`,
-    protocol: 'HTTP/1.1',
-    statusCode: 200,
-    responseSize: 1000 + i,
-    referrer: '',
-    userAgent: 'curl/8.5.0',
-    responseTime: i,
-    host: null,
-    ...patch,
-  };
-}
 
 // Content a log can carry once nginx's \xHH escapes are decoded, and then some.
 const HOSTILE = [
@@ -116,7 +96,7 @@ const HOSTILE = [
 describe('access rows', () => {
   it('stores hostile strings, numbers and times byte-exact', async () => {
     const rows = HOSTILE.map((s, i) =>
-      access(i, {
+      accessRow(i, {
         url: `/search?q=${s}`,
         referrer: s,
         userAgent: s,
@@ -125,17 +105,17 @@ describe('access rows', () => {
         ipAddress: i % 2 ? `2001:db8::${i}` : `198.51.100.${i}`,
       }),
     );
-    rows.push(access(100, { url: `/${'a'.repeat(4096)}?${'b'.repeat(100)}`, userAgent: 'x'.repeat(8000) }));
-    rows.push(access(101, { responseTime: null, timestamp: NOW + 1000, responseSize: 2 ** 40, statusCode: 599 }));
-    rows.push(access(102, { timestamp: NOW + 5, responseTime: 0 }));
-    rows.push(access(103, { timestamp: NOW - DAY + 999, responseTime: 4_294_967_295 }));
+    rows.push(accessRow(100, { url: `/${'a'.repeat(4096)}?${'b'.repeat(100)}`, userAgent: 'x'.repeat(8000) }));
+    rows.push(accessRow(101, { responseTime: null, timestamp: SINK_NOW + 1000, responseSize: 2 ** 40, statusCode: 599 }));
+    rows.push(accessRow(102, { timestamp: SINK_NOW + 5, responseTime: 0 }));
+    rows.push(accessRow(103, { timestamp: SINK_NOW - DAY + 999, responseTime: 4_294_967_295 }));
     await insertAccessBatch(ch, rows, dedupToken('file-a', 0, 1000));
     const byId = (a: AccessRow, b: AccessRow) => a.id - b.id;
     expect((await storedAccess()).sort(byId)).toEqual([...rows].sort(byId));
   });
 
   it('keeps the address as text and as IPv6 for range filters', async () => {
-    await insertAccessBatch(ch, [access(1, { ipAddress: '10.1.2.3' }), access(2, { ipAddress: '2001:db8::1' }), access(3, { ipAddress: 'unix:' })], 't');
+    await insertAccessBatch(ch, [accessRow(1, { ipAddress: '10.1.2.3' }), accessRow(2, { ipAddress: '2001:db8::1' }), accessRow(3, { ipAddress: 'unix:' })], 't');
     const rows = await select<{ ip_address: string; ip_text: string; in10: number }>(
       "SELECT ip_address, toString(ip) AS ip_text, ip BETWEEN toIPv6('::ffff:10.0.0.0') AND toIPv6('::ffff:10.255.255.255') AS in10 FROM access_logs ORDER BY id",
     );
@@ -148,8 +128,8 @@ describe('access rows', () => {
 
   it('brings out-of-range numbers and times into their columns instead of failing the batch', async () => {
     const rows = [
-      access(1, { statusCode: 70_000, responseSize: -5, responseTime: -1, timestamp: Number.NaN }),
-      access(2, { responseTime: 12.4, responseSize: 3.6, timestamp: Date.UTC(2400, 0, 1) }),
+      accessRow(1, { statusCode: 70_000, responseSize: -5, responseTime: -1, timestamp: Number.NaN }),
+      accessRow(2, { responseTime: 12.4, responseSize: 3.6, timestamp: Date.UTC(2400, 0, 1) }),
     ];
     // A time held at 1970 is long expired: keep TTL from dropping its part before it is read.
     await ch.command({ query: 'SYSTEM STOP TTL MERGES access_logs' });
@@ -165,7 +145,7 @@ describe('access rows', () => {
 
   it('lands a batch sent twice with the same token once, across partitions', async () => {
     // Three days: three partitions, so three parts for one insert.
-    const rows = [access(1), access(2, { timestamp: NOW - DAY }), access(3, { timestamp: NOW - 2 * DAY })];
+    const rows = [accessRow(1), accessRow(2, { timestamp: SINK_NOW - DAY }), accessRow(3, { timestamp: SINK_NOW - 2 * DAY })];
     const token = dedupToken('file-a', 0, 300);
     await insertAccessBatch(ch, rows, token);
     await insertAccessBatch(ch, rows, token);
@@ -183,7 +163,7 @@ describe('access rows', () => {
   });
 
   it('stores a large batch completely', async () => {
-    const rows = Array.from({ length: 50_000 }, (_, i) => access(i, { userAgent: `agent ${i % 97}`, url: `/p/${i}\t${HOSTILE[i % HOSTILE.length]}` }));
+    const rows = Array.from({ length: 50_000 }, (_, i) => accessRow(i, { userAgent: `agent ${i % 97}`, url: `/p/${i}\t${HOSTILE[i % HOSTILE.length]}` }));
     await insertAccessBatch(ch, rows, 'big');
     const [stats] = await select<{ n: string; ids: string; urls: string }>('SELECT count() AS n, uniqExact(id) AS ids, sum(length(url)) AS urls FROM access_logs');
     expect(Number(stats!.n)).toBe(rows.length);
@@ -199,7 +179,7 @@ describe('error rows', () => {
     const rows = HOSTILE.map((s, i): ErrorRow => ({
       domainId: 2,
       id: 2 ** 32 + i,
-      timestamp: NOW + i,
+      timestamp: SINK_NOW + i,
       level: LEVELS[i % LEVELS.length]!,
       message: `open() "/var/www/${s}" failed (2: No such file or directory)`,
       context: i % 3 === 0 ? ({} as Record<string, string>) : { client: '203.0.113.9', server: 'shop.example.com', request: `GET /${s} HTTP/1.1`, host: s, referrer: `'${s}'` },
@@ -255,7 +235,7 @@ describe('ids', () => {
         const idOf = await ids.forBatch(b.identity, [1, 2], b.start, b.start + b.lines * 100);
         const rows = Array.from({ length: b.lines }, (_, i) => {
           const domainId = (i % 2) + 1;
-          return access(i, { domainId, id: idOf(domainId, b.start + i * 100) });
+          return accessRow(i, { domainId, id: idOf(domainId, b.start + i * 100) });
         });
         await insertAccessBatch(ch, rows, dedupToken(b.identity, b.start, b.start + b.lines * 100));
       }
@@ -323,7 +303,7 @@ describe('server mode', () => {
     const client = createClient({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
     try {
       expect(chdbOf(client)).toBeUndefined();
-      const rows = HOSTILE.map((s, i) => access(i, { url: s, userAgent: s }));
+      const rows = HOSTILE.map((s, i) => accessRow(i, { url: s, userAgent: s }));
       await insertAccessBatch(client, rows, 'token-1');
       expect(requests).toHaveLength(1);
       const { url, body } = requests[0]!;
@@ -347,7 +327,7 @@ describe('retry classification', () => {
     expect(isRetryableInsertError(missingTable)).toBe(true);
     // A server that is not there.
     const closed = createClient({ url: 'http://127.0.0.1:1', request_timeout: 2000 });
-    const refused = await insertAccessBatch(closed, [access(1)], 't').catch((e: unknown) => e);
+    const refused = await insertAccessBatch(closed, [accessRow(1)], 't').catch((e: unknown) => e);
     await closed.close();
     expect(refused).toBeInstanceOf(Error);
     expect(isRetryableInsertError(refused)).toBe(true);

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { importFiles, type ImportOptions, type ImportSummary } from '../../ingest/import.js';
+import type { AccessRow } from '../../ingest/sinks/clickhouse.js';
 import type { ClickHouseClient } from '../../src/db/clickhouse.js';
 import type { Db } from '../../src/db/postgres.js';
 import { insertDomain } from '../../src/domains/store.js';
@@ -108,4 +109,27 @@ export async function importText(t: TestApp, domain: string, text: string, optio
     { domain, type: 'access', format: FORMAT, timezone: 'UTC', ...options },
     { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log: importLog, dataDir: t.dataDir, signal: new AbortController().signal, retentionDays: 90 },
   );
+}
+
+/** Yesterday, whole seconds: well inside the 90-day retention whenever the tests run. */
+export const SINK_NOW = Math.floor(Date.now() / 1000) * 1000 - 86_400_000;
+
+/** Access row `i` as the sink takes it (domain 1, ids 100 apart, times 7 ms apart), with `patch` over it. */
+export function accessRow(i: number, patch: Partial<AccessRow> = {}): AccessRow {
+  return {
+    domainId: 1,
+    id: 2 ** 32 + i * 100,
+    timestamp: SINK_NOW + i * 7,
+    ipAddress: `192.0.2.${i % 250}`,
+    method: 'GET',
+    url: `/page/${i}`,
+    protocol: 'HTTP/1.1',
+    statusCode: 200,
+    responseSize: 1000 + i,
+    referrer: '',
+    userAgent: 'curl/8.5.0',
+    responseTime: i,
+    host: null,
+    ...patch,
+  };
 }
