@@ -1,3 +1,4 @@
+import type { AccessEntry as ParsedAccessEntry, ErrorEntry as ParsedErrorEntry } from '../../ingest/types.js';
 import type { ClickHouseClient } from '../db/clickhouse.js';
 import { likeEscape, Params, timeConditions, type Level, type SqlFilter } from './filters.js';
 
@@ -18,27 +19,11 @@ export async function deleteDomainLogs(clickhouse: ClickHouseClient, domainId: n
 // Entries as the API returns them (CONTRACT §5)
 // ---------------------------------------------------------------------------------------------
 
-export interface AccessEntry {
-  id: number;
-  timestamp: string;
-  ipAddress: string;
-  method: string;
-  url: string;
-  protocol: string;
-  statusCode: number;
-  responseSize: number;
-  referrer: string;
-  userAgent: string;
-  responseTime: number | null;
-}
+/** An access entry as the API returns it: the parsed fields (ingest/types.ts), its id, its time as ISO text. */
+export type AccessEntry = Omit<ParsedAccessEntry, 'timestamp' | 'host'> & { id: number; timestamp: string };
 
-export interface ErrorEntry {
-  id: number;
-  timestamp: string;
-  level: Level;
-  message: string;
-  context: Record<string, string>;
-}
+/** An error entry as the API returns it. */
+export type ErrorEntry = Omit<ParsedErrorEntry, 'timestamp'> & { id: number; timestamp: string };
 
 export type SearchEntry = ({ type: 'access' } & AccessEntry) | ({ type: 'error' } & ErrorEntry);
 

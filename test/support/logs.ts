@@ -14,6 +14,7 @@
  * error entry never tie. Values include LIKE and parameter metacharacters (`%`, `_`, `\`, `'`,
  * `{x:String}`, `*`), quotes, non-ASCII text and IPv4 and IPv6 clients.
  */
+import type { AccessEntry, ErrorEntry } from '../../ingest/types.js';
 import { insertDomain } from '../../src/domains/store.js';
 import type { TestApp } from './app.js';
 import { errorLogTime, importText, T0 } from './ingest.js';
@@ -22,31 +23,14 @@ import { prngInt } from './random.js';
 /** The access format of the generated lines: $msec gives milliseconds. */
 export const LOG_FORMAT = '$msec $remote_addr - $remote_user "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time';
 
-export interface GeneratedAccess {
+/** An access line's entry as the parser gives it (ingest/types.ts), with its place in its file. */
+export type GeneratedAccess = Omit<AccessEntry, 'host'> & {
   kind: 'access';
   /** Position in its file: among equal timestamps the higher index has the higher id. */
   index: number;
-  /** Epoch milliseconds. */
-  timestamp: number;
-  ipAddress: string;
-  method: string;
-  url: string;
-  protocol: string;
-  statusCode: number;
-  responseSize: number;
-  referrer: string;
-  userAgent: string;
-  responseTime: number | null;
-}
+};
 
-export interface GeneratedError {
-  kind: 'error';
-  index: number;
-  timestamp: number;
-  level: 'error' | 'warn' | 'info' | 'debug';
-  message: string;
-  context: Record<string, string>;
-}
+export type GeneratedError = ErrorEntry & { kind: 'error'; index: number };
 
 const pick = <T>(r: (n: number) => number, list: readonly T[]): T => list[r(list.length)]!;
 
