@@ -74,32 +74,22 @@ export function dedupToken(identity: string, startOffset: number, endOffset: num
 }
 
 export async function insertAccessBatch(client: ClickHouseClient, rows: readonly AccessRow[] | AccessTsv, token: string): Promise<void> {
-  if (rows instanceof AccessTsv) {
-    await insertTsv(client, 'access_logs', ACCESS_COLUMNS, rows.bytes, token);
-    return;
-  }
-  const body = writeAccessTsv(rows, takeBuffer());
-  try {
-    await insertTsv(client, 'access_logs', ACCESS_COLUMNS, body.bytes(), token);
-  } finally {
-    // Only now: the body is read in place until the insert settles.
-    giveBack(body);
-  }
+  if (rows instanceof AccessTsv) await insertTsv(client, 'access_logs', ACCESS_COLUMNS, rows.bytes, token);
+  else await insertWritten(client, 'access_logs', ACCESS_COLUMNS, writeAccessTsv(rows, takeBuffer()), token);
 }
 
 export async function insertErrorBatch(client: ClickHouseClient, rows: readonly ErrorRow[], token: string): Promise<void> {
-  const body = writeErrorTsv(rows, takeBuffer());
-  try {
-    await insertTsv(client, 'error_logs', ERROR_COLUMNS, body.bytes(), token);
-  } finally {
-    giveBack(body);
-  }
+  await insertWritten(client, 'error_logs', ERROR_COLUMNS, writeErrorTsv(rows, takeBuffer()), token);
 }
 
 export async function insertRejects(client: ClickHouseClient, rows: readonly RejectRow[], token: string): Promise<void> {
-  const body = writeRejectTsv(rows, takeBuffer());
+  await insertWritten(client, 'ingest_rejects', REJECT_COLUMNS, writeRejectTsv(rows, takeBuffer()), token);
+}
+
+/** Inserts a body written into a pooled buffer, which goes back to the pool only once the insert settled (it is read in place). */
+async function insertWritten(client: ClickHouseClient, table: string, columns: readonly string[], body: BodyWriter, token: string): Promise<void> {
   try {
-    await insertTsv(client, 'ingest_rejects', REJECT_COLUMNS, body.bytes(), token);
+    await insertTsv(client, table, columns, body.bytes(), token);
   } finally {
     giveBack(body);
   }
