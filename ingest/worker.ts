@@ -21,7 +21,7 @@ import { dedupToken } from './sinks/clickhouse.js';
 import { FileTail } from './sources/file-tail.js';
 import { DEFAULT_CUT_LIMITS } from './sources/line-cutter.js';
 import { listenSyslog, type SyslogEvent, type SyslogListener, type SyslogMessage } from './sources/syslog.js';
-import { accessDecoder, decodeLines, emptyDecoded, errorDecoder, type Decoded, type Decoder, type LogKind } from './transforms/rows.js';
+import { accessDecoder, decodeLines, emptyDecoded, errorDecoder, rejectRow, type Decoded, type Decoder, type LogKind } from './transforms/rows.js';
 
 export interface IngestWorkerOptions {
   db: Db;
@@ -151,24 +151,25 @@ async function runSyslog(listener: SyslogListener, config: SyslogConfig, stats: 
   const prepare = async (events: SyslogEvent[]): Promise<Prepared> => {
     const start = sequence;
     sequence += events.length;
-    const rows = await withIds(() => decodeSyslog(events, start, identity, config, stats, deps), identity, [start, sequence], stats, deps);
+    // Logged here, once: decoding may run again (a domain deleted meanwhile, see withIds).
+    for (const e of events) {
+      if (e.kind === 'dropped') deps.log.warn({ source: stats.name, count: e.count, bytes: e.bytes }, 'syslog datagrams dropped: the buffer was full (UDP cannot push back)');
+    }
+    const rows = await withIds(() => decodeSyslog(events, start, identity, config, deps), identity, [start, sequence], stats, deps);
     return { rows, token: dedupToken(identity, start, sequence), lines: events.filter((e) => e.kind !== 'dropped').length };
   };
   stats.state = 'running';
   await pump(listener, { prepare, commit: async () => {} }, stats, deps);
 }
 
-async function decodeSyslog(events: SyslogEvent[], start: number, identity: string, config: SyslogConfig, stats: SourceStats, deps: PipelineDeps): Promise<Decoded> {
+async function decodeSyslog(events: SyslogEvent[], start: number, identity: string, config: SyslogConfig, deps: PipelineDeps): Promise<Decoded> {
   const decoded = emptyDecoded();
   const byTag = new Map<string, { route: SyslogRoute; lines: { text: string; offset: number }[] }>();
   events.forEach((event, i) => {
     const offset = start + i;
-    if (event.kind === 'dropped') {
-      deps.log.warn({ source: stats.name, count: event.count, bytes: event.bytes }, 'syslog datagrams dropped: the buffer was full (UDP cannot push back)');
-      return;
-    }
+    if (event.kind === 'dropped') return;
     const rejectAs = (reason: string, line: string) =>
-      decoded.rejects.push({ domainId: null, kind: 'access', source: `syslog ${event.transport} ${event.peer}`, identity, offset, reason, line, length: Buffer.byteLength(line) });
+      decoded.rejects.push(rejectRow({ source: `syslog ${event.transport} ${event.peer}`, identity }, 'access', null, offset, line, reason));
     if (event.kind === 'malformed') return rejectAs(`not a syslog message: ${event.reason}`, event.raw);
     const route = config.tags.get(event.tag);
     if (!route) return rejectAs(`unknown syslog tag ${JSON.stringify(event.tag)}: not in syslog.tags`, rawOf(event));
@@ -182,12 +183,10 @@ async function decodeSyslog(events: SyslogEvent[], start: number, identity: stri
     const domainId = route.domain === null ? null : deps.domains.idOf(route.domain);
     if (domainId === undefined) {
       // Datagrams cannot wait for the domain to be registered: they are kept as rejects.
-      for (const line of lines) {
-        decoded.rejects.push({ domainId: null, kind: route.type, ...origin, offset: line.offset, reason: `domain ${JSON.stringify(route.domain)} is not registered`, line: line.text, length: Buffer.byteLength(line.text) });
-      }
+      for (const line of lines) decoded.rejects.push(rejectRow(origin, route.type, null, line.offset, line.text, `domain ${JSON.stringify(route.domain)} is not registered`));
       continue;
     }
-    const routing = domainId === null ? await routingFor(null, stats, deps) : { domainId };
+    const routing = domainId === null ? { byHost: deps.domains } : { domainId };
     await decodeLines(decoded, lines, [], decoderOf(route.type, route), routing, origin, Infinity);
   }
   return decoded;

@@ -55,6 +55,11 @@ export interface Rows {
 
 export const emptyDecoded = (): Decoded => ({ access: new AccessBatch(), error: [], rejects: [] });
 
+/** A line kept with why it is no entry; `length` is the whole line's bytes (`line` may be only its head). */
+export function rejectRow(origin: Origin, kind: LogKind, domainId: number | null, offset: number, line: string, reason: string, length = Buffer.byteLength(line)): RejectRow {
+  return { domainId, kind, source: origin.source, identity: origin.identity, offset, reason, line, length };
+}
+
 /**
  * The host a line names, as domains are registered: lower-case, without a port or a final dot.
  * An access line has `$host`/`$server_name`; an error line the `server` (else `host`) of its context.
@@ -81,7 +86,7 @@ export async function decodeLines(
 ): Promise<void> {
   const fixed = 'domainId' in routing ? routing.domainId : null;
   const reject = (offset: number, line: string, length: number, reason: string, domainId = fixed) =>
-    into.rejects.push({ domainId, kind: decoder.kind, source: origin.source, identity: origin.identity, offset, reason, line, length });
+    into.rejects.push(rejectRow(origin, decoder.kind, domainId, offset, line, reason, length));
 
   // Entries waiting for their domain when routing by host: those whose host the directory did not know.
   const pending: { entry: AccessEntry | ErrorEntry; plain: boolean; host: string | null; line: SourceLine }[] = [];
