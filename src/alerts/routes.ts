@@ -1,9 +1,10 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { requireAuth } from '../auth/middleware.js';
 import type { Services } from '../context.js';
+import { domainIdParams } from '../domains/schemas.js';
 import { commonErrors, dataEnvelope, jsonBody, jsonContent, message, messageEnvelope, notFoundResponse, ok } from '../http/envelope.js';
 import { bearerSecurity, createRouter } from '../http/router.js';
-import { alertParams, alertSchema, createAlertBody, domainParams, updateAlertBody } from './schemas.js';
+import { alertParams, alertSchema, createAlertBody, updateAlertBody } from './schemas.js';
 import * as alerts from './service.js';
 
 const base = { tags: ['Alerts'], security: bearerSecurity };
@@ -13,12 +14,12 @@ const alertNotFound = { 404: notFoundResponse('Domain or alert') };
 const routes = {
   list: createRoute({
     ...base, method: 'get', path: '/domains/{domainId}/alerts', summary: "List a domain's alerts (alerts:read)",
-    request: { params: domainParams },
+    request: { params: domainIdParams },
     responses: { 200: jsonContent(dataEnvelope(z.object({ alerts: z.array(alertSchema) })), 'The alerts, by id'), ...commonErrors, ...domainNotFound },
   }),
   create: createRoute({
     ...base, method: 'post', path: '/domains/{domainId}/alerts', summary: 'Define an alert (alerts:create)',
-    request: { params: domainParams, ...jsonBody(createAlertBody) },
+    request: { params: domainIdParams, ...jsonBody(createAlertBody) },
     responses: { 201: jsonContent(dataEnvelope(alertSchema), 'The new alert'), ...commonErrors, ...domainNotFound },
   }),
   update: createRoute({

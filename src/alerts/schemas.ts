@@ -1,5 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { EMAIL_ADDRESS, NO_NUL } from '../formats.js';
+import { domainIdParams } from '../domains/schemas.js';
 import { idParam } from '../http/query.js';
 
 export const CONDITIONS = ['errorRate', 'requestCount', 'averageResponseTime'] as const;
@@ -118,5 +119,4 @@ export const alertSchema = z
   })
   .openapi('Alert');
 
-export const alertParams = z.object({ domainId: idParam('domainId'), alertId: idParam('alertId') });
-export const domainParams = z.object({ domainId: idParam('domainId') });
+export const alertParams = domainIdParams.extend({ alertId: idParam('alertId') });

@@ -2,12 +2,10 @@ import { createRoute } from '@hono/zod-openapi';
 import { requireAuth } from '../auth/middleware.js';
 import type { Services } from '../context.js';
 import { domainIdParams } from '../domains/schemas.js';
-import { commonErrors, dataEnvelope, errorEnvelope, jsonBody, jsonContent, notFoundResponse, ok } from '../http/envelope.js';
+import { commonErrors, dataEnvelope, errorResponse, jsonBody, jsonContent, notFoundResponse, ok } from '../http/envelope.js';
 import { bearerSecurity, createRouter } from '../http/router.js';
 import { downloadParams, exportBody, exportResultSchema } from './schemas.js';
 import { createExport, openDownload } from './service.js';
-
-const errorResponse = (description: string) => ({ description, content: { 'application/json': { schema: errorEnvelope } } });
 
 const routes = {
   create: createRoute({

@@ -24,7 +24,7 @@ export function pagination(page: number, limit: number, total: number): Paginati
   return { page, limit, total, pages: Math.ceil(total / limit) };
 }
 
-const errorResponse = (description: string) => ({ description, content: { 'application/json': { schema: errorEnvelope } } });
+export const errorResponse = (description: string) => ({ description, content: { 'application/json': { schema: errorEnvelope } } });
 
 /** The error responses every authenticated route may give, for the OpenAPI document. */
 export const commonErrors = {

@@ -163,43 +163,34 @@ export function urlGlobToLike(glob: string): string {
 
 export const URL_FILTER_MAX = 2048;
 
-const statusCodeMessage = 'must be a status code (100-599) or a class such as 5xx';
-const statusCodeText = z
-  .string()
-  .transform((text, ctx) => {
-    const parsed = parseStatusCode(text);
-    if (!parsed) {
-      ctx.addIssue({ code: 'custom', message: statusCodeMessage });
+/** A zod transform through `parse`, failing with `message` where it gives null. */
+const parsedBy =
+  <I, O>(parse: (input: I) => O | null, message: string) =>
+  (input: I, ctx: z.RefinementCtx): O => {
+    const parsed = parse(input);
+    if (parsed === null) {
+      ctx.addIssue({ code: 'custom', message });
       return z.NEVER;
     }
     return parsed;
-  })
+  };
+
+const statusCodeMessage = 'must be a status code (100-599) or a class such as 5xx';
+const statusCodeText = z
+  .string()
+  .transform(parsedBy(parseStatusCode, statusCodeMessage))
   .openapi({ type: 'string', example: '5xx', description: 'A status code (`404`) or a class (`5xx`)' });
 
 const statusCodeItem = z
   .union([z.number(), z.string()], { message: statusCodeMessage })
-  .transform((value, ctx) => {
-    const parsed = parseStatusCode(value);
-    if (!parsed) {
-      ctx.addIssue({ code: 'custom', message: statusCodeMessage });
-      return z.NEVER;
-    }
-    return parsed;
-  })
+  .transform(parsedBy(parseStatusCode, statusCodeMessage))
   .openapi({ oneOf: [{ type: 'integer', minimum: 100, maximum: 599 }, { type: 'string', pattern: '^[1-5]xx$' }], example: 404 });
 
 const ipMessage = 'must be an IPv4 or IPv6 address, or a CIDR range such as 10.0.0.0/8';
 const ipAddressField = z
   .string({ message: ipMessage })
   .max(64, { message: ipMessage })
-  .transform((text, ctx) => {
-    const parsed = parseIpFilter(text);
-    if (!parsed) {
-      ctx.addIssue({ code: 'custom', message: ipMessage });
-      return z.NEVER;
-    }
-    return parsed;
-  })
+  .transform(parsedBy(parseIpFilter, ipMessage))
   .openapi({ type: 'string', example: '10.0.0.0/8', description: 'An address, or a CIDR range (IPv4 or IPv6)' });
 
 const urlField = z

@@ -1,9 +1,10 @@
 import { createRoute } from '@hono/zod-openapi';
 import { requireAuth } from '../auth/middleware.js';
 import type { Services } from '../context.js';
+import { domainIdParams } from '../domains/schemas.js';
 import { commonErrors, dataEnvelope, jsonBody, jsonContent, notFoundResponse, ok } from '../http/envelope.js';
 import { bearerSecurity, createRouter } from '../http/router.js';
-import { accessListQuery, accessPageSchema, errorListQuery, errorPageSchema, logDomainParams, searchBody, searchPageSchema } from './schemas.js';
+import { accessListQuery, accessPageSchema, errorListQuery, errorPageSchema, searchBody, searchPageSchema } from './schemas.js';
 import * as logs from './service.js';
 
 const base = { tags: ['Logs'], security: bearerSecurity };
@@ -17,7 +18,7 @@ const routes = {
     path: '/domains/{domainId}/access',
     summary: "List a domain's access log entries",
     description: `${order} \`statusCode\` is a code or a class (\`5xx\`); \`ipAddress\` an address or CIDR; \`url\` a case-sensitive substring, or with \`*\` a glob over the whole URL; \`method\` case-insensitive; dates include both ends.`,
-    request: { params: logDomainParams, query: accessListQuery },
+    request: { params: domainIdParams, query: accessListQuery },
     responses: { 200: jsonContent(dataEnvelope(accessPageSchema), 'A page of access entries'), ...commonErrors, ...domainNotFound },
   }),
   error: createRoute({
@@ -26,7 +27,7 @@ const routes = {
     path: '/domains/{domainId}/error',
     summary: "List a domain's error log entries",
     description: `${order} Dates include both ends.`,
-    request: { params: logDomainParams, query: errorListQuery },
+    request: { params: domainIdParams, query: errorListQuery },
     responses: { 200: jsonContent(dataEnvelope(errorPageSchema), 'A page of error entries'), ...commonErrors, ...domainNotFound },
   }),
   search: createRoute({
@@ -35,7 +36,7 @@ const routes = {
     path: '/domains/{domainId}/search',
     summary: "Search a domain's access and error entries",
     description: `Case-insensitive substring over the chosen fields, access and error entries mixed, each with \`type\`. ${order}`,
-    request: { params: logDomainParams, ...jsonBody(searchBody) },
+    request: { params: domainIdParams, ...jsonBody(searchBody) },
     responses: { 200: jsonContent(dataEnvelope(searchPageSchema), 'A page of matching entries'), ...commonErrors, ...domainNotFound },
   }),
 };

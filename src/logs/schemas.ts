@@ -1,13 +1,12 @@
 import { z } from '@hono/zod-openapi';
 import { paginationSchema } from '../http/envelope.js';
-import { checkDateOrder, dateRangeQuery, idParam, pageQuery, parseIsoDate } from '../http/query.js';
+import { checkDateOrder, dateRangeQuery, pageQuery, parseIsoDate } from '../http/query.js';
 import { accessFilterQuery, errorFilterQuery, LEVELS } from './filters.js';
 import { SEARCH_FIELDS } from './store.js';
 
 /** The highest `limit` of log listings and search (CONTRACT §3). */
 export const LOG_PAGE_MAX = 1000;
 
-export const logDomainParams = z.object({ domainId: idParam('domainId') });
 
 export const accessListQuery = z
   .object({ ...pageQuery(LOG_PAGE_MAX), ...dateRangeQuery(false), ...accessFilterQuery })
