@@ -54,6 +54,19 @@ async function stored(domain: string): Promise<{ rows: number; ids: number; urls
   }
 }
 
+/** `tailhouse domains add` as a child: the children hold the stores, this process never opens them meanwhile. */
+async function addDomain(name: string): Promise<void> {
+  const added = await run(['domains', 'add', name], vars);
+  expect(added.code, added.stderr).toBe(0);
+}
+
+/** An ingest config following `file` for `domain`, written next to it. */
+function ingestConfig(name: string, domain: string, file: string): string {
+  const config = path.join(dataDir, name);
+  fs.writeFileSync(config, `sources:\n  - domain: ${domain}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
+  return config;
+}
+
 const batchesWritten = (n: number) => new RegExp(`(?:"msg":"batch written"[\\s\\S]*){${n}}`);
 
 async function killed(proc: Proc): Promise<void> {
@@ -64,11 +77,9 @@ async function killed(proc: Proc): Promise<void> {
 describe('tailhouse ingest killed with SIGKILL', () => {
   it('resumes after each kill with nothing lost and nothing twice', { timeout: SLOW }, async () => {
     const domain = 'crash.example.com';
-    const added = await run(['domains', 'add', domain], vars);
-    expect(added.code, added.stderr).toBe(0);
+    await addDomain(domain);
     const file = path.join(dataDir, 'access.log');
-    const config = path.join(dataDir, 'ingest.yaml');
-    fs.writeFileSync(config, `sources:\n  - domain: ${domain}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
+    const config = ingestConfig('ingest.yaml', domain, file);
     // A bad line too: rejects must not double either.
     fs.writeFileSync(file, `${accessLines(0, 60_000)}this line does not parse\n`);
     let total = 60_000;
@@ -102,8 +113,7 @@ describe('tailhouse ingest killed with SIGKILL', () => {
 describe('tailhouse import killed with SIGKILL', () => {
   it('a second run finishes the file exactly; a third adds nothing', { timeout: SLOW }, async () => {
     const domain = 'import-crash.example.com';
-    const added = await run(['domains', 'add', domain], vars);
-    expect(added.code, added.stderr).toBe(0);
+    await addDomain(domain);
     const file = path.join(dataDir, 'old.access.log');
     // Long enough that the import is still running when the kill lands.
     const total = 400_000;
@@ -134,11 +144,9 @@ describe('tailhouse import killed with SIGKILL', () => {
 describe('serve with INGEST_CONFIG', () => {
   it('runs the sources beside the API and stops both cleanly', { timeout: SLOW }, async () => {
     const domain = 'served.example.com';
-    const added = await run(['domains', 'add', domain], vars);
-    expect(added.code, added.stderr).toBe(0);
+    await addDomain(domain);
     const file = path.join(dataDir, 'served.access.log');
-    const config = path.join(dataDir, 'served.yaml');
-    fs.writeFileSync(config, `sources:\n  - domain: ${domain}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
+    const config = ingestConfig('served.yaml', domain, file);
     fs.writeFileSync(file, accessLines(0, 3_000));
     const server = start(['serve'], { ...vars, PORT: '0', INGEST_CONFIG: config, LOG_LEVEL: 'info' });
     await waitForOutput(server, /"msg":"listening"/, 60_000);
