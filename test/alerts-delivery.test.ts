@@ -9,7 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publicAddresses } from '../src/alerts/delivery.js';
-import { createAlertEvaluator, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
+import type { AlertEvaluator, AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
 import { notificationsOf } from '../src/alerts/store.js';
 import { sql } from '../src/db/sql.js';
 import { createLogger } from '../src/log.js';
@@ -17,6 +17,7 @@ import { createMailer } from '../src/mail/mailer.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { importText, newDomain as registerDomain, timeLocal } from './support/ingest.js';
 import { freePort } from './support/ports.js';
+import { evaluatorOf, postAlert } from './support/alerts.js';
 import { startSmtpSink } from './support/smtp-sink.js';
 
 const INTERVAL = 30_000;
@@ -56,9 +57,7 @@ async function newAlert(domainId: number, fields: Record<string, unknown> = {}):
     notificationTarget: `${unique('oncall')}@example.com`,
     ...fields,
   };
-  const res = await call(t.app, 'POST', `/api/logs/domains/${domainId}/alerts`, { token: admin, body });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return { id: res.body.data.id, target: String(body.notificationTarget) };
+  return postAlert(t, admin, domainId, body);
 }
 
 const deleteAlert = (domainId: number, alertId: number) => call(t.app, 'DELETE', `/api/logs/domains/${domainId}/alerts/${alertId}`, { token: admin });
@@ -71,18 +70,8 @@ async function ingest(domain: string, count: number, status: number): Promise<vo
   expect(summary.inserted).toBe(count);
 }
 
-function evaluator(overrides: Partial<AlertEvaluatorOptions> = {}): AlertEvaluator {
-  return createAlertEvaluator({
-    db: t.runtime.db,
-    clickhouse: t.runtime.clickhouse,
-    mailer: t.runtime.mailer,
-    log,
-    baseUrl: 'https://tailhouse.example.com',
-    intervalMs: INTERVAL,
-    now: () => now,
-    ...overrides,
-  });
-}
+const evaluator = (overrides: Partial<AlertEvaluatorOptions> = {}): AlertEvaluator =>
+  evaluatorOf(t, { log, baseUrl: 'https://tailhouse.example.com', intervalMs: INTERVAL, now: () => now, ...overrides });
 
 async function round(ev: AlertEvaluator, advanceMs = INTERVAL) {
   now += advanceMs;

@@ -9,7 +9,7 @@
  */
 import type { ParsedMail } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compare, createAlertEvaluator, startAlertEvaluator, step, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
+import { compare, startAlertEvaluator, step, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
 import { metricOf } from '../src/alerts/metrics.js';
 import { notificationsOf } from '../src/alerts/store.js';
 import { openPostgres, type Db } from '../src/db/postgres.js';
@@ -17,6 +17,7 @@ import { sql } from '../src/db/sql.js';
 import { createLogger } from '../src/log.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, importText, newDomain as registerDomain, timeLocal } from './support/ingest.js';
+import { evaluatorOf, postAlert } from './support/alerts.js';
 import { startSmtpSink, type SmtpSink } from './support/smtp-sink.js';
 
 const INTERVAL = 30_000;
@@ -49,9 +50,7 @@ const newDomain = () => registerDomain(t.runtime.db, 'alerting');
 async function newAlert(domainId: number, fields: Record<string, unknown>): Promise<{ id: number; target: string }> {
   const target = `${unique('oncall')}@example.com`;
   const body = { name: 'Too many errors', condition: 'errorRate', operator: 'greaterThan', threshold: 0.1, duration: 300, notificationMethod: 'email', notificationTarget: target, ...fields };
-  const res = await call(t.app, 'POST', `/api/logs/domains/${domainId}/alerts`, { token: admin, body });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return { id: res.body.data.id, target: String(body.notificationTarget) };
+  return postAlert(t, admin, domainId, body);
 }
 
 async function alertOf(domainId: number, alertId: number): Promise<any> {
@@ -82,18 +81,8 @@ async function ingest(domain: string, hits: Hit[]): Promise<void> {
 
 const burst = (count: number, status: number, ago = 1): Hit[] => Array.from({ length: count }, () => ({ ago, status }));
 
-function evaluator(overrides: Partial<AlertEvaluatorOptions> = {}): AlertEvaluator {
-  return createAlertEvaluator({
-    db: t.runtime.db,
-    clickhouse: t.runtime.clickhouse,
-    mailer: t.runtime.mailer,
-    log,
-    baseUrl: 'http://tailhouse.test',
-    intervalMs: INTERVAL,
-    now: () => now,
-    ...overrides,
-  });
-}
+const evaluator = (overrides: Partial<AlertEvaluatorOptions> = {}): AlertEvaluator =>
+  evaluatorOf(t, { log, baseUrl: 'http://tailhouse.test', intervalMs: INTERVAL, now: () => now, ...overrides });
 
 /** Moves the clock on (at least one interval), runs a round and delivers what it enqueued. */
 async function tick(ev: AlertEvaluator, advanceMs = INTERVAL) {
