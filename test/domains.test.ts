@@ -6,6 +6,7 @@ import { ApiError } from '../src/http/errors.js';
 import { dedupToken, insertAccessBatch, insertErrorBatch } from '../ingest/sinks/clickhouse.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { accessRow } from './support/ingest.js';
+import { ISO_MS } from './support/auth.js';
 
 let t: TestApp;
 let admin: { id: number; token: string };
@@ -15,7 +16,6 @@ let bob: { id: number; token: string };
 /** A plain user that also holds `domains: create`. */
 let carol: { id: number; token: string };
 
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const NOT_FOUND = { success: false, error: 'Domain not found' };
 const FORBIDDEN = { success: false, error: 'Insufficient permissions' };
 

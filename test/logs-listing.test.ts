@@ -5,8 +5,9 @@
  */
 import { BlockList, isIPv4 } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
-import { apiShape, newestFirst, seedLogs, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';
+import { call, createUserAndLogin, startTestApp, type TestApp } from './support/app.js';
+import { apiShape, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';
+import { ISO_MS } from './support/auth.js';
 
 let t: TestApp;
 let admin: string;
@@ -15,15 +16,9 @@ let other: { id: number; token: string };
 let seeded: SeededLogs;
 let othersDomain: SeededLogs;
 
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-
 beforeAll(async () => {
   t = await startTestApp();
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
-  owner = await createUserAndLogin(t.app, admin, { email: 'owner@example.com' });
-  other = await createUserAndLogin(t.app, admin, { email: 'other@example.com' });
-  seeded = await seedLogs(t, { access: 900, errors: 300, ownerId: owner.id });
-  othersDomain = await seedLogs(t, { access: 30, errors: 10, ownerId: other.id });
+  ({ admin, owner, other, seeded, othersDomain } = await seedTwoOwners(t, { access: 900, errors: 300 }, { access: 30, errors: 10 }));
 });
 
 afterAll(async () => {

@@ -5,9 +5,9 @@
  * the text indexes of sql/clickhouse/003_search_index.sql.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
+import { call, createUserAndLogin, startTestApp, type TestApp } from './support/app.js';
 import { select } from './support/ingest.js';
-import { apiShape, newestFirst, seedLogs, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';
+import { apiShape, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';
 
 let t: TestApp;
 let admin: string;
@@ -19,11 +19,7 @@ let from: string;
 
 beforeAll(async () => {
   t = await startTestApp();
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
-  owner = await createUserAndLogin(t.app, admin, { email: 'owner@example.com' });
-  other = await createUserAndLogin(t.app, admin, { email: 'other@example.com' });
-  seeded = await seedLogs(t, { access: 700, errors: 300, ownerId: owner.id });
-  othersDomain = await seedLogs(t, { access: 50, errors: 50, ownerId: other.id });
+  ({ admin, owner, other, seeded, othersDomain } = await seedTwoOwners(t, { access: 700, errors: 300 }, { access: 50, errors: 50 }));
   from = new Date(Math.min(seeded.access[0]!.timestamp, seeded.errors[0]!.timestamp) - 1000).toISOString();
 });
 

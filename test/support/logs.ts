@@ -16,7 +16,7 @@
  */
 import type { AccessEntry, ErrorEntry } from '../../ingest/types.js';
 import { insertDomain } from '../../src/domains/store.js';
-import type { TestApp } from './app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, createUserAndLogin, login, type TestApp } from './app.js';
 import { errorLogTime, importText, T0 } from './ingest.js';
 import { prngInt } from './random.js';
 
@@ -239,4 +239,30 @@ export async function seedLogs(
     if (summary.inserted !== errors.length) throw new Error(`seedLogs: ${summary.inserted} of ${errors.length} error lines stored (${summary.rejected} rejected)`);
   }
   return { domain: { id: row.id, name }, access, errors };
+}
+
+/** Two signed-in owners, each with a seeded domain, and the administrator's token: the cast of the read tests. */
+export interface TwoOwners {
+  admin: string;
+  owner: { id: number; token: string };
+  other: { id: number; token: string };
+  /** The owner's domain. */
+  seeded: SeededLogs;
+  /** The other owner's domain (BOLA checks). */
+  othersDomain: SeededLogs;
+}
+
+type Counts = { access: number; errors: number };
+
+export async function seedTwoOwners(t: TestApp, mine: Counts, theirs: Counts): Promise<TwoOwners> {
+  const admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
+  const owner = await createUserAndLogin(t.app, admin, { email: 'owner@example.com' });
+  const other = await createUserAndLogin(t.app, admin, { email: 'other@example.com' });
+  return {
+    admin,
+    owner,
+    other,
+    seeded: await seedLogs(t, { ...mine, ownerId: owner.id }),
+    othersDomain: await seedLogs(t, { ...theirs, ownerId: other.id }),
+  };
 }

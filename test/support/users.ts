@@ -91,7 +91,7 @@ export async function makeUser(app: App, adminToken: string, fields: Record<stri
   return { id: res.body.data.id, email: res.body.data.email, password, user: res.body.data };
 }
 
-export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+export { ISO_MS } from './auth.js';
 
 /** The envelope of CONTRACT §3 for a failure. */
 export function expectError(res: CallResult, status: number, error?: string): void {
