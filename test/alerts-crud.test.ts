@@ -47,7 +47,7 @@ afterAll(async () => {
 });
 
 describe('alert definitions', () => {
-  it('creates with defaults, answers 201 with the fields of the specification, lists by id', async () => {
+  it('creates with defaults, answers 201 with the fields of the specification (and the delivery outcome, beyond it), lists by id', async () => {
     const res = await api(t.app, 'POST', alertsOf(domainId), { token: owner.token, body: valid });
     expect(res.status).toBe(201);
     expect(res.body.data).toEqual({
@@ -57,6 +57,8 @@ describe('alert definitions', () => {
       enabled: true,
       state: 'ok',
       lastTriggeredAt: null,
+      lastDeliveryError: null,
+      lastDeliveredAt: null,
       createdAt: expect.stringMatching(ISO_MS),
     });
     const second = await api(t.app, 'POST', alertsOf(domainId), {
@@ -93,6 +95,17 @@ describe('alert definitions', () => {
     const res = await api(t.app, 'POST', alertsOf(domainId), { token: owner.token, body });
     expectError(res, 422, 'Validation failed');
     expect(Object.keys(res.body.details).sort()).toEqual([...fields].sort());
+  });
+
+  it('the OpenAPI Alert schema lists the delivery outcome fields, marked as beyond the specification', async () => {
+    const res = await call(t.app, 'GET', '/api/openapi.json');
+    expect(res.status).toBe(200);
+    const alert = res.body.components.schemas.Alert;
+    for (const field of ['lastDeliveryError', 'lastDeliveredAt']) {
+      expect(alert.required).toContain(field);
+      expect(alert.properties[field].type).toEqual(['string', 'null']);
+      expect(alert.properties[field].description).toMatch(/^Beyond the specification/);
+    }
   });
 
   it('stores SQL metacharacters in names as text', async () => {

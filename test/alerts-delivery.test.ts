@@ -1,8 +1,10 @@
 /**
  * Delivery of alert notifications (CONTRACT §5, issue 5): the outbox survives a mail server that is
  * down (retried with back-off, recorded, logged, then delivered in order when it is back, or given
- * up loudly), and webhooks: JSON POST with the facts, retries on errors, timeouts and redirects,
- * https only unless code allows a local origin, and logs that never show a target's path or query.
+ * up loudly), permanent refusals (a 5xx for the recipient or message, a webhook's 4xx) are given
+ * up after a few attempts, the outcome shows in the alert's lastDeliveryError and lastDeliveredAt,
+ * and webhooks: JSON POST with the facts, retries on errors, timeouts and redirects, https only
+ * unless code allows a local origin, and logs that never show a target's path or query.
  */
 import http from 'node:http';
 import net from 'node:net';
@@ -17,8 +19,9 @@ import { createMailer } from '../src/mail/mailer.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { importText, newDomain as registerDomain, timeLocal } from './support/ingest.js';
 import { freePort } from './support/ports.js';
-import { evaluatorOf, postAlert } from './support/alerts.js';
-import { startSmtpSink } from './support/smtp-sink.js';
+import { alertJson, evaluatorOf, postAlert } from './support/alerts.js';
+import { ISO_MS } from './support/auth.js';
+import { startSmtpSink, type SmtpStage } from './support/smtp-sink.js';
 
 const INTERVAL = 30_000;
 
@@ -133,6 +136,8 @@ describe('e-mail delivery', () => {
       expect(new Date(firing!.next_attempt_at).getTime()).toBe(firedAt + 30_000);
       const [onAlert] = await t.runtime.db.query<{ last_delivery_error: string | null }>(sql`select last_delivery_error from alerts where id = ${alert.id}`);
       expect(onAlert!.last_delivery_error).toMatch(/ECONNREFUSED/);
+      // The API shows it (beyond the specification).
+      expect(await alertJson(t, admin, domain.id, alert.id)).toMatchObject({ lastDeliveryError: expect.stringMatching(/ECONNREFUSED/), lastDeliveredAt: null });
       const warning = linesOf(alert.id).find((l) => l.msg === 'alert notification failed; will retry');
       expect(warning).toMatchObject({ level: 'warn', component: 'alerts', kind: 'firing', method: 'email', attempt: 1, notificationId: String(firing!.id), nextAttemptAt: new Date(firedAt + 30_000).toISOString(), error: expect.stringMatching(/ECONNREFUSED/) });
 
@@ -163,6 +168,7 @@ describe('e-mail delivery', () => {
         expect(firing).toMatchObject({ status: 'delivered', attempts: 3 });
         const [cleared] = await t.runtime.db.query<{ last_delivery_error: string | null }>(sql`select last_delivery_error from alerts where id = ${alert.id}`);
         expect(cleared!.last_delivery_error).toBeNull();
+        expect(await alertJson(t, admin, domain.id, alert.id)).toMatchObject({ lastDeliveryError: null, lastDeliveredAt: new Date(now).toISOString() });
         expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0 });
         expect(smtp.messages).toHaveLength(2);
       } finally {
@@ -208,6 +214,176 @@ describe('e-mail delivery', () => {
     } finally {
       mailer.close();
       await deleteAlert(domain.id, alert.id);
+    }
+  });
+});
+
+describe('the delivery outcome in the alert API (beyond the specification)', () => {
+  it('GET, POST and PUT show lastDeliveryError and lastDeliveredAt (ISO 8601 UTC with ms)', async () => {
+    const smtp = await startSmtpSink();
+    const mailer = createMailer({ smtpUrl: smtp.url, from: 'tailhouse <tailhouse@localhost>', outboxDir: path.join(t.dataDir, 'unused'), log });
+    const ev = evaluator({ mailer });
+    const domain = await newDomain();
+    const created = await call(t.app, 'POST', `/api/logs/domains/${domain.id}/alerts`, {
+      token: admin,
+      body: { name: 'Silent', condition: 'requestCount', operator: 'lessThan', threshold: 1, duration: 300, notificationMethod: 'email', notificationTarget: `${unique('oncall')}@example.com` },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.data).toMatchObject({ lastDeliveryError: null, lastDeliveredAt: null });
+    const alertId: number = created.body.data.id;
+    try {
+      await round(ev);
+      expect(await ev.deliverDue()).toMatchObject({ delivered: 1 });
+      const deliveredAt = new Date(now).toISOString();
+      const listed = await alertJson(t, admin, domain.id, alertId);
+      expect(listed).toMatchObject({ state: 'firing', lastDeliveryError: null, lastDeliveredAt: deliveredAt });
+      expect(listed.lastDeliveredAt).toMatch(ISO_MS);
+      const put = await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${alertId}`, { token: admin, body: { name: 'Silent site' } });
+      expect(put.status).toBe(200);
+      expect(put.body.data).toMatchObject({ name: 'Silent site', lastDeliveryError: null, lastDeliveredAt: deliveredAt });
+    } finally {
+      mailer.close();
+      await smtp.close();
+      await deleteAlert(domain.id, alertId);
+    }
+  });
+});
+
+describe('permanent refusals', () => {
+  /** An alert that fires at the next round, an evaluator mailing to `smtp`, and a clean-up. */
+  async function firingByMail(smtpUrl: string) {
+    const mailer = createMailer({ smtpUrl, from: 'tailhouse <tailhouse@localhost>', outboxDir: path.join(t.dataDir, 'unused'), log });
+    const ev = evaluator({ mailer });
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id);
+    await round(ev);
+    return { ev, domain, alert, close: async () => (mailer.close(), await deleteAlert(domain.id, alert.id)) };
+  }
+
+  it.each([
+    ['RCPT TO', 550, '5.1.1 mailbox unavailable'],
+    ['DATA', 554, '5.7.1 message refused as spam'],
+  ] as const)('a %s answered %i is tried 3 times on the back-off, then given up loudly and shown as lastDeliveryError', async (stage, code, text) => {
+    const smtp = await startSmtpSink();
+    const { ev, domain, alert, close } = await firingByMail(smtp.url);
+    smtp.refuse = (at, address) => (at === stage && address === alert.target ? { code, message: text } : undefined);
+    try {
+      const firstTry = now;
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0 });
+      // The back-off still spaces the attempts: nothing before the 30 s are up.
+      now += 29_000;
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0 });
+      now = firstTry + 30_000;
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0 });
+      now += 60_000;
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 1 });
+      expect(smtp.refusals.filter((r) => r.address === alert.target).map((r) => [r.stage, r.code])).toEqual([
+        [stage, code],
+        [stage, code],
+        [stage, code],
+      ]);
+      const [row] = await notificationsOf(t.runtime.db, alert.id);
+      expect(row).toMatchObject({ status: 'failed', attempts: 3 });
+      expect(row!.last_error).toContain(`${code} ${text}`);
+      expect(row!.last_error).toMatch(/\(given up after 3 attempts\)$/);
+      const warnings = linesOf(alert.id).filter((l) => l.msg === 'alert notification failed; will retry');
+      expect(warnings.map((l) => [l.level, l.attempt, l.permanent])).toEqual([
+        ['warn', 1, true],
+        ['warn', 2, true],
+      ]);
+      expect(linesOf(alert.id).find((l) => l.msg === 'alert notification given up after repeated failures')).toMatchObject({
+        level: 'error',
+        component: 'alerts',
+        kind: 'firing',
+        method: 'email',
+        attempt: 3,
+        permanent: true,
+        reason: 'refused',
+        error: expect.stringContaining(`${code} ${text}`),
+      });
+      expect(await alertJson(t, admin, domain.id, alert.id)).toMatchObject({
+        lastDeliveryError: expect.stringMatching(new RegExp(`${code} ${text}.*\\(given up after 3 attempts\\)$`)),
+        lastDeliveredAt: null,
+      });
+      // Given up: never tried again.
+      now += 3_600_000;
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0 });
+      expect(smtp.refusals.filter((r) => r.address === alert.target)).toHaveLength(3);
+      expect(smtp.messages).toHaveLength(0);
+    } finally {
+      await close();
+      await smtp.close();
+    }
+  });
+
+  it.each([
+    ['RCPT TO', 451, '4.2.0 mailbox busy, try later'],
+    ['MAIL FROM', 553, '5.7.1 sender not allowed'],
+  ] as const)('a %s answered %i is not about the message for good: retried past 3 attempts, delivered once accepted', async (stage: SmtpStage, code, text) => {
+    const smtp = await startSmtpSink();
+    const { ev, domain, alert, close } = await firingByMail(smtp.url);
+    smtp.refuse = (at) => (at === stage ? { code, message: text } : undefined);
+    try {
+      const outcomes = [];
+      for (let attempt = 1; attempt <= 5; attempt++) {
+        outcomes.push(await ev.deliverDue());
+        now += 30 * 60_000;
+      }
+      expect(outcomes.map((o) => o.failed)).toEqual([1, 1, 1, 1, 1]);
+      expect(outcomes.some((o) => o.gaveUp > 0)).toBe(false);
+      expect((await notificationsOf(t.runtime.db, alert.id))[0]).toMatchObject({ status: 'pending', attempts: 5 });
+      expect(linesOf(alert.id).filter((l) => l.msg === 'alert notification failed; will retry').every((l) => l.permanent === false)).toBe(true);
+      expect((await alertJson(t, admin, domain.id, alert.id)).lastDeliveryError).toContain(`${code} ${text}`);
+      // The operator fixes the mail set-up (or the mailbox frees up): delivered, the error cleared.
+      smtp.refuse = undefined;
+      expect(await ev.deliverDue()).toEqual({ delivered: 1, failed: 0, gaveUp: 0 });
+      expect(smtp.messages.map((m) => m.subject)).toEqual([`[tailhouse] FIRING: Site silent on ${domain.name}`]);
+      expect(await alertJson(t, admin, domain.id, alert.id)).toMatchObject({ lastDeliveryError: null, lastDeliveredAt: new Date(now).toISOString() });
+    } finally {
+      await close();
+      await smtp.close();
+    }
+  });
+
+  it('a webhook answering 404 is given up after 3 attempts; 429 and 503 keep being retried', async () => {
+    const gone = await webhookReceiver(() => 404);
+    const busy = await webhookReceiver((n) => (n <= 4 ? (n % 2 === 0 ? 429 : 503) : 204));
+    const targets: Record<string, string> = { 'gone.example.test': gone.origin, 'busy.example.test': busy.origin };
+    const viaLocal: typeof fetch = (url, init) => {
+      const u = new URL(String(url));
+      return fetch(`${targets[u.hostname]}${u.pathname}${u.search}`, init);
+    };
+    const ev = evaluator({ delivery: { fetch: viaLocal } });
+    const domain = await newDomain();
+    const dead = await newAlert(domain.id, { name: 'Dead hook', notificationMethod: 'webhook', notificationTarget: 'https://gone.example.test/hook?token=s3cret' });
+    const live = await newAlert(domain.id, { name: 'Busy hook', notificationMethod: 'webhook', notificationTarget: 'https://busy.example.test/hook' });
+    try {
+      await round(ev);
+      const outcomes = [];
+      for (let i = 0; i < 5; i++) {
+        outcomes.push(await ev.deliverDue());
+        now += 30 * 60_000;
+      }
+      expect(outcomes).toEqual([
+        { delivered: 0, failed: 2, gaveUp: 0 },
+        { delivered: 0, failed: 2, gaveUp: 0 },
+        { delivered: 0, failed: 1, gaveUp: 1 },
+        { delivered: 0, failed: 1, gaveUp: 0 },
+        { delivered: 1, failed: 0, gaveUp: 0 },
+      ]);
+      expect(gone.received).toHaveLength(3);
+      expect(busy.received).toHaveLength(5);
+      expect((await notificationsOf(t.runtime.db, dead.id))[0]).toMatchObject({ status: 'failed', attempts: 3, last_error: 'webhook answered HTTP 404 (given up after 3 attempts)' });
+      expect((await notificationsOf(t.runtime.db, live.id))[0]).toMatchObject({ status: 'delivered', attempts: 5 });
+      expect(linesOf(dead.id).find((l) => l.msg === 'alert notification given up after repeated failures')).toMatchObject({ level: 'error', method: 'webhook', target: 'https://gone.example.test', permanent: true, reason: 'refused', attempt: 3 });
+      expect(await alertJson(t, admin, domain.id, dead.id)).toMatchObject({ lastDeliveryError: 'webhook answered HTTP 404 (given up after 3 attempts)', lastDeliveredAt: null });
+      expect(await alertJson(t, admin, domain.id, live.id)).toMatchObject({ lastDeliveryError: null, lastDeliveredAt: expect.stringMatching(ISO_MS) });
+      expect(logLines.some((l) => JSON.stringify(l).includes('s3cret'))).toBe(false);
+    } finally {
+      await gone.close();
+      await busy.close();
+      await deleteAlert(domain.id, dead.id);
+      await deleteAlert(domain.id, live.id);
     }
   });
 });

@@ -11,13 +11,13 @@ import type { ParsedMail } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compare, startAlertEvaluator, step, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
 import { metricOf } from '../src/alerts/metrics.js';
-import { notificationsOf } from '../src/alerts/store.js';
+import { enabledAlertDefinitions, notificationsOf, saveEvaluations, type EvaluationDefinition } from '../src/alerts/store.js';
 import { openPostgres, type Db } from '../src/db/postgres.js';
 import { sql } from '../src/db/sql.js';
 import { createLogger } from '../src/log.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, importText, newDomain as registerDomain, timeLocal } from './support/ingest.js';
-import { evaluatorOf, postAlert } from './support/alerts.js';
+import { alertJson, evaluatorOf, postAlert } from './support/alerts.js';
 import { startSmtpSink, type SmtpSink } from './support/smtp-sink.js';
 
 const INTERVAL = 30_000;
@@ -53,11 +53,7 @@ async function newAlert(domainId: number, fields: Record<string, unknown>): Prom
   return postAlert(t, admin, domainId, body);
 }
 
-async function alertOf(domainId: number, alertId: number): Promise<any> {
-  const res = await call(t.app, 'GET', `/api/logs/domains/${domainId}/alerts`, { token: admin });
-  expect(res.status).toBe(200);
-  return res.body.data.alerts.find((a: { id: number }) => a.id === alertId);
-}
+const alertOf = (domainId: number, alertId: number) => alertJson(t, admin, domainId, alertId);
 
 interface Hit {
   /** Seconds before the virtual now. */
@@ -405,6 +401,82 @@ describe('alert evaluation', () => {
     expect(round).toMatchObject({ ran: true });
     expect(round.ran && round.alerts).toBeGreaterThanOrEqual(6);
     expect(queries).toBe(1);
+  });
+
+  it('a round writes only the alerts whose persisted fields change: an unchanged alert is neither updated nor row-locked', async () => {
+    const domain = await newDomain();
+    const never = await newAlert(domain.id, { name: 'Never', condition: 'requestCount', operator: 'greaterThan', threshold: 1e9 });
+    const silent = await newAlert(domain.id, { name: 'Silent', condition: 'requestCount', operator: 'lessThan', threshold: 1 });
+    // xmin names the transaction that wrote a row version, xmax the one that last locked or
+    // replaced it: a round that writes or locks a row changes one of them.
+    const rows = () =>
+      t.runtime.db.query<{ id: number; xmin: string; xmax: string; state: string; last_requests: string | null; last_evaluated_at: Date | null }>(sql`
+        select id, xmin::text as xmin, xmax::text as xmax, state, last_requests, last_evaluated_at from alerts where id in (${never.id}, ${silent.id}) order by id`);
+    const ev = evaluator();
+    // The first round writes both: their first figures, and the silent one fires.
+    const first = await tick(ev);
+    const firstAt = new Date(now);
+    expect(first.ran && first.written).toBeGreaterThanOrEqual(2);
+    expect(mailsTo(silent.target, 'FIRING:')).toHaveLength(1);
+    const settled = await rows();
+    expect(settled.map((r) => [r.state, r.last_evaluated_at && new Date(r.last_evaluated_at).getTime()])).toEqual([
+      ['ok', firstAt.getTime()],
+      ['firing', firstAt.getTime()],
+    ]);
+
+    // Rounds in which nothing persisted changes: the never-met alert stays ok, the silent one
+    // stays firing (traffic is back, but its resolution is held for its duration), no reminder.
+    await ingest(domain.name, burst(3, 200));
+    for (let i = 0; i < 3; i++) {
+      const quiet = await tick(ev);
+      expect(quiet.ran && quiet.alerts).toBeGreaterThanOrEqual(2);
+    }
+    expect(await rows()).toEqual(settled);
+    expect(mailsTo(silent.target)).toHaveLength(1);
+
+    // A definition changed through the API gets its figures written by the next round, and
+    // nothing else of that round touches the other alert.
+    expect((await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${never.id}`, { token: admin, body: { threshold: 1e8 } })).status).toBe(200);
+    await tick(ev);
+    const [changed, untouched] = await rows();
+    expect(changed).toMatchObject({ state: 'ok', last_evaluated_at: new Date(now) });
+    expect(Number(changed!.last_requests)).toBe(3);
+    expect(untouched).toEqual(settled[1]);
+
+    // A state change is written: the silent alert resolves once it has fired for its duration.
+    now = firstAt.getTime() + 300_000 - INTERVAL;
+    await ingest(domain.name, burst(3, 200));
+    await tick(ev);
+    const [, resolved] = await rows();
+    expect(resolved).toMatchObject({ state: 'ok', last_evaluated_at: new Date(now) });
+    expect(resolved!.xmin).not.toBe(settled[1]!.xmin);
+    expect(mailsTo(silent.target, 'RESOLVED:')).toHaveLength(1);
+  });
+
+  it('a state write skips an alert disabled, changed or deleted after the round read it, so no notification goes without its state', async () => {
+    const domain = await newDomain();
+    const alerts = await Promise.all([1, 2, 3].map((i) => newAlert(domain.id, { name: `Raced ${i}`, condition: 'requestCount', operator: 'lessThan', threshold: 1 })));
+    const ids = alerts.map((a) => a.id);
+    // What a round's claim reads of these alerts.
+    const claimed = async () => (await enabledAlertDefinitions(t.runtime.db)).filter((a) => ids.includes(a.id));
+    const read = await claimed();
+    expect(read.map((a) => a.state)).toEqual(['ok', 'ok', 'ok']);
+    const [disabled, changed, deleted] = alerts;
+    // Between the claim and the apply: a PUT disables one, a PUT changes another, a DELETE the third.
+    expect((await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${disabled!.id}`, { token: admin, body: { enabled: false } })).status).toBe(200);
+    // (updated_at moved on by a second, so the change cannot fall in the same millisecond)
+    await t.runtime.db.query(sql`update alerts set updated_at = updated_at + interval '1 second' where id = ${changed!.id}`);
+    expect((await call(t.app, 'DELETE', `/api/logs/domains/${domain.id}/alerts/${deleted!.id}`, { token: admin })).status).toBe(200);
+    const at = new Date(now);
+    const firing = (a: EvaluationDefinition) => ({ id: a.id, version: new Date(a.updated_at), value: 0, requests: 0, evaluatedAt: at, state: 'firing' as const, stateChangedAt: at, lastNotifiedAt: at, lastTriggeredAt: at });
+    expect(await saveEvaluations(t.runtime.db, read.map(firing))).toEqual(new Set());
+    const [row] = await t.runtime.db.query<{ state: string }>(sql`select state from alerts where id = ${disabled!.id}`);
+    expect(row!.state).toBe('ok');
+    // The next round reads the changed alert again, and its write goes through.
+    const again = await claimed();
+    expect(again.map((a) => [a.id, a.state])).toEqual([[changed!.id, 'ok']]);
+    expect(await saveEvaluations(t.runtime.db, again.map(firing))).toEqual(new Set([changed!.id]));
+    expect((await alertOf(domain.id, changed!.id)).state).toBe('firing');
   });
 
   it('runs on its own timer the way serve starts it, and stops cleanly', async () => {

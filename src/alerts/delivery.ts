@@ -6,10 +6,14 @@
  * - Claiming: a short statement marks up to `batch` due rows as held until now + `leaseMs`
  *   (FOR UPDATE SKIP LOCKED, only the oldest pending row of each alert, so a resolution never
  *   overtakes its firing notification); any number of processes may deliver side by side.
- * - Success marks the row delivered; a failure records the attempt (attempts, last_error,
- *   next_attempt_at with exponential back-off; the alert's last_delivery_error) and logs a
- *   structured warning. After `giveUpAfterMs` without success the row is marked failed and an
- *   error is logged: nothing is dropped silently.
+ * - Success marks the row delivered (and the alert's last_delivered_at); a failure records the
+ *   attempt (attempts, last_error, next_attempt_at with exponential back-off; the alert's
+ *   last_delivery_error) and logs a structured warning. After `giveUpAfterMs` without success the
+ *   row is marked failed and an error is logged: nothing is dropped silently.
+ * - A permanent refusal (see isPermanent) is retried on the same back-off only until the
+ *   notification has had `permanentFailureAttempts` attempts, then given up the same loud way:
+ *   asking a server that said "never" every half hour for a day helps nobody, while the few
+ *   retries cover a receiver that refused by mistake for a moment.
  * - At least once: a process that dies after the mail server accepted a message but before the row
  *   was marked leaves it to be sent again when its lease ends. Webhook receivers get the
  *   notification's id (body `id`, header X-Tailhouse-Notification) to deduplicate on.
@@ -50,6 +54,8 @@ export interface DeliveryOptions {
   leaseMs?: number;
   /** Rows claimed per statement (default 20). */
   batch?: number;
+  /** A permanent refusal on this attempt or a later one gives the notification up (default 3). */
+  permanentFailureAttempts?: number;
 }
 
 export interface Backoff {
@@ -59,6 +65,9 @@ export interface Backoff {
 }
 
 export const DEFAULT_BACKOFF: Backoff = { initialMs: 30_000, maxMs: 30 * 60_000, giveUpAfterMs: 24 * 3_600_000 };
+
+/** With the default back-off, a refused notification is given up about 1.5 minutes after it was first tried. */
+export const PERMANENT_FAILURE_ATTEMPTS = 3;
 
 export interface DeliveryResult {
   delivered: number;
@@ -70,6 +79,33 @@ export interface DeliveryResult {
 export function retryDelay(attempts: number, backoff: Backoff): number {
   return Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.max(0, Math.min(attempts - 1, 30)));
 }
+
+/** A webhook's answer that asking again will not change (see isPermanent). */
+class PermanentRefusal extends Error {}
+
+/**
+ * Whether a failed delivery is a refusal that asking again will not change:
+ *
+ * - E-mail: the mail server answered the recipient (RCPT TO) or the message (DATA) with a 5xx
+ *   reply (unknown mailbox, relaying denied, message rejected). Other 5xx replies are about this
+ *   server's own set-up, not the alert's target: authentication (535), the sender (MAIL FROM), the
+ *   greeting (554, our address is refused); they hold every alert's mail until the operator fixes
+ *   SMTP_URL or MAIL_FROM, so they keep the ordinary retries rather than lose notifications in a
+ *   minute and a half. 4xx replies, timeouts and connection errors are transient.
+ * - Webhook: a 4xx answer other than 408 (request timeout) and 429 (too many requests): the URL
+ *   is gone (404, 410), its token revoked (401, 403), or the receiver rejects the body (400, 422).
+ *   5xx, 408, 429, redirects (not followed), timeouts and network errors are transient, and so is
+ *   the refusal of a non-public address (a name's DNS answer can change).
+ */
+export function isPermanent(err: unknown): boolean {
+  if (err instanceof PermanentRefusal) return true;
+  const e = err as { responseCode?: unknown; command?: unknown } | null;
+  const code = typeof e?.responseCode === 'number' ? e.responseCode : NaN;
+  return code >= 500 && code <= 599 && (e?.command === 'RCPT TO' || e?.command === 'DATA');
+}
+
+/** A webhook's HTTP status that will not change on a retry (see isPermanent). */
+const permanentStatus = (status: number) => status >= 400 && status <= 499 && status !== 408 && status !== 429;
 
 /** The origin of a URL, or a placeholder: what logs may say about a webhook target. */
 export function originOf(target: string): string {
@@ -145,6 +181,7 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
   const backoff: Backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
   const leaseMs = options.leaseMs ?? 2 * 60_000;
   const batch = options.batch ?? 20;
+  const permanentAttempts = options.permanentFailureAttempts ?? PERMANENT_FAILURE_ATTEMPTS;
   const stop = new AbortController();
 
   async function sendWebhook(n: ClaimedNotification, payload: NotificationPayload): Promise<void> {
@@ -167,7 +204,10 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
     });
     // The body is not needed; releasing it frees the connection.
     await response.body?.cancel().catch(() => {});
-    if (response.status < 200 || response.status > 299) throw new Error(`webhook answered HTTP ${response.status}`);
+    if (response.status < 200 || response.status > 299) {
+      const message = `webhook answered HTTP ${response.status}`;
+      throw permanentStatus(response.status) ? new PermanentRefusal(message) : new Error(message);
+    }
   }
 
   async function deliverOne(n: ClaimedNotification, nowMs: number): Promise<'delivered' | 'failed' | 'gaveUp'> {
@@ -184,15 +224,18 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
       }
     } catch (err) {
       const error = describe(err, n.notification_target);
+      const permanent = isPermanent(err);
       const ageMs = nowMs - new Date(n.created_at).getTime();
       const retryAtMs = nowMs + retryDelay(n.attempts, backoff);
-      if (ageMs + (retryAtMs - nowMs) > backoff.giveUpAfterMs) {
-        await markFailed(db, n.id, new Date(nowMs), error, null);
-        log.error({ ...facts, ...target, error }, 'alert notification given up after repeated failures');
+      const expired = ageMs + (retryAtMs - nowMs) > backoff.giveUpAfterMs;
+      if (expired || (permanent && n.attempts >= permanentAttempts)) {
+        // The recorded error says that retries stopped: it is what the alert's lastDeliveryError shows.
+        await markFailed(db, n.id, new Date(nowMs), `${error} (given up after ${n.attempts} attempt${n.attempts === 1 ? '' : 's'})`, null);
+        log.error({ ...facts, ...target, error, permanent, reason: expired ? 'expired' : 'refused' }, 'alert notification given up after repeated failures');
         return 'gaveUp';
       }
       await markFailed(db, n.id, new Date(nowMs), error, new Date(retryAtMs));
-      log.warn({ ...facts, ...target, error, nextAttemptAt: new Date(retryAtMs).toISOString() }, 'alert notification failed; will retry');
+      log.warn({ ...facts, ...target, error, permanent, nextAttemptAt: new Date(retryAtMs).toISOString() }, 'alert notification failed; will retry');
       return 'failed';
     }
     await markDelivered(db, n.id, new Date(nowMs));

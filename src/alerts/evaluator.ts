@@ -10,23 +10,37 @@
  *  1. CLAIM, a short transaction: `pg_try_advisory_xact_lock` (busy: another process is in its
  *     own claim or apply this instant, so skip), then the round ledger (alert_evaluator, one row)
  *     takes this round's time only if its last round is older than the start of the current
- *     interval (floor(now / interval) × interval); the enabled alerts are read. Every process
- *     ticks just after each interval boundary, the first one wins, the others skip: one round per
- *     interval for the whole cluster, and when the winner dies, whoever ticks first in the next
- *     interval evaluates (takeover within one interval, with no lease to expire).
+ *     interval (floor(now / interval) × interval); the enabled alerts are read with their state.
+ *     Every process ticks just after each interval boundary, the first one wins, the others skip:
+ *     one round per interval for the whole cluster, and when the winner dies, whoever ticks first
+ *     in the next interval evaluates (takeover within one interval, with no lease to expire).
  *  2. MEASURE, outside any transaction: one ClickHouse query for all alerts (metrics.ts). Holding a
  *     transaction across it would, in embedded mode, block every other PGlite query meanwhile.
  *  3. APPLY, a short transaction: `pg_advisory_xact_lock` (waits, since holders are all short),
  *     check that the ledger still holds this round (else a later round was claimed while this one
- *     measured, and this round's older figures are dropped), lock the alerts' rows, run each
- *     state machine on the fresh state, write all states in one statement, and enqueue the
- *     notifications in the outbox in the same transaction.
+ *     measured, and this round's older figures are dropped), run each state machine on the state
+ *     read at the claim, write the alerts whose persisted fields change in one statement, and
+ *     enqueue the notifications of the rows written in the outbox in the same transaction.
  *
- * The state machine runs under that lock on state read in the same transaction, and a
- * notification is written in the transaction that changes the state, so neither a second process
- * nor a restart can send a transition twice or lose one. Delivery (delivery.ts) claims outbox rows
- * in transactions of its own (FOR UPDATE SKIP LOCKED) and talks to the mail server or webhook
- * outside of any, so a slow SMTP server never holds the evaluator's lock.
+ * The state read at the claim is still current at the apply: only applies write it, and once the
+ * ledger holds this round no other round's apply passes its ledger check (see
+ * enabledAlertDefinitions in store.ts). A notification is written in the transaction that changes
+ * the state, and only for a row that write reached (an alert changed through the API in between
+ * waits for the next round), so neither a second process nor a restart can send a transition twice
+ * or lose one. Delivery (delivery.ts) claims outbox rows in transactions of its own (FOR UPDATE
+ * SKIP LOCKED) and talks to the mail server or webhook outside of any, so a slow SMTP server never
+ * holds the evaluator's lock.
+ *
+ * ## What a round writes
+ *
+ * Only the alerts whose persisted fields change: a transition or a reminder (state,
+ * state_changed_at, last_notified_at, last_triggered_at), plus the first round after an alert was
+ * created or changed through the API (its figures, so an operator sees what a new definition
+ * measures). An alert whose state stays is neither written nor row-locked: at 3,000 alerts,
+ * rewriting every row each round cost tens of milliseconds and a dead row version per alert per
+ * round, for figures nobody reads. So last_value, last_requests and last_evaluated_at are the
+ * figures of the last round that wrote the row; the API shows none of them, and each
+ * notification's payload keeps its own.
  *
  * ## The state machine (per alert)
  *
@@ -58,12 +72,10 @@ import {
   claimRound,
   enabledAlertDefinitions,
   enqueueNotifications,
-  lockEvaluationStates,
   lockRoundForApply,
   pruneNotifications,
   saveEvaluations,
   type EvaluationDefinition,
-  type EvaluationState,
   type EvaluationWrite,
   type NewNotification,
   type NotificationKind,
@@ -93,6 +105,17 @@ export interface StateFields {
   stateChangedAt: Date | null;
   lastNotifiedAt: Date | null;
   lastTriggeredAt: Date | null;
+}
+
+/** Whether a step changed anything the alert's row keeps. */
+export function stateChanged(before: StateFields, after: StateFields): boolean {
+  const same = (a: Date | null, b: Date | null) => (a === null || b === null ? a === b : a.getTime() === b.getTime());
+  return (
+    before.state !== after.state ||
+    !same(before.stateChangedAt, after.stateChangedAt) ||
+    !same(before.lastNotifiedAt, after.lastNotifiedAt) ||
+    !same(before.lastTriggeredAt, after.lastTriggeredAt)
+  );
 }
 
 /** One step of the state machine (see the module comment); pure. */
@@ -135,7 +158,18 @@ export interface AlertEvaluatorOptions {
 
 export type RoundResult =
   | { ran: false; reason: 'busy' | 'taken' | 'superseded' }
-  | { ran: true; at: string; alerts: number; evaluated: number; notifications: Record<NotificationKind, number>; ms: number };
+  | {
+      ran: true;
+      at: string;
+      /** Enabled alerts when the round was claimed: each one's state machine ran. */
+      alerts: number;
+      /** Alert rows written: those whose persisted fields changed (less any changed through the API meanwhile). */
+      written: number;
+      notifications: Record<NotificationKind, number>;
+      ms: number;
+      /** Where the time went: the claim transaction, the ClickHouse query, the apply transaction. */
+      phases: { claimMs: number; measureMs: number; applyMs: number };
+    };
 
 export interface AlertEvaluator {
   /** One round at `nowMs` (default: the clock), if this process is the first to claim its interval. */
@@ -164,8 +198,9 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
     return work;
   };
 
-  function payloadOf(a: EvaluationDefinition, kind: NotificationKind, state: StateFields, previous: EvaluationState, value: number | null, requests: number, nowMs: number): NotificationPayload {
-    const firingSince = kind === 'firing' ? state.stateChangedAt : previous.state_changed_at;
+  /** The facts of a notification; `a` holds the state before the step, `state` the one after. */
+  function payloadOf(a: EvaluationDefinition, kind: NotificationKind, state: StateFields, value: number | null, requests: number, nowMs: number): NotificationPayload {
+    const firingSince = kind === 'firing' ? state.stateChangedAt : a.state_changed_at;
     return {
       kind,
       state: state.state,
@@ -194,50 +229,64 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
       log.debug({ roundAt, reason: outcome }, 'alert round skipped');
       return { ran: false, reason: outcome };
     }
+    const claimed = performance.now();
     // 2. MEASURE
     const figures = await windowFigures(clickhouse, definitions.map((a) => ({ domainId: a.domain_id, duration: a.duration })), nowMs);
+    const measured = performance.now();
     // 3. APPLY
     const notifications: Record<NotificationKind, number> = { firing: 0, resolved: 0, reminder: 0 };
     const applied = await db.transaction(async (tx) => {
       if (!(await lockRoundForApply(tx, { at, holder }))) return null;
-      const states = new Map((await lockEvaluationStates(tx, definitions.map((a) => a.id))).map((s) => [s.id, s]));
       const writes: EvaluationWrite[] = [];
-      const outbox: NewNotification[] = [];
+      const outbox: (NewNotification & { facts: Record<string, unknown> })[] = [];
       for (const a of definitions) {
-        const current = states.get(a.id);
-        // Deleted, disabled or changed since the claim: the next round sees it as it is now.
-        if (!current || !current.enabled || new Date(current.updated_at).getTime() !== new Date(a.updated_at).getTime()) continue;
         const f = figures.get(windowKey({ domainId: a.domain_id, duration: a.duration }))!;
         const value = metricOf(a.condition, f, minRequests);
         const met = value !== null && compare(value, a.operator, Number(a.threshold));
         const before: StateFields = {
-          state: current.state,
-          stateChangedAt: current.state_changed_at && new Date(current.state_changed_at),
-          lastNotifiedAt: current.last_notified_at && new Date(current.last_notified_at),
-          lastTriggeredAt: current.last_triggered_at && new Date(current.last_triggered_at),
+          state: a.state,
+          stateChangedAt: a.state_changed_at && new Date(a.state_changed_at),
+          lastNotifiedAt: a.last_notified_at && new Date(a.last_notified_at),
+          lastTriggeredAt: a.last_triggered_at && new Date(a.last_triggered_at),
         };
         const next = step(before, met, nowMs, a.duration, reminderMs);
-        writes.push({ id: a.id, value, requests: f.requests, evaluatedAt: at, ...next });
-        if (next.notify) {
-          notifications[next.notify]++;
-          outbox.push({ alertId: a.id, kind: next.notify, payload: payloadOf(a, next.notify, next, current, value, f.requests, nowMs) });
-          log.info({ alertId: a.id, domainId: a.domain_id, event: next.notify, state: next.state, condition: a.condition, value, threshold: Number(a.threshold), requests: f.requests }, `alert ${next.notify}`);
-        } else if (before.state === 'firing' && !met && next.state === 'firing') {
+        if (before.state === 'firing' && !met && next.state === 'firing') {
           log.debug({ alertId: a.id, value }, 'alert below its threshold but firing for less than its duration: resolution held');
         }
+        // Nothing the row keeps changes, and this definition's figures were written before: the
+        // row is left alone (see "What a round writes").
+        if (!stateChanged(before, next) && a.last_evaluated_at !== null) continue;
+        writes.push({ id: a.id, version: new Date(a.updated_at), value, requests: f.requests, evaluatedAt: at, ...next });
+        if (next.notify) {
+          outbox.push({
+            alertId: a.id,
+            kind: next.notify,
+            payload: payloadOf(a, next.notify, next, value, f.requests, nowMs),
+            facts: { alertId: a.id, domainId: a.domain_id, event: next.notify, state: next.state, condition: a.condition, value, threshold: Number(a.threshold), requests: f.requests },
+          });
+        }
       }
-      await saveEvaluations(tx, writes);
-      await enqueueNotifications(tx, outbox, at);
-      return writes.length;
+      // A row disabled, changed or deleted through the API since the claim is not written: its
+      // notification waits for the next round, which evaluates the alert as it is then.
+      const written = await saveEvaluations(tx, writes);
+      const queued = outbox.filter((n) => written.has(n.alertId));
+      await enqueueNotifications(tx, queued.map(({ facts: _facts, ...n }) => n), at);
+      for (const n of queued) {
+        notifications[n.kind]++;
+        log.info(n.facts, `alert ${n.kind}`);
+      }
+      return written.size;
     });
     if (applied === null) {
       log.debug({ roundAt }, 'alert round superseded by a later one');
       return { ran: false, reason: 'superseded' };
     }
-    const ms = performance.now() - started;
-    log.debug({ roundAt, alerts: definitions.length, evaluated: applied, ...notifications, ms: Math.round(ms) }, 'alert round');
+    const done = performance.now();
+    const ms = done - started;
+    const phases = { claimMs: claimed - started, measureMs: measured - claimed, applyMs: done - measured };
+    log.debug({ roundAt, alerts: definitions.length, written: applied, ...notifications, ms: Math.round(ms), applyMs: Math.round(phases.applyMs) }, 'alert round');
     if (ms > intervalMs) log.warn({ roundAt, ms: Math.round(ms), intervalMs }, 'an alert round took longer than ALERT_INTERVAL_S');
-    return { ran: true, at: roundAt, alerts: definitions.length, evaluated: applied, notifications, ms };
+    return { ran: true, at: roundAt, alerts: definitions.length, written: applied, notifications, ms, phases };
   }
 
   let delivering: Promise<DeliveryResult> | null = null;

@@ -115,6 +115,14 @@ export const alertSchema = z
     enabled: z.boolean(),
     state: z.enum(['ok', 'firing']),
     lastTriggeredAt: z.string().nullable(),
+    // Beyond the specification: how the alert's notifications fare (src/alerts/delivery.ts).
+    lastDeliveryError: z.string().nullable().openapi({
+      description:
+        'Beyond the specification: the error of the last failed delivery of a notification of this alert (ends with "(given up after N attempts)" once retries stopped); null when none failed since the last success',
+    }),
+    lastDeliveredAt: z.string().nullable().openapi({
+      description: 'Beyond the specification: when a notification of this alert was last delivered (ISO 8601, UTC, ms); null: never',
+    }),
     createdAt: z.string(),
   })
   .openapi('Alert');

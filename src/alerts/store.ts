@@ -15,6 +15,8 @@ export interface AlertRow {
   enabled: boolean;
   state: 'ok' | 'firing';
   last_triggered_at: Date | null;
+  last_delivery_error: string | null;
+  last_delivered_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -23,8 +25,14 @@ export interface Alert extends AlertDefinition {
   id: number;
   state: 'ok' | 'firing';
   lastTriggeredAt: string | null;
+  /** Beyond the specification: the last failed delivery's error, cleared by the next success. */
+  lastDeliveryError: string | null;
+  /** Beyond the specification: when a notification was last delivered. */
+  lastDeliveredAt: string | null;
   createdAt: string;
 }
+
+const isoOrNull = (d: Date | null) => (d === null ? null : new Date(d).toISOString());
 
 export const toAlert = (row: AlertRow): Alert => ({
   id: row.id,
@@ -37,12 +45,14 @@ export const toAlert = (row: AlertRow): Alert => ({
   notificationTarget: row.notification_target,
   enabled: row.enabled,
   state: row.state,
-  lastTriggeredAt: row.last_triggered_at === null ? null : new Date(row.last_triggered_at).toISOString(),
+  lastTriggeredAt: isoOrNull(row.last_triggered_at),
+  lastDeliveryError: row.last_delivery_error,
+  lastDeliveredAt: isoOrNull(row.last_delivered_at),
   createdAt: new Date(row.created_at).toISOString(),
 });
 
 export const definitionOf = (row: AlertRow): AlertDefinition => {
-  const { id: _id, state: _state, lastTriggeredAt: _last, createdAt: _created, ...definition } = toAlert(row);
+  const { id: _id, state: _state, lastTriggeredAt: _last, lastDeliveryError: _error, lastDeliveredAt: _delivered, createdAt: _created, ...definition } = toAlert(row);
   return definition;
 };
 
@@ -64,11 +74,17 @@ export async function findAlert(db: Db, domainId: number, alertId: number): Prom
   return row;
 }
 
+/**
+ * Replaces the definition. The figures of the last evaluation are cleared: they measured the old
+ * definition, and a cleared snapshot is what makes the next round write the new one's figures
+ * (a round otherwise writes only alerts whose state changes, see saveEvaluations).
+ */
 export async function updateAlert(db: Db, domainId: number, alertId: number, d: AlertDefinition): Promise<AlertRow | undefined> {
   const [row] = await db.query<AlertRow>(sql`
     update alerts
     set name = ${d.name}, condition = ${d.condition}, operator = ${d.operator}, threshold = ${d.threshold}, duration = ${d.duration},
-        notification_method = ${d.notificationMethod}, notification_target = ${d.notificationTarget}, enabled = ${d.enabled}, updated_at = now()
+        notification_method = ${d.notificationMethod}, notification_target = ${d.notificationTarget}, enabled = ${d.enabled}, updated_at = now(),
+        last_value = null, last_requests = null, last_evaluated_at = null
     where id = ${alertId} and domain_id = ${domainId}
     returning *`);
   return row;
@@ -85,9 +101,6 @@ export async function deleteAlert(db: Db, domainId: number, alertId: number): Pr
 
 /** The advisory lock of the evaluator's transactions (migrations hold …0001, the bootstrap …0002). */
 const EVALUATOR_LOCK = 7418230005;
-
-/** A list of integers as one bound parameter (JSON text), usable as `id in ${intList(ids)}`. */
-const intList = (ids: number[]) => sql`(select value::int from jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb))`;
 
 /**
  * The first transaction of a round: the advisory lock if free (else another process is claiming or
@@ -120,7 +133,18 @@ export async function lockRoundForApply(tx: Db, round: { at: Date; holder: strin
   return row?.current === true;
 }
 
-/** What a round needs of an enabled alert: its definition, its domain's name, its version. */
+/**
+ * What a round needs of an enabled alert: its definition, its domain's name, its version
+ * (updated_at), and its state machine's fields.
+ *
+ * Read once, in the claim transaction, under the evaluator's advisory lock. Only a round's apply
+ * writes the state fields, and an apply goes ahead only if the ledger still holds its own round;
+ * after this claim, that is this round alone (an older round's apply finds the ledger moved on,
+ * and one that was applying at the claim held the lock, so the claim found it busy). So the state
+ * read here is still the current one when this round applies, without re-reading or row-locking
+ * every alert (FOR UPDATE writes a lock into each row: per round, the very cost the apply avoids
+ * for alerts that do not change). A PUT or DELETE in between is caught by saveEvaluations.
+ */
 export interface EvaluationDefinition {
   id: number;
   domain_id: number;
@@ -131,39 +155,28 @@ export interface EvaluationDefinition {
   threshold: number;
   duration: number;
   updated_at: Date;
+  state: 'ok' | 'firing';
+  state_changed_at: Date | null;
+  last_notified_at: Date | null;
+  last_triggered_at: Date | null;
+  /** Null: no round has written this definition's figures yet (a new or changed alert). */
+  last_evaluated_at: Date | null;
 }
 
 export async function enabledAlertDefinitions(db: Db): Promise<EvaluationDefinition[]> {
   return db.query<EvaluationDefinition>(sql`
-    select a.id, a.domain_id, d.name as domain_name, a.name, a.condition, a.operator, a.threshold, a.duration, a.updated_at
+    select a.id, a.domain_id, d.name as domain_name, a.name, a.condition, a.operator, a.threshold, a.duration, a.updated_at,
+           a.state, a.state_changed_at, a.last_notified_at, a.last_triggered_at, a.last_evaluated_at
     from alerts a join domains d on d.id = a.domain_id
     where a.enabled
     order by a.id`);
 }
 
-/** The state machine's fields of an alert, read under a row lock in the apply transaction. */
-export interface EvaluationState {
-  id: number;
-  enabled: boolean;
-  updated_at: Date;
-  state: 'ok' | 'firing';
-  state_changed_at: Date | null;
-  last_notified_at: Date | null;
-  last_triggered_at: Date | null;
-}
-
-export async function lockEvaluationStates(tx: Db, ids: number[]): Promise<EvaluationState[]> {
-  if (ids.length === 0) return [];
-  return tx.query<EvaluationState>(sql`
-    select id, enabled, updated_at, state, state_changed_at, last_notified_at, last_triggered_at
-    from alerts where id in ${intList(ids)}
-    order by id
-    for update`);
-}
-
-/** One alert's outcome of a round: its metric, and its state fields (unchanged ones included). */
+/** One alert's outcome of a round that is to be persisted: its metric and its state fields. */
 export interface EvaluationWrite {
   id: number;
+  /** The alert's updated_at as the round read it: a row changed since (PUT) is left alone. */
+  version: Date;
   value: number | null;
   requests: number;
   evaluatedAt: Date;
@@ -175,12 +188,18 @@ export interface EvaluationWrite {
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
 
-/** Writes every evaluated alert of a round in one statement. */
-export async function saveEvaluations(tx: Db, writes: EvaluationWrite[]): Promise<void> {
-  if (writes.length === 0) return;
+/**
+ * Writes a round's changed alerts in one statement and returns the ids written. A row whose
+ * definition changed (updated_at) or that was disabled or deleted after the states were read is
+ * skipped: the caller enqueues notifications only for the ids returned, so a state change is never
+ * notified without being recorded. The written rows stay locked until the transaction ends.
+ */
+export async function saveEvaluations(tx: Db, writes: EvaluationWrite[]): Promise<Set<number>> {
+  if (writes.length === 0) return new Set();
   const json = JSON.stringify(
     writes.map((w) => ({
       id: w.id,
+      version: iso(w.version),
       value: w.value,
       requests: w.requests,
       evaluated_at: iso(w.evaluatedAt),
@@ -190,14 +209,16 @@ export async function saveEvaluations(tx: Db, writes: EvaluationWrite[]): Promis
       last_triggered_at: iso(w.lastTriggeredAt),
     })),
   );
-  await tx.query(sql`
+  const rows = await tx.query<{ id: number }>(sql`
     update alerts a
     set last_value = w.value, last_requests = w.requests, last_evaluated_at = w.evaluated_at, state = w.state,
         state_changed_at = w.state_changed_at, last_notified_at = w.last_notified_at, last_triggered_at = w.last_triggered_at
     from jsonb_to_recordset(${json}::text::jsonb) as w(
-      id int, value double precision, requests bigint, evaluated_at timestamptz, state text,
+      id int, version timestamptz, value double precision, requests bigint, evaluated_at timestamptz, state text,
       state_changed_at timestamptz, last_notified_at timestamptz, last_triggered_at timestamptz)
-    where a.id = w.id`);
+    where a.id = w.id and a.updated_at = w.version and a.enabled
+    returning a.id`);
+  return new Set(rows.map((r) => Number(r.id)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -258,14 +279,19 @@ export async function claimNotifications(db: Db, at: Date, leaseUntil: Date, lim
     returning n.id, n.alert_id, n.kind, n.payload, n.attempts, n.created_at, a.notification_method, a.notification_target`);
 }
 
+/**
+ * Marks a notification delivered, and its alert's delivery outcome: delivered at `at` (greatest:
+ * never moved back by a late writer), the last error cleared. One alert row write per delivered
+ * notification, and notifications are rare (transitions and 4-hourly reminders).
+ */
 export async function markDelivered(db: Db, id: string | number, at: Date): Promise<void> {
   await db.query(sql`
     with n as (
       update alert_notifications set status = 'delivered', delivered_at = ${at}, claimed_until = null
       where id = ${String(id)}::bigint returning alert_id
     )
-    update alerts a set last_delivery_error = null, last_delivery_error_at = null
-    from n where a.id = n.alert_id and a.last_delivery_error is not null`);
+    update alerts a set last_delivered_at = greatest(a.last_delivered_at, ${at}::timestamptz), last_delivery_error = null, last_delivery_error_at = null
+    from n where a.id = n.alert_id`);
 }
 
 /** Records a failed attempt: retried at `retryAt`, or, with null, given up (status failed). */

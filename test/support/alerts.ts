@@ -13,3 +13,12 @@ export async function postAlert(t: TestApp, token: string, domainId: number, bod
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return { id: res.body.data.id, target: String(body.notificationTarget) };
 }
+
+/** An alert as GET /api/logs/domains/:domainId/alerts shows it (200 expected). */
+export async function alertJson(t: TestApp, token: string, domainId: number, alertId: number): Promise<Record<string, any>> {
+  const res = await call(t.app, 'GET', `/api/logs/domains/${domainId}/alerts`, { token });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  const alert = res.body.data.alerts.find((a: { id: number }) => a.id === alertId);
+  expect(alert, `alert ${alertId} in the list of domain ${domainId}`).toBeDefined();
+  return alert;
+}
