@@ -5,8 +5,8 @@
  * route) and through the service with a raw-only plan (every row read from access_logs, the answer
  * without rollups), checking that both answers are equal.
  *
- * Also times the import with and without the rollups' materialized views, on a second domain
- * imported first with the views dropped.
+ * Also times the import, then the rollup builder (src/logs/rollups.ts) catching up with it: every
+ * stats answer before that is read raw, and is the same answer.
  *
  *   npx tsx bench/query-stats.ts
  *   BENCH_LINES=1000000 BENCH_RUNS=5 npx tsx bench/query-stats.ts
@@ -20,10 +20,10 @@ import { isDeepStrictEqual } from 'node:util';
 import { importFiles } from '../ingest/import.js';
 import { createApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { SQL_DIR } from '../src/db/migrate.js';
 import { insertDomain } from '../src/domains/store.js';
 import { createLogger } from '../src/log.js';
-import { periodWindow, planWindow, queryWindowStats, STATS_PERIODS } from '../src/logs/stats.js';
+import { buildRollups } from '../src/logs/rollups.js';
+import { periodWindow, queryWindowStats, STATS_PERIODS } from '../src/logs/stats.js';
 import { openRuntime } from '../src/runtime.js';
 import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
 
@@ -62,29 +62,19 @@ async function main() {
       return t;
     };
 
-    // The import without the views first (they are created again from the migration's text), then with them.
-    const views = fs
-      .readFileSync(path.join(SQL_DIR, 'clickhouse', '004_stats_rollups.sql'), 'utf8')
-      .split(/;\s*$/m)
-      .map((s) => s.replace(/^\s*--.*$/gm, '').trim())
-      .filter((s) => s.startsWith('CREATE MATERIALIZED VIEW'));
-    const other = await insertDomain(runtime.db, { name: 'no-rollups.bench.test', ownerId: null });
-    for (const view of ['access_stats_mv', 'access_stats_top_mv']) await runtime.clickhouse.command({ query: `DROP VIEW ${view}` });
-    const withoutViews = await importInto(other.name);
-    for (const view of views) await runtime.clickhouse.command({ query: view });
     const domain = await insertDomain(runtime.db, { name: 'shop.bench.test', ownerId: null });
-    const withViews = await importInto(domain.name);
+    const imported = await importInto(domain.name);
     const rate = (t: number) => `${Math.round(LINES / (t / 1000)).toLocaleString('en')} lines/s`;
-    console.log(`import without rollups: ${ms(withoutViews)} (${rate(withoutViews)}); with rollups: ${ms(withViews)} (${rate(withViews)})`);
-    await runtime.clickhouse.command({ query: 'OPTIMIZE TABLE access_stats FINAL' });
-    await runtime.clickhouse.command({ query: 'OPTIMIZE TABLE access_stats_top FINAL' });
+    const [building, round] = await timed(() => buildRollups(runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 3_600_000, retentionDays: 90 }));
+    console.log(`import: ${ms(imported)} (${rate(imported)}); rollup builder catching up: ${ms(building)} (${round.hours} hours, ${round.days} days)`);
+    await runtime.clickhouse.command({ query: 'OPTIMIZE TABLE access_rollups FINAL' });
     const sizes = await (
       await runtime.clickhouse.query({
-        query: "SELECT table, sum(rows) AS rows, sum(data_compressed_bytes) AS bytes FROM system.parts WHERE active AND database = currentDatabase() AND table IN ('access_logs', 'access_stats', 'access_stats_top') GROUP BY table ORDER BY table",
+        query: "SELECT table, sum(rows) AS rows, sum(data_compressed_bytes) AS bytes FROM system.parts WHERE active AND database = currentDatabase() AND table IN ('access_logs', 'access_rollups', 'access_hour_rows') GROUP BY table ORDER BY table",
         format: 'JSONEachRow',
       })
     ).json<{ table: string; rows: string; bytes: string }>();
-    for (const s of sizes) console.log(`  ${s.table}: ${Number(s.rows).toLocaleString('en')} rows, ${(Number(s.bytes) / 2 ** 20).toFixed(1)} MiB compressed (both domains)`);
+    for (const s of sizes) console.log(`  ${s.table}: ${Number(s.rows).toLocaleString('en')} rows, ${(Number(s.bytes) / 2 ** 20).toFixed(1)} MiB compressed `);
 
     const login = await app.request('/api/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'admin@bench.test', password: PASSWORD }) });
     const token = ((await login.json()) as { data: { accessToken: string } }).data.accessToken;
@@ -102,8 +92,8 @@ async function main() {
         if (res.status !== 200) throw new Error(`stats ${period}: ${res.status} ${await res.text()}`);
         await res.arrayBuffer();
         const { start, end } = periodWindow(period, Date.now(), config.logRetentionDays);
-        const [r1, viaRollups] = await timed(() => queryWindowStats(runtime.clickhouse, domain.id, planWindow(start, end)));
-        const [r2, viaRaw] = await timed(() => queryWindowStats(runtime.clickhouse, domain.id, planWindow(start, end, false)));
+        const [r1, viaRollups] = await timed(() => queryWindowStats(runtime.clickhouse, domain.id, start, end));
+        const [r2, viaRaw] = await timed(() => queryWindowStats(runtime.clickhouse, domain.id, start, end, false));
         same &&= isDeepStrictEqual(viaRollups, viaRaw);
         total = viaRaw.totalRequests;
         // The first run warms caches up and is not counted.

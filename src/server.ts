@@ -3,14 +3,15 @@ import { loadIngestConfig } from '../ingest/config.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { startAlertEvaluator } from './alerts/evaluator.js';
 import { createApp } from './app.js';
+import { startStatsRollups } from './logs/rollups.js';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import { openRuntime } from './runtime.js';
 import { stopOnSignals } from './shutdown.js';
 
 /**
- * `tailhouse serve`: the API on PORT, and the ingest worker beside it when INGEST_CONFIG is set
- * (CONTRACT §6). SIGTERM/SIGINT stop accepting connections, let requests in flight and batches being
+ * `tailhouse serve`: the API on PORT, the ingest worker beside it when INGEST_CONFIG is set
+ * (CONTRACT §6), the alert evaluator and the stats rollup builder. SIGTERM/SIGINT stop accepting connections, let requests in flight and batches being
  * written finish, then close both stores so PGlite and chDB are never left half-written.
  */
 export async function runServer(config: Config, log: Logger): Promise<void> {
@@ -28,6 +29,8 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
   }
   // CONTRACT §5: with several processes on one Postgres, one of them evaluates each interval.
   const alerts = startAlertEvaluator({ db: runtime.db, clickhouse: runtime.clickhouse, mailer: runtime.mailer, log, baseUrl: config.baseUrl, intervalMs: config.alertIntervalS * 1000 });
+  // Stats rollups are built here, beside ingest, not on its insert path (src/logs/rollups.ts).
+  const rollups = startStatsRollups({ db: runtime.db, clickhouse: runtime.clickhouse, log, retentionDays: config.logRetentionDays });
   const app = createApp(runtime);
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
     log.info({ port: info.port, host: config.host, mode: config.databaseUrl ? 'server' : 'embedded', baseUrl: config.baseUrl, ingest: ingestConfig?.path ?? null }, 'listening');
@@ -36,7 +39,7 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     // Idle keep-alive connections would hold server.close open.
     if ('closeIdleConnections' in server) server.closeIdleConnections();
-    await Promise.all([closed, ingest?.close(), alerts.stop()]);
+    await Promise.all([closed, ingest?.close(), alerts.stop(), rollups.stop()]);
     await runtime.close();
   });
 }

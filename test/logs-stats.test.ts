@@ -1,14 +1,17 @@
 /**
  * GET /api/logs/domains/:domainId/stats (CONTRACT §5): every period against a brute-force answer
  * over the same generated lines, loaded through the real import path; the rollups
- * (sql/clickhouse/004_stats_rollups.sql) against the raw rows for many windows, also against a
- * plain SQL query; empty windows; validation; access rules; deduplicated retries.
+ * (sql/clickhouse/005_stats_deferred_rollups.sql, built by src/logs/rollups.ts) against the raw
+ * rows for many windows, also against a plain SQL query, built, partly built and written twice;
+ * empty windows; validation; access rules; deduplicated retries.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dedupToken, insertAccessBatch, type AccessRow } from '../ingest/sinks/clickhouse.js';
-import { deleteDomainStats, planWindow, queryWindowStats, type WindowStats } from '../src/logs/stats.js';
+import { createLogger } from '../src/log.js';
+import { buildRollups, startStatsRollups, type RollupRound } from '../src/logs/rollups.js';
+import { deleteDomainStats, planWindow, provenTop, queryBuildState, queryWindowStats, windowBuckets, type BuildState, type WindowStats } from '../src/logs/stats.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
-import { FORMAT, importText, select, timeLocal } from './support/ingest.js';
+import { FORMAT, importText, select, timeLocal, until } from './support/ingest.js';
 import { prng } from './support/random.js';
 
 const HOUR = 3_600_000;
@@ -194,7 +197,13 @@ beforeAll(async () => {
   plainEntries = generate(3, 4_000, false);
   await importEntries(plain.name, plainEntries, 'combined');
   await importEntries(noras.name, generate(4, 500, true), FORMAT);
+  await buildAll();
 }, 120_000);
+
+/** The builder's whole backlog, as `serve` runs it (settled a second after an hour ends). */
+async function buildAll(): Promise<RollupRound> {
+  return buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 60_000, retentionDays: 90 });
+}
 
 afterAll(async () => {
   await t?.close();
@@ -245,7 +254,7 @@ describe('GET /api/logs/domains/:domainId/stats', () => {
       expect(res.body).toEqual({ success: true, data: { period, ...zero } });
     }
     // A window between the lines of a domain that has some.
-    const gap = await queryWindowStats(t.runtime.clickhouse, shop.id, planWindow(NOW + HOUR, NOW + 2 * HOUR));
+    const gap = await queryWindowStats(t.runtime.clickhouse, shop.id, NOW + HOUR, NOW + 2 * HOUR);
     expect(gap).toEqual(zero);
   });
 
@@ -297,17 +306,36 @@ describe('GET /api/logs/domains/:domainId/stats', () => {
 });
 
 describe('rollups', () => {
-  it('hold both spans for the imported rows', async () => {
-    const rows = await select<{ span: string; n: string }>(
-      t.runtime.clickhouse,
-      'SELECT span, toString(sum(requests)) AS n FROM access_stats WHERE domain_id = {d:UInt32} GROUP BY span ORDER BY span',
-      { d: shop.id },
-    );
-    expect(rows).toEqual([
-      { span: 'hour', n: String(shopEntries.length) },
-      { span: 'day', n: String(shopEntries.length) },
+  /** Rows per span as access_rollups holds them (the totals), and per span as the entries give them. */
+  const ROLLUP_TOTALS = "SELECT span, toString(sum(requests)) AS n FROM access_rollups WHERE domain_id = {d:UInt32} AND dim = 'total' GROUP BY span ORDER BY span";
+  const builtSpans = (domainId: number) => select<{ span: string; n: string }>(t.runtime.clickhouse, ROLLUP_TOTALS, { d: domainId });
+  /** Entries of hours (days) that ended before now, which the builder builds. */
+  const complete = (entries: Entry[], unit: number) => String(entries.filter((e) => Math.floor(e.t / unit) * unit + unit <= Date.now() - 1000).length);
+
+  it('the builder builds every complete hour, and every complete day from its hours', async () => {
+    expect(await builtSpans(shop.id)).toEqual([
+      { span: 'hour', n: complete(shopEntries, HOUR) },
+      { span: 'day', n: complete(shopEntries, DAY) },
+    ]);
+    // A second round finds nothing left and writes nothing.
+    const again = await buildAll();
+    expect(again).toMatchObject({ hours: 0, days: 0, repaired: 0 });
+    expect(await builtSpans(shop.id)).toEqual([
+      { span: 'hour', n: complete(shopEntries, HOUR) },
+      { span: 'day', n: complete(shopEntries, DAY) },
     ]);
   });
+
+  /** Every window of the list: through the rollups as built now, raw, brute force and plain SQL agree. */
+  async function expectWindowsExact(domainId: number, entries: Entry[], windows: [number, number][]): Promise<void> {
+    for (const [start, end] of windows) {
+      const label = `${new Date(start).toISOString()} … ${new Date(end).toISOString()}`;
+      const expected = bruteForce(entries, start, end);
+      expect(await queryWindowStats(t.runtime.clickhouse, domainId, start, end), `rollups ${label}`).toEqual(expected);
+      expect(await queryWindowStats(t.runtime.clickhouse, domainId, start, end, false), `raw ${label}`).toEqual(expected);
+      expect(await rawSql(domainId, start, end), `sql ${label}`).toEqual(expected);
+    }
+  }
 
   it('windows read through the rollups equal the raw rows, the brute force and plain SQL', async () => {
     const rnd = prng(7);
@@ -329,33 +357,211 @@ describe('rollups', () => {
       const a = NOW - Math.floor(rnd() * 31 * DAY);
       windows.push([a, a + Math.floor(rnd() * (NOW - a))]);
     }
-    for (const [start, end] of windows) {
-      const label = `${new Date(start).toISOString()} … ${new Date(end).toISOString()}`;
-      const expected = bruteForce(shopEntries, start, end);
-      const plan = planWindow(start, end);
-      expect(await queryWindowStats(t.runtime.clickhouse, shop.id, plan), `rollups ${label}`).toEqual(expected);
-      expect(await queryWindowStats(t.runtime.clickhouse, shop.id, planWindow(start, end, false)), `raw ${label}`).toEqual(expected);
-      expect(await rawSql(shop.id, start, end), `sql ${label}`).toEqual(expected);
+    // The 30-day window really is read from built days and hours, with raw rows at its ends only.
+    const plan = planWindow(NOW - 30 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, shop.id, NOW - 30 * DAY, NOW));
+    expect(plan.days.length).toBeGreaterThanOrEqual(28);
+    expect(plan.hours.length).toBeGreaterThan(0);
+    expect(plan.tops).toBe(true);
+    expect(plan.raw).toEqual([
+      [NOW - 30 * DAY, Math.ceil((NOW - 30 * DAY) / HOUR) * HOUR],
+      [Math.floor(NOW / HOUR) * HOUR, NOW + 1],
+    ]);
+    await expectWindowsExact(shop.id, shopEntries, windows);
+  });
+
+  it('rows added to built hours and days are read raw until the builder has built them again', async () => {
+    const domain = await createDomain('late.example.com', alice.id);
+    const entries = generate(11, 3_000, true).filter((e) => e.t < NOW);
+    await importEntries(domain.name, entries, FORMAT);
+    await buildAll();
+    // Late lines (an old rotated file imported now) into days and hours that are already built.
+    // A few, in about a dozen hours: many more would make the plan read the whole window raw.
+    const late = generate(12, 600, true).filter((e, i) => i % 61 === 0 && e.t < NOW - 2 * DAY);
+    await importEntries(domain.name, late, FORMAT);
+    const all = [...entries, ...late].sort((a, b) => a.t - b.t);
+    const windows: [number, number][] = [
+      [NOW - 30 * DAY, NOW],
+      [NOW - 7 * DAY, NOW],
+      [Math.floor((NOW - 10 * DAY) / DAY) * DAY + 5 * HOUR + 17, NOW - 2 * DAY - 17],
+    ];
+    const before = planWindow(NOW - 30 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 30 * DAY, NOW));
+    expect(before.raw.length).toBeGreaterThan(4);
+    expect(before.raw.length).toBeLessThan(20);
+    await expectWindowsExact(domain.id, all, windows);
+    const round = await buildAll();
+    expect(round.hours).toBeGreaterThan(0);
+    expect(round.days).toBeGreaterThan(0);
+    const after = planWindow(NOW - 30 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 30 * DAY, NOW));
+    expect(after.raw.length).toBe(2);
+    await expectWindowsExact(domain.id, all, windows);
+    expect(await builtSpans(domain.id)).toEqual([
+      { span: 'hour', n: complete(all, HOUR) },
+      { span: 'day', n: complete(all, DAY) },
+    ]);
+  });
+
+  it('a bucket written twice (two builders at once) is read raw, then deleted and built again', async () => {
+    const domain = await createDomain('twice.example.com', alice.id);
+    const entries = generate(13, 2_000, true).filter((e) => e.t < NOW);
+    await importEntries(domain.name, entries, FORMAT);
+    await buildAll();
+    // What a second builder would add: the same difference again, for one day and one of its hours.
+    const day = Math.floor((NOW - 3 * DAY) / DAY) * DAY;
+    const double = (span: string, bucket: number) =>
+      t.runtime.clickhouse.command({
+        query: `INSERT INTO access_rollups SELECT domain_id, span, dim, bucket, key, requests, errors, response_time_sum, response_time_count, visitors
+                FROM access_rollups WHERE domain_id = {d:UInt32} AND span = {span:String} AND bucket = toDateTime({b:UInt32}, 'UTC')`,
+        query_params: { d: domain.id, span, b: bucket / 1000 },
+      });
+    const busyHour = Math.floor(entries.find((e) => e.t >= day + HOUR)!.t / HOUR) * HOUR;
+    await double('hour', busyHour);
+    await double('day', day);
+    await expectWindowsExact(domain.id, entries, [[NOW - 7 * DAY, NOW], [day + 10, busyHour + HOUR + 10]]);
+    const round = await buildAll();
+    expect(round.repaired).toBe(2);
+    expect(await builtSpans(domain.id)).toEqual([
+      { span: 'hour', n: complete(entries, HOUR) },
+      { span: 'day', n: complete(entries, DAY) },
+    ]);
+    const plan = planWindow(NOW - 7 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 7 * DAY, NOW));
+    expect(plan.days).toContain(day);
+    await expectWindowsExact(domain.id, entries, [[NOW - 7 * DAY, NOW], [day + 10, busyHour + HOUR + 10]]);
+  });
+
+  it('serve’s builder builds in the background, one process per database at a time (a lease)', async () => {
+    const domain = await createDomain('background.example.com', alice.id);
+    const entries = generate(14, 1_000, true).filter((e) => e.t < NOW);
+    await importEntries(domain.name, entries, FORMAT);
+    const deps = { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log: createLogger('silent'), retentionDays: 90 };
+    const first = startStatsRollups(deps);
+    const second = startStatsRollups(deps);
+    try {
+      const expected = [
+        { span: 'hour', n: complete(entries, HOUR) },
+        { span: 'day', n: complete(entries, DAY) },
+      ];
+      await until(async () => JSON.stringify(await builtSpans(domain.id)) === JSON.stringify(expected), 'rollups built in the background', 60_000, 200);
+      // Whichever claimed the lease first holds it: the other's rounds do nothing.
+      const rounds = await Promise.all([first.runOnce(), second.runOnce()]);
+      expect(rounds.filter((r) => r === null)).toHaveLength(1);
+      // Stopped, the holder gives the lease up, and the other takes over at its next round.
+      const [holder, other] = rounds[0] === null ? [second, first] : [first, second];
+      await holder.stop();
+      expect(await other.runOnce()).not.toBeNull();
+    } finally {
+      await first.stop();
+      await second.stop();
     }
   });
 
-  it('planWindow: days inside, whole hours around them, partial hours at the ends', () => {
-    const start = Date.UTC(2026, 0, 1, 10, 30);
-    const end = Date.UTC(2026, 0, 8, 5, 15);
-    expect(planWindow(start, end)).toEqual({
-      start,
-      end,
+  it('short day lists: a flat distribution they cannot prove, and days without them, still give the exact lists', async () => {
+    const domain = await createDomain('flat.example.com', alice.id);
+    // 400 URLs requested about equally every day: a day's 101st URL has about the 10th's count.
+    const rnd = prng(15);
+    const entries: Entry[] = [];
+    for (let i = 0; i < 12_000; i++) {
+      const ts = NOW - 2 * HOUR - Math.floor(rnd() * 20 * DAY);
+      entries.push({ t: ts, ip: `10.1.${i % 7}.${i % 11}`, url: `/flat/${Math.floor(rnd() * 400)}`, status: 200, referrer: '', agent: `agent-${Math.floor(rnd() * 300)}`, rt: 5 });
+    }
+    entries.sort((a, b) => a.t - b.t);
+    await importEntries(domain.name, entries, FORMAT);
+    await buildAll();
+    const windows: [number, number][] = [
+      [NOW - 30 * DAY, NOW],
+      [NOW - 7 * DAY - 5, NOW - DAY + 5],
+    ];
+    const plan = () => queryBuildState(t.runtime.clickhouse, domain.id, NOW - 30 * DAY, NOW).then((state) => planWindow(NOW - 30 * DAY, NOW, state));
+    expect((await plan()).tops).toBe(true);
+    await expectWindowsExact(domain.id, entries, windows);
+    // A day built without its short lists (a builder that died between the two statements).
+    const day = Math.floor((NOW - 5 * DAY) / DAY) * DAY;
+    await t.runtime.clickhouse.command({
+      query: "DELETE FROM access_day_tops WHERE domain_id = {d:UInt32} AND day = toDateTime({day:UInt32}, 'UTC')",
+      query_params: { d: domain.id, day: day / 1000 },
+      clickhouse_settings: { mutations_sync: '2' },
+    });
+    expect((await plan()).tops).toBe(false);
+    await expectWindowsExact(domain.id, entries, windows);
+    expect((await buildAll()).days).toBe(1);
+    expect((await plan()).tops).toBe(true);
+  });
+
+  it('provenTop: a list is proven only when no key outside the candidates can reach the 10th count', () => {
+    const proposed = (counts: number[]) => counts.map((n, i) => ({ key: `/k${String(i).padStart(2, '0')}`, proposed: n, edge: 0 }));
+    const exactAsProposed = (list: { key: string; proposed: number }[]) => new Map(list.map((c) => [c.key, c.proposed]));
+    // 31 proposals: the 31st (20) plus the thresholds (9) stays below the 10th count (30): proven.
+    const many = proposed([...Array.from({ length: 10 }, (_, i) => 100 - i * 7), ...Array.from({ length: 21 }, () => 20)]);
+    expect(provenTop({ proposed: many, threshold: 9 }, exactAsProposed(many), false)?.map((e) => e.count)).toEqual(Array.from({ length: 10 }, (_, i) => 100 - i * 7));
+    // Equal to it: an outside key could tie with the 10th and come first by its name. Not proven.
+    const tenth = 100 - 9 * 7;
+    expect(provenTop({ proposed: many, threshold: tenth - 20 }, exactAsProposed(many), false)).toBeNull();
+    // The exact counts (day rows plus edge) decide, not the proposals.
+    const edged = many.map((c, i) => (i === 30 ? c : { ...c, edge: 1 }));
+    expect(provenTop({ proposed: edged, threshold: 9 }, exactAsProposed(many), false)?.[0]).toEqual({ key: '/k00', count: 101 });
+    // Fewer than 10 keys: proven only when nothing can lie outside (no threshold, no 31st key).
+    const few = proposed([5, 4, 3]);
+    expect(provenTop({ proposed: few, threshold: 0 }, exactAsProposed(few), false)?.map((e) => e.key)).toEqual(['/k00', '/k01', '/k02']);
+    expect(provenTop({ proposed: few, threshold: 1 }, exactAsProposed(few), false)).toBeNull();
+    // Status codes order as numbers among equal counts.
+    const codes = [{ key: '500', proposed: 3, edge: 0 }, { key: '404', proposed: 3, edge: 0 }, { key: '1000', proposed: 3, edge: 0 }];
+    expect(provenTop({ proposed: codes, threshold: 0 }, exactAsProposed(codes), true)?.map((e) => e.key)).toEqual(['404', '500', '1000']);
+  });
+
+  it('windowBuckets: days inside, whole hours around them, partial hours at the ends', () => {
+    expect(windowBuckets(Date.UTC(2026, 0, 1, 10, 30), Date.UTC(2026, 0, 8, 5, 15))).toEqual({
       hourFrom: Date.UTC(2026, 0, 1, 11),
       dayFrom: Date.UTC(2026, 0, 2),
       dayTo: Date.UTC(2026, 0, 8),
       hourTo: Date.UTC(2026, 0, 8, 5),
     });
     // No whole day: hours only.
-    const h = planWindow(Date.UTC(2026, 0, 1, 10, 30), Date.UTC(2026, 0, 2, 9, 30));
-    expect(h).toMatchObject({ hourFrom: Date.UTC(2026, 0, 1, 11), dayFrom: Date.UTC(2026, 0, 2, 9), dayTo: Date.UTC(2026, 0, 2, 9), hourTo: Date.UTC(2026, 0, 2, 9) });
-    // No whole hour: raw only.
-    const r = planWindow(Date.UTC(2026, 0, 1, 10, 30), Date.UTC(2026, 0, 1, 10, 59));
-    expect(r).toMatchObject({ hourFrom: r.start, dayFrom: r.start, dayTo: r.start, hourTo: r.start });
+    expect(windowBuckets(Date.UTC(2026, 0, 1, 10, 30), Date.UTC(2026, 0, 2, 9, 30))).toEqual({
+      hourFrom: Date.UTC(2026, 0, 1, 11),
+      dayFrom: Date.UTC(2026, 0, 2, 9),
+      dayTo: Date.UTC(2026, 0, 2, 9),
+      hourTo: Date.UTC(2026, 0, 2, 9),
+    });
+    // No whole hour: nothing.
+    const start = Date.UTC(2026, 0, 1, 10, 30);
+    expect(windowBuckets(start, Date.UTC(2026, 0, 1, 10, 59))).toEqual({ hourFrom: start, dayFrom: start, dayTo: start, hourTo: start });
+  });
+
+  it('planWindow: built days and hours from the rollups, unbuilt ones and the ends raw, adjacent raw ranges joined', () => {
+    const h = (day: number, hour: number) => Date.UTC(2026, 0, day, hour);
+    const start = Date.UTC(2026, 0, 1, 22, 30);
+    const end = Date.UTC(2026, 0, 4, 1, 15);
+    const state: BuildState = { counted: new Map(), builtHours: new Map(), builtDays: new Map(), topsDays: new Map() };
+    for (let t0 = h(1, 23); t0 < h(4, 1); t0 += HOUR) {
+      state.counted.set(t0, 10);
+      state.builtHours.set(t0, 10);
+    }
+    state.builtDays.set(h(2, 0), 240); // Jan 2 built as a day
+    state.builtDays.set(h(3, 0), 200); // Jan 3's day is stale: its hours are used …
+    state.builtHours.set(h(3, 5), 9); // … except 05:00, which is not built again yet, and is raw
+    state.counted.set(h(3, 7), 0); // no rows: neither read nor raw
+    state.builtHours.delete(h(1, 23)); // not built: raw, joined with the start's partial hour
+    const plan = planWindow(start, end, state);
+    expect(plan.days).toEqual([h(2, 0)]);
+    expect(plan.hours).toEqual(Array.from({ length: 24 }, (_, i) => h(3, i)).filter((x) => x !== h(3, 5) && x !== h(3, 7)).concat([h(4, 0)]));
+    expect(plan.raw).toEqual([
+      [start, h(2, 0)],
+      [h(3, 5), h(3, 6)],
+      [h(4, 1), end + 1],
+    ]);
+    // The short top lists are used only when every planned day has them, built with the day's total.
+    expect(plan.tops).toBe(false);
+    state.topsDays.set(h(2, 0), 239);
+    expect(planWindow(start, end, state).tops).toBe(false);
+    state.topsDays.set(h(2, 0), 240);
+    expect(planWindow(start, end, state).tops).toBe(true);
+    // Without a state, or with more raw ranges than a query should carry, the whole window is raw.
+    expect(planWindow(start, end, null)).toEqual({ start, end, days: [], hours: [], raw: [[start, end + 1]], tops: false });
+    const patchy: BuildState = { counted: new Map(), builtHours: new Map(), builtDays: new Map(), topsDays: new Map() };
+    for (let t0 = h(1, 0); t0 < h(6, 0); t0 += HOUR) {
+      patchy.counted.set(t0, 1);
+      if (t0 % (2 * HOUR) === 0) patchy.builtHours.set(t0, 1);
+    }
+    expect(planWindow(h(1, 0) - 5, h(6, 0) + 5, patchy).raw).toEqual([[h(1, 0) - 5, h(6, 0) + 6]]);
   });
 
   it('a retried batch that ClickHouse deduplicates is not counted again by the rollups', async () => {
@@ -373,15 +579,20 @@ describe('rollups', () => {
       responseTime: i % 4 === 0 ? null : i,
     }));
     const token = dedupToken('test:retry', 0, 300);
-    const ROLLUP_ROWS = 'SELECT span, bucket, sum(requests) AS n, uniqExactMerge(visitors) AS v FROM access_stats WHERE domain_id = {d:UInt32} GROUP BY span, bucket ORDER BY span, bucket';
+    const HOUR_ROWS = 'SELECT hour, toString(sum(rows)) AS n FROM access_hour_rows WHERE domain_id = {d:UInt32} GROUP BY hour ORDER BY hour';
     await insertAccessBatch(t.runtime.clickhouse, rows, token);
-    const once = await select(t.runtime.clickhouse, ROLLUP_ROWS, { d: domain.id });
-    const onceTop = await select(t.runtime.clickhouse, 'SELECT sum(requests) AS n FROM access_stats_top WHERE domain_id = {d:UInt32}', { d: domain.id });
+    const once = await select<{ hour: string; n: string }>(t.runtime.clickhouse, HOUR_ROWS, { d: domain.id });
+    expect(once.reduce((sum, r) => sum + Number(r.n), 0)).toBe(300);
     await insertAccessBatch(t.runtime.clickhouse, rows, token);
     await insertAccessBatch(t.runtime.clickhouse, rows, token);
     expect(await select(t.runtime.clickhouse, 'SELECT toString(count()) AS n FROM access_logs WHERE domain_id = {d:UInt32}', { d: domain.id })).toEqual([{ n: '300' }]);
-    expect(await select(t.runtime.clickhouse, ROLLUP_ROWS, { d: domain.id })).toEqual(once);
-    expect(await select(t.runtime.clickhouse, 'SELECT sum(requests) AS n FROM access_stats_top WHERE domain_id = {d:UInt32}', { d: domain.id })).toEqual(onceTop);
+    // The hour counts decide which rollups are used: counted twice, no bucket would ever match.
+    expect(await select(t.runtime.clickhouse, HOUR_ROWS, { d: domain.id })).toEqual(once);
+    await buildAll();
+    expect(await builtSpans(domain.id)).toEqual([
+      { span: 'hour', n: '300' },
+      { span: 'day', n: '300' },
+    ]);
 
     // Another batch with the same rows but its own token is new data, and is counted.
     const entries: Entry[] = rows.map((r) => ({ t: r.timestamp, ip: r.ipAddress, url: r.url, status: r.statusCode, referrer: r.referrer, agent: r.userAgent, rt: r.responseTime }));
@@ -397,11 +608,13 @@ describe('rollups', () => {
     const entries = generate(9, 300, true).filter((e) => e.t < NOW);
     await importEntries(domain.name, entries, FORMAT);
     const count = (table: string, id: number) => select<{ n: string }>(t.runtime.clickhouse, `SELECT toString(count()) AS n FROM ${table} WHERE domain_id = {d:UInt32}`, { d: id });
-    expect(Number((await count('access_stats', domain.id))[0]!.n)).toBeGreaterThan(0);
+    await buildAll();
+    expect(Number((await count('access_rollups', domain.id))[0]!.n)).toBeGreaterThan(0);
+    expect(Number((await count('access_hour_rows', domain.id))[0]!.n)).toBeGreaterThan(0);
     const before = await stats(shop.id, alice.token, '?period=30d');
     await deleteDomainStats(t.runtime.clickhouse, domain.id);
-    expect(await count('access_stats', domain.id)).toEqual([{ n: '0' }]);
-    expect(await count('access_stats_top', domain.id)).toEqual([{ n: '0' }]);
+    expect(await count('access_rollups', domain.id)).toEqual([{ n: '0' }]);
+    expect(await count('access_hour_rows', domain.id)).toEqual([{ n: '0' }]);
     expect((await stats(shop.id, alice.token, '?period=30d')).body).toEqual(before.body);
   });
 });

@@ -145,8 +145,9 @@ const INSERT_SETTINGS = {
   // chDB defaults to asynchronous inserts; an acknowledged batch must already be in the table.
   async_insert: 0,
   insert_deduplicate: 1,
-  // The stats rollups (sql/clickhouse/004) are filled by materialized views: a batch deduplicated
-  // in access_logs must be deduplicated in them too, or a retry would count it twice.
+  // access_hour_rows (sql/clickhouse/005) is filled by a materialized view: a batch deduplicated in
+  // access_logs must be deduplicated there too, or a retry would count its rows twice and the
+  // stats rollups of those hours would never match their count again.
   deduplicate_blocks_in_dependent_materialized_views: 1,
   // Daily partitions: a batch from a sparse, old log may span many days, and a batch that fails
   // for its shape would block its file forever. Its small parts merge away.

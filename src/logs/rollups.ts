@@ -1,0 +1,373 @@
+/**
+ * The stats rollup builder (sql/clickhouse/005_stats_deferred_rollups.sql): aggregates complete
+ * hours of access_logs into access_rollups, then complete days from their hours, off the ingest
+ * path. src/logs/stats.ts reads a bucket from the rollups only when it is built, that is when its
+ * total row holds as many requests as access_hour_rows counted for it, and from access_logs
+ * otherwise; so this job decides how fast stats are, never what they say.
+ *
+ * Each bucket is written by one INSERT … SELECT of differences (the rows' figures minus what the
+ * table holds), which makes a rebuild idempotent and a crash at any point harmless: the next round
+ * finds the bucket unbuilt and writes what is still missing. Two builders at once could write the
+ * same difference twice; `serve` runs one per database (a lease in Postgres, src/db/leases.ts),
+ * and a bucket counted twice is found (more requests than rows), deleted and built again.
+ */
+import { randomUUID } from 'node:crypto';
+import os from 'node:os';
+import type { ClickHouseClient } from '../db/clickhouse.js';
+import { claimLease, releaseLease } from '../db/leases.js';
+import type { Db } from '../db/postgres.js';
+import type { Logger } from '../log.js';
+
+export interface RollupOptions {
+  /** Only hours touched by an insert in the last `lookbackS` seconds, or of the last 3 hours; null: all. */
+  lookbackS: number | null;
+  /** An hour (a day) is built once it ended this many seconds ago, so late lines rarely reopen it. */
+  settleS: number;
+  /** Buckets are not started after this many ms; the rest waits for the next round. */
+  budgetMs: number;
+  retentionDays: number;
+}
+
+export interface RollupRound {
+  hours: number;
+  days: number;
+  /** Buckets that held more than their rows (written twice) and were deleted and built again. */
+  repaired: number;
+  /** Work left for the next round (the budget or the batch limit was reached). */
+  more: boolean;
+}
+
+/** Buckets listed per query; a round takes the newest first. */
+const BATCH = 500;
+const EVERYTHING_S = 100 * 365 * 86_400;
+
+// Candidate buckets: written to lately (or recent), complete for `settle` seconds, inside the
+// retention; compared with what access_rollups holds for them.
+const DIRTY_HOURS = `
+WITH candidates AS (
+  SELECT domain_id, hour, sum(rows) AS counted
+  FROM access_hour_rows
+  WHERE hour >= toStartOfHour(now() - toIntervalDay({retentionDays:UInt32}))
+  GROUP BY domain_id, hour
+  HAVING hour + 3600 <= now() - {settleS:UInt32}
+     AND (max(last_insert) >= now64(3) - toIntervalSecond({lookbackS:UInt32}) OR hour >= now() - toIntervalHour(3))
+)
+SELECT c.domain_id AS domain_id, toUnixTimestamp(c.hour) AS bucket, c.counted AS counted, b.requests AS built
+FROM candidates AS c
+LEFT JOIN (
+  SELECT domain_id, bucket AS hour, sum(requests) AS requests
+  FROM access_rollups
+  WHERE span = 'hour' AND dim = 'total' AND (domain_id, bucket) IN (SELECT domain_id, hour FROM candidates)
+  GROUP BY domain_id, hour
+) AS b USING (domain_id, hour)
+WHERE c.counted != b.requests
+ORDER BY c.hour DESC, c.domain_id
+LIMIT ${BATCH}`;
+
+// A day is built from its hours once every hour of it is built (hours = counted), and its short
+// top lists with it (a day built but without them, or with older ones, is listed again).
+const DIRTY_DAYS = `
+WITH candidates AS (
+  SELECT domain_id, toStartOfDay(hour) AS day, sum(rows) AS counted
+  FROM access_hour_rows
+  WHERE hour >= toStartOfDay(now() - toIntervalDay({retentionDays:UInt32}))
+  GROUP BY domain_id, day
+  HAVING day + 86400 <= now() - {settleS:UInt32}
+     AND (max(last_insert) >= now64(3) - toIntervalSecond({lookbackS:UInt32}) OR day >= now() - toIntervalDay(2))
+)
+SELECT c.domain_id AS domain_id, toUnixTimestamp(c.day) AS bucket, c.counted AS counted, b.requests AS built
+FROM candidates AS c
+LEFT JOIN (
+  SELECT domain_id, toStartOfDay(bucket) AS day, sum(requests) AS requests
+  FROM access_rollups
+  WHERE span = 'hour' AND dim = 'total' AND (domain_id, toStartOfDay(bucket)) IN (SELECT domain_id, day FROM candidates)
+  GROUP BY domain_id, day
+) AS h USING (domain_id, day)
+LEFT JOIN (
+  SELECT domain_id, bucket AS day, sum(requests) AS requests
+  FROM access_rollups
+  WHERE span = 'day' AND dim = 'total' AND (domain_id, bucket) IN (SELECT domain_id, day FROM candidates)
+  GROUP BY domain_id, day
+) AS b USING (domain_id, day)
+LEFT JOIN (
+  SELECT domain_id, day, max(built_requests) AS version
+  FROM access_day_tops
+  WHERE (domain_id, day) IN (SELECT domain_id, day FROM candidates)
+  GROUP BY domain_id, day
+) AS v USING (domain_id, day)
+WHERE (c.counted != b.requests OR c.counted != v.version) AND c.counted = h.requests
+ORDER BY c.day DESC, c.domain_id
+LIMIT ${BATCH}`;
+
+/** What access_rollups holds for the buckets being built, by bucket, list and key: the part a build subtracts. */
+const held = (span: 'hour' | 'day') => `
+  SELECT bucket, CAST(dim, 'Int8') AS dim, key, sum(requests) AS requests, sum(errors) AS errors,
+         sum(response_time_sum) AS rt_sum, sum(response_time_count) AS rt_count
+  FROM access_rollups
+  WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {buckets:Array(UInt32)})
+  GROUP BY bucket, dim, key`;
+
+/** Writes `fresh` (the buckets' figures by bucket, dim and key) minus what the buckets hold. */
+const writeDifference = (span: 'hour' | 'day', fresh: string) => `
+INSERT INTO access_rollups (domain_id, span, dim, bucket, key, requests, errors, response_time_sum, response_time_count, visitors)
+SELECT {domainId:UInt32}, '${span}', dim, bucket, key,
+       fresh.requests - held.requests, fresh.errors - held.errors, fresh.rt_sum - held.rt_sum, fresh.rt_count - held.rt_count, fresh.visitors
+FROM (${fresh}) AS fresh
+LEFT JOIN (${held(span)}) AS held USING (bucket, dim, key)
+WHERE fresh.requests > held.requests`;
+
+/**
+ * Hours of one domain from their rows, in one read: ARRAY JOIN gives each row its total entry
+ * (dim 0) and its four list entries; the totals' own figures come from the dim 0 entry only.
+ * Referrers leave out '' (CONTRACT §5: no empty referrer in the list). The time range lets the
+ * primary key narrow the read; the hour list picks the hours to build within it.
+ */
+const BUILD_HOURS = writeDifference(
+  'hour',
+  `
+  SELECT toDateTime(toStartOfHour(timestamp), 'UTC') AS bucket, toInt8(k.1) AS dim, k.2 AS key, count() AS requests,
+         countIf(k.1 = 0 AND status_code >= 500) AS errors,
+         sumIf(ifNull(response_time, 0), k.1 = 0) AS rt_sum,
+         countIf(k.1 = 0 AND response_time IS NOT NULL) AS rt_count,
+         uniqExactStateIf(ip_address, k.1 = 0) AS visitors
+  FROM access_logs
+  ARRAY JOIN [(0, ''), (1, url), (2, toString(status_code)), (3, user_agent), (4, referrer)] AS k
+  WHERE domain_id = {domainId:UInt32}
+    AND timestamp >= fromUnixTimestamp64Milli({fromMs:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({toMs:Int64}, 'UTC')
+    AND toUnixTimestamp(toStartOfHour(timestamp)) IN {buckets:Array(UInt32)}
+    AND NOT (k.1 = 4 AND k.2 = '')
+  GROUP BY bucket, dim, key`,
+);
+
+/** Days of one domain from their built hours. */
+const BUILD_DAYS = writeDifference(
+  'day',
+  `
+  SELECT toDateTime(toStartOfDay(bucket), 'UTC') AS bucket, CAST(dim, 'Int8') AS dim, key, sum(requests) AS requests, sum(errors) AS errors,
+         sum(response_time_sum) AS rt_sum, sum(response_time_count) AS rt_count, uniqExactMergeState(visitors) AS visitors
+  FROM access_rollups
+  WHERE domain_id = {domainId:UInt32} AND span = 'hour'
+    AND bucket >= toDateTime({fromS:UInt32}, 'UTC') AND bucket < toDateTime({toS:UInt32}, 'UTC')
+    AND toUnixTimestamp(toStartOfDay(bucket)) IN {buckets:Array(UInt32)}
+  GROUP BY bucket, dim, key`,
+);
+
+/** How many keys a day's short top lists keep (access_day_tops); src/logs/stats.ts proposes from them. */
+export const DAY_TOP_KEYS = 100;
+
+/**
+ * The days' short top lists from their built rows: the first DAY_TOP_KEYS keys by requests, then
+ * key (groupArraySorted keeps the smallest tuples, so counts are negated), and the next key's
+ * count as the threshold. Versioned with the day's total, so a day built again replaces them.
+ */
+const BUILD_DAY_TOPS = `
+INSERT INTO access_day_tops (domain_id, dim, day, built_requests, keys, counts, threshold)
+SELECT {domainId:UInt32}, lists.list, lists.bucket, totals.requests,
+       arrayMap(e -> e.2, arraySlice(sorted, 1, ${DAY_TOP_KEYS})),
+       arrayMap(e -> toUInt64(-e.1), arraySlice(sorted, 1, ${DAY_TOP_KEYS})),
+       if(length(sorted) > ${DAY_TOP_KEYS}, toUInt64(-sorted[${DAY_TOP_KEYS + 1}].1), 0)
+FROM (
+  SELECT list, bucket, groupArraySorted(${DAY_TOP_KEYS + 1})((-toInt64(requests), key)) AS sorted
+  FROM (
+    -- Named apart from dim: an alias would shadow the column in WHERE.
+    SELECT CAST(dim, 'Int8') AS list, bucket, key, sum(requests) AS requests
+    FROM access_rollups
+    WHERE domain_id = {domainId:UInt32} AND span = 'day' AND dim != 'total' AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {buckets:Array(UInt32)})
+    GROUP BY list, bucket, key
+  )
+  GROUP BY list, bucket
+) AS lists
+JOIN (
+  SELECT bucket, sum(requests) AS requests
+  FROM access_rollups
+  WHERE domain_id = {domainId:UInt32} AND span = 'day' AND dim = 'total' AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {buckets:Array(UInt32)})
+  GROUP BY bucket
+) AS totals USING (bucket)`;
+
+const DELETE_BUCKETS = `DELETE FROM access_rollups
+WHERE domain_id = {domainId:UInt32} AND span = {span:String} AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {buckets:Array(UInt32)})`;
+
+interface DirtyBucket {
+  domain_id: number;
+  bucket: number;
+  counted: string | number;
+  built: string | number;
+}
+
+async function dirtyBuckets(clickhouse: ClickHouseClient, query: string, options: RollupOptions): Promise<DirtyBucket[]> {
+  const result = await clickhouse.query({
+    query,
+    query_params: { retentionDays: options.retentionDays, settleS: options.settleS, lookbackS: options.lookbackS ?? EVERYTHING_S },
+    format: 'JSONEachRow',
+  });
+  return result.json<DirtyBucket>();
+}
+
+/**
+ * Rows one build statement reads at most (its hours' counts); a single larger hour is built alone.
+ * The GROUP BY holds every distinct url, agent and referrer of those rows at once.
+ */
+const ROWS_PER_BUILD = 1_000_000;
+/** Days one build statement takes at most. */
+const DAYS_PER_BUILD = 31;
+
+/** Groups of one domain's buckets (newest first as listed), each within one statement's limits. */
+function buildGroups(span: 'hour' | 'day', dirty: DirtyBucket[]): DirtyBucket[][] {
+  const byDomain = new Map<number, DirtyBucket[]>();
+  for (const bucket of dirty) byDomain.set(bucket.domain_id, [...(byDomain.get(bucket.domain_id) ?? []), bucket]);
+  const groups: DirtyBucket[][] = [];
+  for (const buckets of byDomain.values()) {
+    let group: DirtyBucket[] = [];
+    let rows = 0;
+    for (const bucket of buckets) {
+      const counted = Number(bucket.counted);
+      const full = span === 'hour' ? rows + counted > ROWS_PER_BUILD : group.length >= DAYS_PER_BUILD;
+      if (group.length > 0 && full) {
+        groups.push(group);
+        group = [];
+        rows = 0;
+      }
+      group.push(bucket);
+      rows += counted;
+    }
+    if (group.length > 0) groups.push(group);
+  }
+  return groups;
+}
+
+/** Builds one group of one domain's buckets; those holding more than their rows are deleted first. Returns how many were. */
+async function buildGroup(clickhouse: ClickHouseClient, span: 'hour' | 'day', group: DirtyBucket[]): Promise<number> {
+  const domainId = group[0]!.domain_id;
+  const unit = span === 'hour' ? 3600 : 86_400;
+  const buckets = group.map((b) => Number(b.bucket));
+  const overcounted = group.filter((b) => BigInt(b.built) > BigInt(b.counted)).map((b) => Number(b.bucket));
+  if (overcounted.length > 0) {
+    await clickhouse.command({ query: DELETE_BUCKETS, query_params: { domainId, span, buckets: overcounted }, clickhouse_settings: { mutations_sync: '2' } });
+  }
+  const fromS = Math.min(...buckets);
+  const toS = Math.max(...buckets) + unit;
+  const params = { domainId, buckets, fromS, toS, fromMs: fromS * 1000, toMs: toS * 1000 };
+  await clickhouse.command({ query: span === 'hour' ? BUILD_HOURS : BUILD_DAYS, query_params: params });
+  if (span === 'day') await clickhouse.command({ query: BUILD_DAY_TOPS, query_params: params });
+  return overcounted.length;
+}
+
+/**
+ * One round: the unbuilt hours, newest first, then the days whose hours are all built, in batches
+ * until none is left or `budgetMs` is spent (no group is started after that).
+ */
+export async function buildRollups(clickhouse: ClickHouseClient, options: RollupOptions): Promise<RollupRound> {
+  const started = performance.now();
+  const round: RollupRound = { hours: 0, days: 0, repaired: 0, more: false };
+  for (const span of ['hour', 'day'] as const) {
+    // A bucket still unbuilt after its build (rows arriving meanwhile) waits for the next round.
+    const attempted = new Set<string>();
+    for (;;) {
+      const listed = await dirtyBuckets(clickhouse, span === 'hour' ? DIRTY_HOURS : DIRTY_DAYS, options);
+      const dirty = listed.filter((b) => !attempted.has(`${b.domain_id}:${b.bucket}`));
+      for (const group of buildGroups(span, dirty)) {
+        if (performance.now() - started > options.budgetMs) return { ...round, more: true };
+        round.repaired += await buildGroup(clickhouse, span, group);
+        for (const b of group) attempted.add(`${b.domain_id}:${b.bucket}`);
+        if (span === 'hour') round.hours += group.length;
+        else round.days += group.length;
+      }
+      if (listed.length < BATCH || dirty.length === 0) break;
+    }
+  }
+  return round;
+}
+
+export interface RollupBuilderDeps {
+  clickhouse: ClickHouseClient;
+  log: Logger;
+  /** Whether this process may build now (the lease); called before each round. */
+  claim: () => Promise<boolean>;
+}
+
+export interface RollupBuilderOptions {
+  intervalMs: number;
+  settleS: number;
+  budgetMs: number;
+  retentionDays: number;
+}
+
+export interface RollupBuilder {
+  /** Runs one round now (when it holds the claim) and returns it; rounds never overlap. */
+  runOnce: () => Promise<RollupRound | null>;
+  stop: () => Promise<void>;
+}
+
+/**
+ * Runs rounds every `intervalMs` (at once again while work is left). The first round of a
+ * process looks at every hour in the retention; later ones at what was written since the previous
+ * round began (plus a minute for inserts in flight then) and at the last three hours.
+ */
+export function startRollupBuilder(deps: RollupBuilderDeps, options: RollupBuilderOptions): RollupBuilder {
+  let previousStart: number | null = null;
+  let running: Promise<RollupRound | null> | null = null;
+  let timer: NodeJS.Timeout | null = null;
+  let stopped = false;
+
+  const round = async (): Promise<RollupRound | null> => {
+    if (!(await deps.claim())) {
+      previousStart = null; // another process built meanwhile; look at everything when this one takes over
+      return null;
+    }
+    const start = Date.now();
+    const lookbackS = previousStart === null ? null : Math.ceil((start - previousStart) / 1000) + 60;
+    const result = await buildRollups(deps.clickhouse, { lookbackS, settleS: options.settleS, budgetMs: options.budgetMs, retentionDays: options.retentionDays });
+    // A round that left work keeps its start, so the next one still looks back that far.
+    if (!result.more) previousStart = start;
+    if (result.hours + result.days > 0) deps.log.info({ ...result, ms: Date.now() - start }, 'stats rollups built');
+    return result;
+  };
+
+  const runOnce = (): Promise<RollupRound | null> => (running ??= round().finally(() => (running = null)));
+
+  const schedule = (ms: number) => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      runOnce().then(
+        (r) => schedule(r?.more ? 0 : options.intervalMs),
+        (err: unknown) => {
+          deps.log.error({ err }, 'stats rollup round failed');
+          schedule(options.intervalMs);
+        },
+      );
+    }, ms);
+    timer.unref();
+  };
+  schedule(0);
+
+  return {
+    runOnce,
+    stop: async () => {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      await running?.catch(() => undefined);
+    },
+  };
+}
+
+/** How `serve` runs the builder: a round every 5 s, hours built 30 s after they end, 10 s at most per round. */
+export const ROLLUP_SCHEDULE = { intervalMs: 5_000, settleS: 30, budgetMs: 10_000 } as const;
+/** Six rounds' budget: a holder that stops renewing (it died) is replaced within a minute. */
+const LEASE_MS = 60_000;
+const LEASE = 'stats-rollups';
+
+/** The builder of `serve`, one per database among all processes sharing it (a lease in Postgres). */
+export function startStatsRollups(deps: { db: Db; clickhouse: ClickHouseClient; log: Logger; retentionDays: number }): RollupBuilder {
+  const holder = `${os.hostname()}:${process.pid}:${randomUUID()}`;
+  const builder = startRollupBuilder(
+    { clickhouse: deps.clickhouse, log: deps.log, claim: () => claimLease(deps.db, LEASE, holder, LEASE_MS) },
+    { ...ROLLUP_SCHEDULE, retentionDays: deps.retentionDays },
+  );
+  return {
+    runOnce: builder.runOnce,
+    stop: async () => {
+      await builder.stop();
+      await releaseLease(deps.db, LEASE, holder).catch((err: unknown) => deps.log.warn({ err }, 'stats rollup lease not released'));
+    },
+  };
+}
