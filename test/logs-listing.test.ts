@@ -6,7 +6,9 @@
 import { BlockList, isIPv4 } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createUserAndLogin, startTestApp, type TestApp } from './support/app.js';
-import { apiShape, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';
+import { buildRollups } from '../src/logs/rollups.js';
+import { importText } from './support/ingest.js';
+import { accessLogLine, apiShape, generateAccess, LOG_FORMAT, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';
 import { ISO_MS } from './support/auth.js';
 
 let t: TestApp;
@@ -255,6 +257,53 @@ describe('pagination', () => {
     for (const limit of ['0', '1001', 'abc', '-5']) expect422(await access({ limit }), 'limit');
     expect((await access({ limit: 1000 })).status).toBe(200);
   });
+});
+
+describe('status filters counted per hour (src/logs/hour-counts.ts)', () => {
+  const HOUR = 3_600_000;
+  /** Entries in bursts over many hours: 120 per burst, bursts 50 minutes apart, from 30 hours ago. */
+  const bursts = (seed: number, count: number, from: number) =>
+    Array.from({ length: count }, (_, i) => generateAccess(120, { seed: seed + i, start: from + i * 50 * 60_000 })).flat();
+
+  it('totals and pages of status filters are exact with the rollups unbuilt, built, and after late lines', async () => {
+    const from = Math.floor((Date.now() - 30 * HOUR) / HOUR) * HOUR + 7_000;
+    const entries = bursts(100, 30, from);
+    const domain = await seedLogs(t, { access: entries, ownerId: owner.id, tag: 'hourly' });
+    const list = (query: Query) => access(query, owner.token, domain.domain.id);
+    const check = async (all: GeneratedAccess[]) => {
+      for (const [query, keep] of [
+        [{ statusCode: '5xx' }, (e: GeneratedAccess) => e.statusCode >= 500],
+        [{ statusCode: '2xx' }, (e: GeneratedAccess) => e.statusCode >= 200 && e.statusCode < 300],
+        [{ statusCode: 404 }, (e: GeneratedAccess) => e.statusCode === 404],
+        // A range with partial hours at both ends.
+        [
+          { statusCode: '2xx', startDate: new Date(from + 5 * HOUR + 1234).toISOString(), endDate: new Date(from + 20 * HOUR - 999).toISOString() },
+          (e: GeneratedAccess) => e.statusCode < 300 && e.timestamp >= from + 5 * HOUR + 1234 && e.timestamp <= from + 20 * HOUR - 999,
+        ],
+      ] as const) {
+        const want = newestFirst(all.filter(keep)).map(apiShape);
+        expect(want.length).toBeGreaterThan(30);
+        // Pages of 37: every page, their starts falling all over the hours, plus one past the end.
+        const limit = 37;
+        const pages = Math.ceil(want.length / limit);
+        for (const page of [...Array.from({ length: pages }, (_, i) => i + 1), pages + 1]) {
+          const res = await list({ ...query, limit, page });
+          expect(res.status).toBe(200);
+          expect(res.body.data.pagination, `${JSON.stringify(query)} page ${page}`).toEqual({ page, limit, total: want.length, pages });
+          expect(withoutIds(res.body.data.logs), `${JSON.stringify(query)} page ${page}`).toEqual(want.slice((page - 1) * limit, page * limit));
+        }
+      }
+    };
+    await check(entries);
+    const built = await buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 60_000, retentionDays: 90 });
+    expect(built.hours).toBeGreaterThan(20);
+    await check(entries);
+    // Late lines into hours already built: those hours are counted from the raw rows again.
+    const late = bursts(500, 5, from + 3 * HOUR + 60_000);
+    const summary = await importText(t, domain.domain.name, late.map((e) => `${accessLogLine(e)}\n`).join(''), { format: LOG_FORMAT });
+    expect(summary.inserted).toBe(late.length);
+    await check([...entries, ...late]);
+  }, 180_000);
 });
 
 describe('error listing', () => {

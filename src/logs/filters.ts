@@ -279,7 +279,8 @@ export function timeConditions(range: TimeRange, p: Params): string[] {
   return out;
 }
 
-function statusCondition(filters: StatusCodeFilter[], p: Params): string {
+/** `status_code` within any of the codes or classes; callers may alias another expression as status_code. */
+export function statusCondition(filters: StatusCodeFilter[], p: Params): string {
   const codes = filters.flatMap((f) => ('code' in f ? [f.code] : []));
   const classes = filters.flatMap((f) => ('class' in f ? [f.class] : []));
   const parts: string[] = [];

@@ -2,6 +2,7 @@ import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
 import { pagination, type Pagination } from '../http/envelope.js';
 import { accessWhere, errorWhere } from './filters.js';
+import { statusMatchesByHour } from './hour-counts.js';
 import type { AccessListQuery, ErrorListQuery, SearchBody } from './schemas.js';
 import { listAccessEntries, listErrorEntries, searchEntries, type AccessEntry, type ErrorEntry, type SearchEntry } from './store.js';
 
@@ -17,8 +18,11 @@ const offsetOf = (q: { page: number; limit: number }) => (q.page - 1) * q.limit;
 /** Access entries of a domain the caller sees (else 404), with `logs: read` (else 403). */
 export async function listAccessLogs(deps: Deps, principal: Principal, domainId: number, query: AccessListQuery): Promise<LogPage<AccessEntry>> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
-  const keyOnly = !query.statusCode && !query.ipAddress && query.url === undefined && !query.method;
-  const { rows, total } = await listAccessEntries(deps.clickhouse, accessWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly });
+  const others = Boolean(query.ipAddress) || query.url !== undefined || Boolean(query.method);
+  const keyOnly = !query.statusCode && !others;
+  // A status filter alone is counted per hour from the rollups (hour-counts.ts).
+  const hours = query.statusCode && !others ? await statusMatchesByHour(deps.clickhouse, domainId, query.statusCode, query) : undefined;
+  const { rows, total } = await listAccessEntries(deps.clickhouse, accessWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly, hours });
   return { logs: rows, pagination: pagination(query.page, query.limit, total) };
 }
 

@@ -180,7 +180,7 @@ const DOMAIN = 'domain_id = {domainId:UInt32}';
 const BUCKETS =
   "((span = 'day' AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {days:Array(UInt32)}))" +
   " OR (span = 'hour' AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {hours:Array(UInt32)})))";
-const rawCondition = (ranges: number) =>
+export const rawCondition = (ranges: number) =>
   ranges === 0
     ? '0'
     : Array.from(

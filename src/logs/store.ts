@@ -1,5 +1,6 @@
 import type { AccessEntry as ParsedAccessEntry, ErrorEntry as ParsedErrorEntry } from '../../ingest/types.js';
 import type { ClickHouseClient } from '../db/clickhouse.js';
+import type { HourCount } from './hour-counts.js';
 import { likeEscape, Params, timeConditions, type Level, type SqlFilter } from './filters.js';
 
 /** The ClickHouse tables holding a domain's rows (sql/clickhouse/002_logs.sql). */
@@ -86,6 +87,8 @@ export interface PageRequest {
 /** A listing's page, and whether its filter is the domain and a time range only (see pageOf). */
 export interface ListRequest extends PageRequest {
   keyOnly: boolean;
+  /** The filter's matches per hour, newest first, when known (hour-counts.ts): total and page start come from them. */
+  hours?: HourCount[] | undefined;
 }
 
 export interface PageOf<T> {
@@ -124,12 +127,30 @@ async function pageOf<R>(
   table: Table,
   columns: string,
   filter: SqlFilter,
-  page: PageRequest & { keyOnly: boolean },
-): Promise<PageOf<R & { total: string | number }>> {
+  page: ListRequest,
+): Promise<PageOf<R>> {
   const p = new Params('pg');
   const limit = p.bind('UInt32', page.limit);
   const order = 'ORDER BY timestamp DESC, id DESC';
   const w = filter.where;
+  if (page.hours) {
+    // The page starts in the hour where the matches counted from the newest reach the offset: read
+    // from that hour's end, skipping only the matches of that hour before the page.
+    const total = page.hours.reduce((sum, h) => sum + h.count, 0);
+    let before = 0;
+    let start: HourCount | undefined;
+    for (const h of page.hours) {
+      if (before + h.count > page.offset) {
+        start = h;
+        break;
+      }
+      before += h.count;
+    }
+    if (!start) return { rows: [], total };
+    const from = `timestamp < fromUnixTimestamp64Milli(${p.bind('Int64', start.hour + 3_600_000)}, 'UTC')`;
+    const query = `SELECT ${columns} FROM ${table} WHERE ${w} AND ${from} ${order} LIMIT ${limit} OFFSET ${p.bind('UInt64', page.offset - before)}`;
+    return { rows: await select<R>(clickhouse, query, { ...filter.params, ...p.values }), total };
+  }
   const total = `(SELECT count() FROM ${table} WHERE ${w}) AS total`;
   let query = `SELECT ${columns}, ${total} FROM ${table} WHERE ${w} ${order} LIMIT ${limit}`;
   if (page.offset > 0 && page.keyOnly) {

@@ -1,0 +1,66 @@
+/**
+ * How many access rows match a status-code filter in each hour, exactly: built hours from their
+ * status lists in access_rollups (src/logs/rollups.ts), every other part of the range (hours not
+ * built, the partial hours at its ends) from access_logs. A listing with only a status filter
+ * takes its total from these and starts a deep page in the right hour (src/logs/store.ts), instead
+ * of counting and skipping the matches of the whole range row by row.
+ */
+import type { ClickHouseClient } from '../db/clickhouse.js';
+import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
+import { planWindow, queryBuildState, rawCondition } from './stats.js';
+
+const HOUR_MS = 3_600_000;
+
+/** Matching rows in one hour (start, epoch ms). */
+export interface HourCount {
+  hour: number;
+  count: number;
+}
+
+const BOUNDS = 'SELECT toUnixTimestamp(min(hour)) AS first, toUnixTimestamp(max(hour)) AS last, count() AS n FROM access_hour_rows WHERE domain_id = {domainId:UInt32}';
+
+/** The hours with matches in [startDate, endDate] (both included; open ends: all rows), newest first. */
+export async function statusMatchesByHour(
+  clickhouse: ClickHouseClient,
+  domainId: number,
+  statusCodes: StatusCodeFilter[],
+  range: { startDate?: Date | undefined; endDate?: Date | undefined },
+): Promise<HourCount[]> {
+  let start = range.startDate?.getTime();
+  let end = range.endDate?.getTime();
+  if (start === undefined || end === undefined) {
+    // Every stored row is counted in access_hour_rows (by the insert itself), so its hours bound them.
+    const [bounds] = await (await clickhouse.query({ query: BOUNDS, query_params: { domainId }, format: 'JSONEachRow' })).json<{ first: number; last: number; n: string }>();
+    if (!bounds || Number(bounds.n) === 0) return [];
+    start ??= Number(bounds.first) * 1000;
+    end ??= Number(bounds.last) * 1000 + HOUR_MS - 1;
+  }
+  if (start > end) return [];
+  // Hours only: a built day says nothing about which of its hours a deep page starts in.
+  const state = await queryBuildState(clickhouse, domainId, start, end);
+  state.builtDays.clear();
+  const plan = planWindow(start, end, state);
+  const p = new Params('h');
+  const codes = statusCondition(statusCodes, p);
+  const rawParams = Object.fromEntries(plan.raw.flatMap(([from, to], i) => [[`raw${i}from`, from], [`raw${i}to`, to]]));
+  const query = `
+SELECT toUnixTimestamp(bucket) AS hour, sum(requests) AS n
+FROM (
+  SELECT bucket, requests, toUInt16OrZero(key) AS status_code FROM access_rollups
+  WHERE domain_id = {domainId:UInt32} AND span = 'hour' AND dim = 'status' AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {hours:Array(UInt32)})
+)
+WHERE ${codes}
+GROUP BY bucket
+UNION ALL
+SELECT toUnixTimestamp(toStartOfHour(timestamp)) AS hour, count() AS n
+FROM access_logs
+WHERE domain_id = {domainId:UInt32} AND (${rawCondition(plan.raw.length)}) AND ${codes}
+GROUP BY hour`;
+  const rows = await (
+    await clickhouse.query({ query, query_params: { domainId, hours: plan.hours.map((h) => h / 1000), ...rawParams, ...p.values }, format: 'JSONEachRow' })
+  ).json<{ hour: number; n: string }>();
+  // Built hours and raw ranges are disjoint; a raw range yields each hour it spans.
+  const byHour = new Map<number, number>();
+  for (const row of rows) byHour.set(Number(row.hour) * 1000, (byHour.get(Number(row.hour) * 1000) ?? 0) + Number(row.n));
+  return [...byHour].map(([hour, count]) => ({ hour, count })).filter((h) => h.count > 0).sort((a, b) => b.hour - a.hour);
+}
