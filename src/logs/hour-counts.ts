@@ -7,7 +7,7 @@
  */
 import type { ClickHouseClient } from '../db/clickhouse.js';
 import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
-import { planWindow, queryBuildState, rawCondition } from './stats.js';
+import { planConditions, planWindow, queryBuildState } from './stats.js';
 
 const HOUR_MS = 3_600_000;
 
@@ -42,22 +42,22 @@ export async function statusMatchesByHour(
   const plan = planWindow(start, end, state);
   const p = new Params('h');
   const codes = statusCondition(statusCodes, p);
-  const rawParams = Object.fromEntries(plan.raw.flatMap(([from, to], i) => [[`raw${i}from`, from], [`raw${i}to`, to]]));
+  const pieces = planConditions(plan);
   const query = `
 SELECT toUnixTimestamp(bucket) AS hour, sum(requests) AS n
 FROM (
   SELECT bucket, requests, toUInt16OrZero(key) AS status_code FROM access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = 'hour' AND dim = 'status' AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {hours:Array(UInt32)})
+  WHERE domain_id = {domainId:UInt32} AND span = 'hour' AND dim = 'status' AND (${pieces.hours})
 )
 WHERE ${codes}
 GROUP BY bucket
 UNION ALL
 SELECT toUnixTimestamp(toStartOfHour(timestamp)) AS hour, count() AS n
 FROM access_logs
-WHERE domain_id = {domainId:UInt32} AND (${rawCondition(plan.raw.length)}) AND ${codes}
+WHERE domain_id = {domainId:UInt32} AND (${pieces.raw}) AND ${codes}
 GROUP BY hour`;
   const rows = await (
-    await clickhouse.query({ query, query_params: { domainId, hours: plan.hours.map((h) => h / 1000), ...rawParams, ...p.values }, format: 'JSONEachRow' })
+    await clickhouse.query({ query, query_params: { domainId, ...pieces.params, ...p.values }, format: 'JSONEachRow' })
   ).json<{ hour: number; n: string }>();
   // Built hours and raw ranges are disjoint; a raw range yields each hour it spans.
   const byHour = new Map<number, number>();

@@ -17,6 +17,7 @@ import type { ClickHouseClient } from '../db/clickhouse.js';
 import { claimLease, releaseLease } from '../db/leases.js';
 import type { Db } from '../db/postgres.js';
 import type { Logger } from '../log.js';
+import { inBuckets } from './stats.js';
 
 export interface RollupOptions {
   /** Only hours touched by an insert in the last `lookbackS` seconds, or of the last 3 hours; null: all. */
@@ -104,7 +105,7 @@ const held = (span: 'hour' | 'day') => `
   SELECT bucket, CAST(dim, 'Int8') AS dim, key, sum(requests) AS requests, sum(errors) AS errors,
          sum(response_time_sum) AS rt_sum, sum(response_time_count) AS rt_count
   FROM access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {buckets:Array(UInt32)})
+  WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND ${inBuckets('bucket', 'buckets')}
   GROUP BY bucket, dim, key`;
 
 /** Writes `fresh` (the buckets' figures by bucket, dim and key) minus what the buckets hold. */
@@ -172,7 +173,7 @@ FROM (
     -- Named apart from dim: an alias would shadow the column in WHERE.
     SELECT CAST(dim, 'Int8') AS list, bucket, key, sum(requests) AS requests
     FROM access_rollups
-    WHERE domain_id = {domainId:UInt32} AND span = 'day' AND dim != 'total' AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {buckets:Array(UInt32)})
+    WHERE domain_id = {domainId:UInt32} AND span = 'day' AND dim != 'total' AND ${inBuckets('bucket', 'buckets')}
     GROUP BY list, bucket, key
   )
   GROUP BY list, bucket
@@ -180,12 +181,12 @@ FROM (
 JOIN (
   SELECT bucket, sum(requests) AS requests
   FROM access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = 'day' AND dim = 'total' AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {buckets:Array(UInt32)})
+  WHERE domain_id = {domainId:UInt32} AND span = 'day' AND dim = 'total' AND ${inBuckets('bucket', 'buckets')}
   GROUP BY bucket
 ) AS totals USING (bucket)`;
 
 const DELETE_BUCKETS = `DELETE FROM access_rollups
-WHERE domain_id = {domainId:UInt32} AND span = {span:String} AND bucket IN arrayMap(x -> toDateTime(x, 'UTC'), {buckets:Array(UInt32)})`;
+WHERE domain_id = {domainId:UInt32} AND span = {span:String} AND ${inBuckets('bucket', 'buckets')}`;
 
 interface DirtyBucket {
   domain_id: number;
