@@ -1,12 +1,18 @@
 /**
  * The alert metrics (CONTRACT §5) of every enabled alert, from ClickHouse, in ONE query per round.
  *
- * Each alert asks for its domain over its trailing `duration`. The distinct (domain, duration)
- * windows travel as two bound Array(UInt32) parameters, zipped and array-joined into a small
- * table that is hash-joined against access_logs: each log row meets only its own domain's windows,
- * and the aggregate groups by (domain, duration). Nothing of the alerts is spliced into the SQL.
- * The outer filter (domain IN …, timestamp within the longest window) is what the primary key
- * (domain_id, timestamp) prunes by; the per-window bound is applied after the join.
+ * Each alert asks for its domain over its trailing `duration` (whole seconds): a row is in the
+ * window when its age, now − timestamp in ms, is in [0, duration × 1000). The query first groups
+ * the rows of the longest window by (domain, age in whole minutes), and by the age in whole seconds
+ * as well for the few minutes where some window ends inside the minute (`splitMinutes`); then it
+ * joins those groups, not the rows, with the distinct (domain, duration) windows: a window takes
+ * every group of a younger minute, and in its last minute the seconds below its duration. Joining
+ * the rows themselves (each meeting all of its domain's windows) took 2.4 s for 10M rows and 600
+ * windows; the groups are a few per minute and domain.
+ *
+ * The windows travel as bound Array(UInt32) parameters, zipped and array-joined into a small
+ * table; nothing of the alerts is spliced into the SQL. The filter (domain IN …, timestamp within
+ * the longest window) is what the primary key (domain_id, timestamp) prunes by.
  *
  * Round trips matter: chDB serialises parameterised queries process-wide, so a query per alert
  * would queue behind each other and behind the API's own log reads.
@@ -38,16 +44,24 @@ export const windowKey = (w: Window) => `${w.domainId}:${w.duration}`;
 
 const QUERY = `
 SELECT ws.w.1 AS domain_id, ws.w.2 AS duration,
-  count() AS requests,
-  countIf(l.status_code >= 500) AS errors,
-  sum(ifNull(l.response_time, 0)) AS rt_sum,
-  count(l.response_time) AS rt_count
-FROM access_logs AS l
-INNER JOIN (SELECT arrayJoin(arrayZip({domains:Array(UInt32)}, {durations:Array(UInt32)})) AS w) AS ws ON l.domain_id = ws.w.1
-WHERE l.domain_id IN {domainSet:Array(UInt32)}
-  AND l.timestamp > fromUnixTimestamp64Milli({fromMs:Int64}, 'UTC')
-  AND l.timestamp <= fromUnixTimestamp64Milli({nowMs:Int64}, 'UTC')
-  AND l.timestamp > fromUnixTimestamp64Milli({nowMs:Int64}, 'UTC') - toIntervalSecond(ws.w.2)
+  sum(g.requests) AS requests, sum(g.errors) AS errors, sum(g.rt_sum) AS rt_sum, sum(g.rt_count) AS rt_count
+FROM (
+  SELECT domain_id, intDiv(age, 60000) AS minute, if(has({splitMinutes:Array(UInt32)}, minute), intDiv(age, 1000), -1) AS second,
+    count() AS requests,
+    countIf(status_code >= 500) AS errors,
+    sum(ifNull(response_time, 0)) AS rt_sum,
+    count(response_time) AS rt_count
+  FROM (
+    SELECT domain_id, {nowMs:Int64} - toUnixTimestamp64Milli(timestamp) AS age, status_code, response_time
+    FROM access_logs
+    WHERE domain_id IN {domainSet:Array(UInt32)}
+      AND timestamp > fromUnixTimestamp64Milli({fromMs:Int64}, 'UTC')
+      AND timestamp <= fromUnixTimestamp64Milli({nowMs:Int64}, 'UTC')
+  )
+  GROUP BY domain_id, minute, second
+) AS g
+INNER JOIN (SELECT arrayJoin(arrayZip({domains:Array(UInt32)}, {durations:Array(UInt32)})) AS w) AS ws ON g.domain_id = ws.w.1
+WHERE g.minute < intDiv(ws.w.2, 60) OR (g.minute = intDiv(ws.w.2, 60) AND g.second >= 0 AND g.second < ws.w.2)
 GROUP BY ws.w`;
 
 interface FigureRow {
@@ -77,6 +91,8 @@ export async function windowFigures(clickhouse: ClickHouseClient, windows: Windo
       domains: list.map((w) => w.domainId),
       durations: list.map((w) => w.duration),
       domainSet: [...new Set(list.map((w) => w.domainId))],
+      // The minutes where a window ends inside the minute (a duration not a whole number of minutes).
+      splitMinutes: [...new Set(list.filter((w) => w.duration % 60 !== 0).map((w) => Math.floor(w.duration / 60)))],
       fromMs: nowMs - longest * 1000,
       nowMs,
     },
