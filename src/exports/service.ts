@@ -6,7 +6,7 @@ import { resolveDomain } from '../domains/service.js';
 import { ApiError, invalidField } from '../http/errors.js';
 import { selectionOf, type ExportRequest } from './schemas.js';
 import { deleteExpiredExports, findDownload, insertExport, recentExports, type ExportFormat } from './store.js';
-import { exportCountQuery, exportQuery, openExportBody, queryBytes, type ClickhouseQuery, type ExportBodyEnd } from './stream.js';
+import { exportBytes, exportCountQuery, openExportBody, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan } from './stream.js';
 
 export interface ExportLimits {
   /** Rows one export may hold, counted when it is created (the stream itself needs no bound). */
@@ -178,10 +178,13 @@ export async function openDownload(deps: DownloadDeps, file: string, options: { 
     else log.warn({ err: result.error, bytes: result.bytes, ms }, 'export download failed');
   };
   try {
-    const selection = selectionOf(record.type, record.filters);
-    const range = { startDate: new Date(record.start_date), endDate: new Date(record.end_date) };
-    const query = exportQuery(record.domain_id, selection, range, record.format);
-    const stream = await openExportBody(queryBytes(deps.clickhouse, query), record.type, record.format, release);
+    const plan: ExportPlan = {
+      domainId: record.domain_id,
+      selection: selectionOf(record.type, record.filters),
+      range: { startDate: new Date(record.start_date), endDate: new Date(record.end_date) },
+      format: record.format,
+    };
+    const stream = await openExportBody((signal) => exportBytes(deps.clickhouse, plan, signal), record.type, record.format, release);
     return { ...head, stream };
   } catch (err) {
     release({ bytes: 0, error: err });

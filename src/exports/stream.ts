@@ -8,6 +8,10 @@
  * rows/s; forwarding ClickHouse's own writer runs at the engine's speed (bench/export.ts), with
  * nothing per row on the event loop. The only text made here is the CSV header row.
  *
+ * A download is one query per UTC day (partition) of the range, newest first, run one after the
+ * other and written as one file (`exportBytes`): the rows and their order are those of a single
+ * query, but the engine has one day's parts open at a time instead of all of them.
+ *
  * One code path, two transports for the bytes: chDB's streaming cursor in embedded mode
  * (`@clickhouse/client`'s query over chDB would buffer the whole result first), the HTTP response
  * body of `exec` with a ClickHouse server. Either way a chunk is fetched only when the previous
@@ -70,10 +74,13 @@ const CLICKHOUSE_FORMAT: Record<ExportFormat, string> = { csv: 'CSV', json: 'JSO
 /**
  * The output settings described above; `optimize_read_in_order` reads the sorting key
  * (domain_id, timestamp, id) backwards instead of sorting, so the engine holds no more than the
- * reader does either. Reading in order opens every daily part at once and by default buffers
- * ahead in each (`read_in_order_use_buffering`): without that buffer and with smaller blocks, a
- * 10M-row export over 31 days grew the server by 291 MB instead of 1,136 MB, at the same speed
- * (bench/query).
+ * reader does either. Reading in order opens every part the query covers at once (which is why a
+ * download runs one query per day, see `exportBytes`) and by default buffers ahead in each
+ * (`read_in_order_use_buffering`): without that buffer and with smaller blocks, a 10M-row export
+ * over 31 days in one query grew the server by 291 MB instead of 1,136 MB, at the same speed
+ * (bench/query). Parallel formatting keeps several formatted blocks in flight on other threads;
+ * a day's single stream gains no speed from it, and without it a first NDJSON download of 1M
+ * rows over 31 days grew the server by 75–89 MB instead of 100–108 (bench/export).
  */
 const SETTINGS = [
   'output_format_json_quote_64bit_integers = 0',
@@ -82,6 +89,7 @@ const SETTINGS = [
   "date_time_output_format = 'iso'",
   'output_format_csv_crlf_end_of_line = 1',
   "format_csv_null_representation = ''",
+  'output_format_parallel_formatting = 0',
   'optimize_read_in_order = 1',
   'read_in_order_use_buffering = 0',
   'max_block_size = 8192',
@@ -95,6 +103,14 @@ export interface ClickhouseQuery {
 }
 
 export type ExportSelection = { type: 'access'; filters: AccessFilters } | { type: 'error'; filters: ErrorFilters };
+
+/** What one download holds: the export record's domain, type and filters, range, and format. */
+export interface ExportPlan {
+  domainId: number;
+  selection: ExportSelection;
+  range: Required<TimeRange>;
+  format: ExportFormat;
+}
 
 const whereOf = (domainId: number, selection: ExportSelection, range: Required<TimeRange>) =>
   selection.type === 'access' ? accessWhere(domainId, { ...selection.filters, ...range }) : errorWhere(domainId, { ...selection.filters, ...range });
@@ -115,6 +131,119 @@ export function exportQuery(domainId: number, selection: ExportSelection, range:
 export function exportCountQuery(domainId: number, selection: ExportSelection, range: Required<TimeRange>): ClickhouseQuery {
   const { where, params } = whereOf(domainId, selection, range);
   return { sql: `SELECT count() AS n FROM ${tableOf(selection.type)} WHERE ${where}`, params, format: 'JSONEachRow' };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slices: one UTC day (one partition) per query
+// ---------------------------------------------------------------------------------------------
+
+const DAY_MS = 86_400_000;
+
+/**
+ * The UTC days (days since 1970-01-01, a JSONEachRow row `{ day }` each) that hold rows of the
+ * domain in the range, newest first. The tables are partitioned by `toDate(timestamp)` of a UTC
+ * column, so each day is one partition. Only the domain and the range are asked, not the other
+ * filters: that reads the key columns alone (about 30 ms for a million rows, 150 ms for ten
+ * million), where the filters would read their columns twice; a day whose rows all fail the
+ * filters costs one quick empty query. Each day's query sees the rows stored when it starts, as
+ * a single query would when it started; a day without rows when the days were listed is not read.
+ */
+export function exportDaysQuery(domainId: number, type: ExportType, range: Required<TimeRange>): ClickhouseQuery {
+  const { where, params } = type === 'access' ? accessWhere(domainId, range) : errorWhere(domainId, range);
+  return { sql: `SELECT toUInt32(toDate(timestamp)) AS day FROM ${tableOf(type)} WHERE ${where} GROUP BY day ORDER BY day DESC`, params, format: 'JSONEachRow' };
+}
+
+/**
+ * The range cut at UTC midnights into the given days, newest first, each slice with both ends
+ * included to the millisecond like the range itself: a row at 00:00:00.000 belongs to the day it
+ * starts, one at 23:59:59.999 to the day it ends, so every row of the range is in exactly one
+ * slice. Rows that tie on the timestamp share a day, so the slices read newest first, each in
+ * `exportQuery`'s order, give the rows in the order of one query over the whole range. Days
+ * outside the range give no slice.
+ */
+export function daySlices(days: readonly number[], range: Required<TimeRange>): Required<TimeRange>[] {
+  const start = range.startDate.getTime();
+  const end = range.endDate.getTime();
+  const slices: Required<TimeRange>[] = [];
+  for (const day of [...days].sort((a, b) => b - a)) {
+    const from = Math.max(start, day * DAY_MS);
+    const to = Math.min(end, (day + 1) * DAY_MS - 1);
+    if (from <= to) slices.push({ startDate: new Date(from), endDate: new Date(to) });
+  }
+  return slices;
+}
+
+async function exportDays(clickhouse: ClickHouseClient, plan: ExportPlan, signal: AbortSignal): Promise<number[]> {
+  const query = exportDaysQuery(plan.domainId, plan.selection.type, plan.range);
+  const result = await clickhouse.query({ query: query.sql, query_params: query.params, format: 'JSONEachRow', abort_signal: signal });
+  return (await result.json<{ day: number | string }>()).map((r) => Number(r.day));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transports
+// ---------------------------------------------------------------------------------------------
+
+/** The raw bytes of one query, each chunk fetched when the previous one has been taken; ending the iteration early cancels the query. */
+export type QueryBytes = (query: ClickhouseQuery) => AsyncGenerator<Uint8Array>;
+
+interface Transport {
+  bytes: QueryBytes;
+  close(): void;
+}
+
+/**
+ * Where a download's queries run, one after the other. Embedded: a chDB Session of its own on the
+ * same data directory. chDB allows one open cursor per connection, and such connections share the
+ * engine and its data but not query state, so downloads run side by side and beside the client's
+ * own queries; the client's extension handle streams without bound parameters, the Session has
+ * queryStreamBind, so no input enters the SQL. One Session serves all the slices in turn. Loaded
+ * here only, as in src/db/clickhouse.ts: a server-mode process never maps libchdb. Server: the
+ * HTTP response body of `exec`, one request per slice.
+ */
+async function openTransport(clickhouse: ClickHouseClient, signal: AbortSignal): Promise<Transport> {
+  const chdb = chdbOf(clickhouse);
+  if (chdb) {
+    const { Session } = await import('chdb');
+    const session = new Session(chdb.session.path);
+    return {
+      async *bytes(query) {
+        // The signal ends the stream between chunks; leaving the loop early cancels it.
+        const stream = session.queryStreamBind(query.sql, query.params, { format: query.format, signal });
+        for await (const chunk of stream) yield chunk.raw();
+      },
+      close: () => session.close(),
+    };
+  }
+  return {
+    async *bytes(query) {
+      // Until the response starts the signal cancels the request; from then on the client no
+      // longer listens to it, and destroying the body does: the connection closes and the server
+      // cancels the query, also while a chunk is awaited.
+      const result = await clickhouse.exec({ query: `${query.sql} FORMAT ${query.format}`, query_params: query.params, abort_signal: signal });
+      const stop = () => result.stream.destroy();
+      signal.addEventListener('abort', stop, { once: true });
+      if (signal.aborted) stop();
+      try {
+        for await (const chunk of result.stream) yield chunk as Uint8Array;
+      } finally {
+        signal.removeEventListener('abort', stop);
+        result.stream.destroy();
+      }
+    },
+    close: () => {},
+  };
+}
+
+/**
+ * The bytes of each query in turn, one query open at a time: the next starts only when the
+ * previous one has given its last chunk, and none starts once `signal` is aborted. Ending the
+ * iteration early ends the current query (and so cancels it).
+ */
+export async function* concatenated(queries: Iterable<ClickhouseQuery>, bytes: QueryBytes, signal: AbortSignal): AsyncGenerator<Uint8Array> {
+  for (const query of queries) {
+    if (signal.aborted) return;
+    yield* bytes(query);
+  }
 }
 
 /**
@@ -144,32 +273,24 @@ async function* readAhead<T>(source: AsyncIterable<T>): AsyncGenerator<T> {
 }
 
 /**
- * The raw bytes of a query's result, each chunk fetched when the previous one has been taken.
- * Ending the iteration early (`return()`, a reader that went away) cancels the query.
+ * The download's rows as bytes, newest first: one query per UTC day that holds rows of the domain
+ * in the range (see `exportDaysQuery`), concatenated. Why not one query: reading in key order
+ * opens a stream on every part the range covers at once, so one query over 31 daily partitions
+ * grew the server by 240–260 MB for 1 million rows and 530 MB for 10 million, one day at a time
+ * by 70–100 MB for either (bench/export, bench/README.md). The rows and
+ * their order are those of the one query. The next chunk is read ahead, across a slice's end too,
+ * so the next day's query starts while the reader takes the last chunk of the previous one.
+ * Aborting `signal` cancels the query under way and starts no further one.
  */
-export async function* queryBytes(clickhouse: ClickHouseClient, query: ClickhouseQuery): AsyncGenerator<Uint8Array> {
-  const chdb = chdbOf(clickhouse);
-  if (chdb) {
-    // A session of its own on the same data directory: chDB allows one open cursor per
-    // connection, and such connections share the engine and its data but not query state, so
-    // downloads run side by side and beside the client's own queries. The client's extension
-    // handle streams without bound parameters; the Session has queryStreamBind, so no input
-    // enters the SQL. Loaded here only, as in src/db/clickhouse.ts: a server-mode process never maps libchdb.
-    const { Session } = await import('chdb');
-    const session = new Session(chdb.session.path);
-    try {
-      const stream = session.queryStreamBind(query.sql, query.params, { format: query.format });
-      for await (const chunk of readAhead(stream)) yield chunk.raw();
-    } finally {
-      session.close();
-    }
-    return;
-  }
-  const result = await clickhouse.exec({ query: `${query.sql} FORMAT ${query.format}`, query_params: query.params });
+export async function* exportBytes(clickhouse: ClickHouseClient, plan: ExportPlan, signal: AbortSignal): AsyncGenerator<Uint8Array> {
+  const days = await exportDays(clickhouse, plan, signal);
+  const queries = daySlices(days, plan.range).map((range) => exportQuery(plan.domainId, plan.selection, range, plan.format));
+  if (queries.length === 0) return;
+  const transport = await openTransport(clickhouse, signal);
   try {
-    for await (const chunk of result.stream) yield chunk as Uint8Array;
+    yield* readAhead(concatenated(queries, transport.bytes, signal));
   } finally {
-    result.stream.destroy();
+    transport.close();
   }
 }
 
@@ -183,28 +304,34 @@ export interface ExportBodyEnd {
 }
 
 /**
- * The download body: the CSV header row (for CSV), then the result's bytes as they come. The query
- * runs, and its first chunk is fetched, before this returns, so a failing query is an error of
- * the request rather than a cut download; after that each pull hands on one more chunk.
+ * The download body: the CSV header row (for CSV), then the result's bytes as they come. `open`
+ * starts the source; its signal is aborted when the body ends early, before the source is
+ * closed, so that a query under way stops at once where the transport allows. The query runs,
+ * and its first chunk is fetched, before this returns, so a failing query is an error of the
+ * request rather than a cut download; after that each pull hands on one more chunk.
  * `onEnd` runs once: when the rows are done, the reader cancels or stays idle for `idleMs`, or
  * a later chunk fails (with the error).
  */
 export async function openExportBody(
-  source: AsyncIterable<Uint8Array>,
+  open: (signal: AbortSignal) => AsyncIterable<Uint8Array>,
   type: ExportType,
   format: ExportFormat,
   onEnd: (end: ExportBodyEnd) => void,
   idleMs = READER_IDLE_MS,
 ): Promise<ReadableStream<Uint8Array>> {
-  const chunks = source[Symbol.asyncIterator]();
+  const abort = new AbortController();
+  const chunks = open(abort.signal)[Symbol.asyncIterator]();
   let bytes = 0;
+  /** The source gave its last chunk, or was stopped. */
   let done = false;
   let ended = false;
   let idle: NodeJS.Timeout | undefined;
   /** Stops the query (if still running) and reports the end, once. */
   const finish = async (error?: unknown) => {
+    const early = !done;
     done = true;
     clearTimeout(idle);
+    if (early) abort.abort();
     await chunks.return?.(undefined).catch(() => {});
     if (ended) return;
     ended = true;
@@ -248,8 +375,8 @@ export async function openExportBody(
           if (queued) return hand(c, queued);
           while (!done) {
             const next = await chunks.next();
-            if (next.done) break;
-            if (next.value.length > 0) return hand(c, next.value);
+            if (next.done) done = true;
+            else if (next.value.length > 0) return hand(c, next.value);
           }
           c.close();
           await finish();

@@ -16,8 +16,9 @@
  */
 import type { AccessEntry, ErrorEntry } from '../../ingest/types.js';
 import { insertDomain } from '../../src/domains/store.js';
+import { downloadsInProgress } from '../../src/exports/service.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, createUserAndLogin, login, type TestApp } from './app.js';
-import { errorLogTime, importText, T0 } from './ingest.js';
+import { errorLogTime, importText, T0, until } from './ingest.js';
 import { prngInt } from './random.js';
 
 /** The access format of the generated lines: $msec gives milliseconds. */
@@ -265,4 +266,13 @@ export async function seedTwoOwners(t: TestApp, mine: Counts, theirs: Counts): P
     seeded: await seedLogs(t, { ...mine, ownerId: owner.id }),
     othersDomain: await seedLogs(t, { ...theirs, ownerId: other.id }),
   };
+}
+
+/** Reads a download's first two chunks (a CSV's header row, then rows), cancels it, and waits until the server has let it go. */
+export async function abandonDownload(res: Response): Promise<void> {
+  const reader = res.body!.getReader();
+  await reader.read();
+  await reader.read();
+  await reader.cancel();
+  await until(() => downloadsInProgress() === 0, 'the download to end');
 }
