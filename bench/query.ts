@@ -44,16 +44,30 @@
  *   BENCH_GOACCESS 0: skip GoAccess
  *   BENCH_KEEP     1: keep the temporary directory (logs, DATA_DIR, GoAccess report)
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { ACCESS_FORMAT, accessLogBlocks, TIME_OFFSET } from './lib/access-log.js';
-import { killAll, spawnMeasured, type Measured } from './lib/measure.js';
-import { freePort } from '../test/support/ports.js';
+import { killAll, machineBusyTicks, spawnMeasured, type Measured } from './lib/measure.js';
+import {
+  api as apiOf,
+  BIN,
+  childEnv,
+  cpuTicks,
+  download,
+  killServer,
+  login as loginOf,
+  ROOT,
+  startServer,
+  statusMb,
+  stopServer,
+  waitIdle,
+  type Download,
+  type Server,
+} from './lib/serve-child.js';
+import { fmt, load, tail } from './lib/util.js';
 
 const int = (name: string, fallback: number) => {
   const v = Number(process.env[name] ?? fallback);
@@ -72,8 +86,6 @@ for (const f of EXPORT_FORMATS) if (f !== 'csv' && f !== 'json') throw new Error
 const GOACCESS = process.env.BENCH_GOACCESS !== '0';
 const KEEP = process.env.BENCH_KEEP === '1';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const BIN = path.join(ROOT, 'bin', 'tailhouse.js');
 const MAIN_DOMAIN = 'shop.example.com';
 const otherDomain = (i: number) => `site${i}.example.net`;
 const DAY_MS = 86_400_000;
@@ -85,16 +97,10 @@ const COMMON = 'products';
 /** The options of bench/ingest.ts: the generated format in GoAccess's terms. */
 const GOACCESS_ARGS = ['--no-global-config', '--no-progress', '--log-format=%h %^[%d:%t %^] "%r" %s %b "%R" "%u" %T', '--date-format=%d/%b/%Y', '--time-format=%T'];
 
-const ADMIN_EMAIL = 'bench-admin@example.com';
-const ADMIN_PASSWORD = 'bench-admin-password-1';
-const JWT_SECRET = randomBytes(48).toString('base64url');
+const ADMIN = { ADMIN_EMAIL: 'bench-admin@example.com', ADMIN_PASSWORD: 'bench-admin-password-1', JWT_SECRET: randomBytes(48).toString('base64url') };
 
 // --- small helpers -------------------------------------------------------------------------------
 
-const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const tail = (text: string, lines = 5) => text.trim().split('\n').slice(-lines).join(' / ');
-const load = () => os.loadavg().map((l) => l.toFixed(2)).join(' ');
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
@@ -158,124 +164,14 @@ function writeLog(file: string, lines: number, end: number, needles = 0): void {
 
 // --- tailhouse children ----------------------------------------------------------------------------
 
-/** Embedded mode on `dataDir`; the environment is built from scratch, so no DATABASE_URL or CLICKHOUSE_URL leaks in. */
-function childEnv(dataDir: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  return { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, ADMIN_EMAIL, ADMIN_PASSWORD, JWT_SECRET, ...extra };
-}
-
 async function tailhouse(args: string[], dataDir: string): Promise<Measured> {
-  const m = await spawnMeasured(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(dataDir) }).done;
+  const m = await spawnMeasured(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(dataDir, ADMIN) }).done;
   if (m.code !== 0) throw new Error(`tailhouse ${args.slice(0, 2).join(' ')} failed (exit ${m.code ?? m.signal}): ${tail(m.stderr || m.stdout)}`);
   return m;
 }
 
-interface Server {
-  child: ChildProcess;
-  base: string;
-  pid: number;
-  output: () => string;
-}
+/** The server of step 4, from its spawn on: killed and its output shown on a failure or Ctrl-C. */
 let server: Server | undefined;
-
-function killServer(): void {
-  if (!server) return;
-  try {
-    process.kill(-server.pid, 'SIGKILL');
-  } catch {
-    // Already gone.
-  }
-}
-
-async function startServer(dataDir: string): Promise<Server> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [BIN, 'serve'], {
-    cwd: ROOT,
-    env: childEnv(dataDir, { PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', ALERT_INTERVAL_S: '3600' }),
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  let out = '';
-  const keep = (chunk: Buffer) => {
-    out = (out + chunk.toString()).slice(-8000);
-  };
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
-  const s: Server = { child, base: `http://127.0.0.1:${port}`, pid: child.pid!, output: () => out };
-  server = s;
-  const deadline = performance.now() + 120_000;
-  while (performance.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`serve exited with ${child.exitCode} before it was ready: ${tail(out)}`);
-    try {
-      const res = await fetch(`${s.base}/readyz`, { signal: AbortSignal.timeout(2000) });
-      await res.arrayBuffer();
-      if (res.status === 200) return s;
-    } catch {
-      // Not listening yet.
-    }
-    await sleep(20);
-  }
-  throw new Error(`serve not ready within 120 s: ${tail(out)}`);
-}
-
-async function stopServer(s: Server): Promise<number> {
-  const started = performance.now();
-  if (s.child.exitCode !== null || s.child.signalCode !== null) return 0;
-  const exited = new Promise((r) => s.child.once('exit', r));
-  s.child.kill('SIGTERM');
-  const killer = setTimeout(() => killServer(), 30_000);
-  await exited;
-  clearTimeout(killer);
-  return performance.now() - started;
-}
-
-/** utime + stime of a process in clock ticks (1/100 s), or NaN once it is gone. */
-function cpuTicks(pid: number): number {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return NaN;
-  }
-}
-
-/** A line of /proc/PID/status in MiB (VmRSS, VmHWM, RssAnon), NaN where unreadable. */
-function statusMb(pid: number, field: string): number {
-  try {
-    const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : NaN;
-  } catch {
-    return NaN;
-  }
-}
-
-/**
- * Waits until the server uses less than 5 % of a core over a second (chDB merges the imported
- * parts in the background once it has them open), at most `maxMs`. Returns the time waited and
- * the CPU seconds the server used meanwhile.
- */
-async function waitIdle(pid: number, maxMs: number): Promise<{ waitedMs: number; cpuS: number; idle: boolean }> {
-  const started = performance.now();
-  const first = cpuTicks(pid);
-  let before = first;
-  while (performance.now() - started < maxMs) {
-    await sleep(1000);
-    const now = cpuTicks(pid);
-    if (now - before <= 5) return { waitedMs: performance.now() - started, cpuS: (now - first) / 100, idle: true };
-    before = now;
-  }
-  return { waitedMs: performance.now() - started, cpuS: (cpuTicks(pid) - first) / 100, idle: false };
-}
-
-/** Busy CPU ticks of the whole machine (all cores): total less idle and iowait (as bench/lib/measure.ts). */
-function machineBusyTicks(): number {
-  try {
-    const [, ...ticks] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).map(Number);
-    return ticks.slice(0, 8).reduce((sum, x) => sum + x, 0) - ticks[3]! - ticks[4]!;
-  } catch {
-    return NaN;
-  }
-}
 
 /**
  * Measures the CPU the rest of the machine used while `work` ran, in cores: the machine's busy
@@ -296,28 +192,9 @@ async function withOtherLoad<T>(work: () => Promise<T>): Promise<{ value: T; oth
 
 // --- HTTP ------------------------------------------------------------------------------------------
 
-async function api(method: string, p: string, token?: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(server!.base + p, {
-    method,
-    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(120_000),
-  });
-  const text = await res.text();
-  let json: unknown = text;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    // Not JSON: kept as text.
-  }
-  return { status: res.status, json };
-}
-
-async function login(): Promise<string> {
-  const res = await api('POST', '/api/auth/login', undefined, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
-  if (res.status !== 200) throw new Error(`admin login answered ${res.status}: ${JSON.stringify(res.json)}`);
-  return res.json.data.accessToken as string;
-}
+/** The API of the server of step 4. */
+const api = (method: string, p: string, token?: string, body?: unknown) => apiOf(server!.base, method, p, token, body);
+const login = () => loginOf(server!.base, ADMIN);
 
 interface Timing {
   label: string;
@@ -350,85 +227,10 @@ async function timeRequest(label: string, method: 'GET' | 'POST', p: string, tok
   return { label, request: `${method} ${p.replace(/^\/api\/logs\/domains\/\d+/, '…')}${body ? ` ${JSON.stringify(body)}` : ''}`, times, note: describe(json), targetMs, otherCores };
 }
 
-interface ExportRun {
-  format: 'csv' | 'json';
+interface ExportRun extends Download {
   /** 1 for the first export of this format, 2 for the next … */
   nth: number;
-  rows: number;
-  bytes: number;
-  ms: number;
-  firstByteMs: number;
-  rssBeforeMb: number;
-  /** The largest VmRSS sampled every 10 ms. */
-  rssPeakSampledMb: number;
-  /** VmHWM after the download, the peak having been reset to the current RSS just before it (NaN if the reset failed). */
-  hwmMb: number;
-  anonBeforeMb: number;
-  anonPeakMb: number;
-  rssAfterMb: number;
   otherCores: number;
-}
-
-/** Downloads `url` with node:http, counting line feeds, while the server's memory is sampled. */
-async function download(url: string, format: 'csv' | 'json', pid: number): Promise<Omit<ExportRun, 'otherCores' | 'nth'>> {
-  const rssBeforeMb = statusMb(pid, 'VmRSS');
-  const anonBeforeMb = statusMb(pid, 'RssAnon');
-  let hwmReset = false;
-  try {
-    fs.writeFileSync(`/proc/${pid}/clear_refs`, '5'); // resets VmHWM to the current RSS
-    hwmReset = true;
-  } catch {
-    // Not allowed here: the sampled peak is the figure.
-  }
-  let rssPeak = rssBeforeMb;
-  let anonPeak = anonBeforeMb;
-  const sampleNow = () => {
-    rssPeak = Math.max(rssPeak, statusMb(pid, 'VmRSS') || 0);
-    anonPeak = Math.max(anonPeak, statusMb(pid, 'RssAnon') || 0);
-  };
-  const sampler = setInterval(sampleNow, 10);
-  const started = performance.now();
-  let firstByteMs = 0;
-  let bytes = 0;
-  let lines = 0;
-  try {
-    await new Promise<void>((resolve, reject) => {
-      const req = http.get(url, (res) => {
-        if (res.statusCode !== 200) {
-          res.resume();
-          reject(new Error(`download answered ${res.statusCode}`));
-          return;
-        }
-        res.on('data', (chunk: Buffer) => {
-          if (!firstByteMs) firstByteMs = performance.now() - started;
-          bytes += chunk.length;
-          for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) lines++;
-        });
-        res.once('end', () => resolve());
-        res.once('error', reject);
-      });
-      req.once('error', reject);
-      req.setTimeout(300_000, () => req.destroy(new Error('download timed out')));
-    });
-  } finally {
-    clearInterval(sampler);
-  }
-  const ms = performance.now() - started;
-  sampleNow();
-  return {
-    format,
-    // Records end with a line feed (CSV: CRLF, after a header row); no generated value holds one.
-    rows: format === 'csv' ? lines - 1 : lines,
-    bytes,
-    ms,
-    firstByteMs,
-    rssBeforeMb,
-    rssPeakSampledMb: rssPeak,
-    hwmMb: hwmReset ? statusMb(pid, 'VmHWM') : NaN,
-    anonBeforeMb,
-    anonPeakMb: anonPeak,
-    rssAfterMb: statusMb(pid, 'VmRSS'),
-  };
 }
 
 // --- main ------------------------------------------------------------------------------------------
@@ -439,7 +241,7 @@ async function main(): Promise<void> {
   const cleanUp = () => {
     if (cleaned) return;
     cleaned = true;
-    killServer();
+    if (server) killServer(server);
     killAll();
     if (!KEEP) fs.rmSync(dir, { recursive: true, force: true });
   };
@@ -526,7 +328,8 @@ async function main(): Promise<void> {
 
     // 4. The API.
     t = performance.now();
-    const s = await startServer(dataDir);
+    // Detached, as spawnMeasured's children: cleanUp (also on Ctrl-C) and a failure kill its process group.
+    const s = await startServer(childEnv(dataDir, ADMIN), { detached: true, onSpawn: (spawned) => (server = spawned) });
     const readyMs = performance.now() - t;
     // The stats rollup builder (src/logs/rollups.ts) catches up with the import first; until it has,
     // stats read raw rows (exact, slower). Its rounds run back to back while work is left.
@@ -575,7 +378,7 @@ async function main(): Promise<void> {
         if (created.status !== 201) throw new Error(`export ${format}: POST answered ${created.status}: ${JSON.stringify(created.json)}`);
         const url = `${s.base}${new URL(created.json.data.downloadUrl as string).pathname}`;
         await waitIdle(s.pid, 30_000);
-        const { value, otherCores } = await withOtherLoad(() => download(url, format, s.pid));
+        const { value, otherCores } = await withOtherLoad(() => download(url, format, s.pid, 300_000));
         exports.push({ ...value, nth, otherCores });
       }
     }
@@ -628,8 +431,10 @@ async function main(): Promise<void> {
 
 main().catch((err) => {
   console.error(`bench/query: ${(err as Error).stack ?? err}`);
-  if (server) console.error(`server output: ${tail(server.output(), 10)}`);
-  killServer();
+  if (server) {
+    console.error(`server output: ${tail(server.output(), 10)}`);
+    killServer(server);
+  }
   killAll();
   process.exit(1);
 });

@@ -72,8 +72,8 @@ function processTree(root: number): number[] {
   return tree;
 }
 
-/** Busy CPU ticks of the whole machine (all cores): total less idle and iowait. */
-function machineBusyTicks(): number {
+/** Busy CPU ticks of the whole machine (all cores): total less idle and iowait; 0 without /proc. */
+export function machineBusyTicks(): number {
   if (!HAVE_PROC) return 0;
   const [, ...ticks] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).map(Number);
   // user nice system idle iowait irq softirq steal (guest time is already in user)
