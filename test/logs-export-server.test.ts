@@ -18,6 +18,15 @@ import { abandonDownload } from './support/logs.js';
 let dir: string;
 let server: ClickhouseHttp;
 let t: TestApp;
+
+/** A fresh user and a domain of theirs, created by the administrator. */
+async function ownedDomain(user: string, domainPrefix: string) {
+  const admin = await adminToken(t.app);
+  const owner = await freshUser(t.app, admin, user);
+  const made = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name: `${domainPrefix}-${process.pid}.example.com`, ownerId: owner.id } });
+  return { owner, made };
+}
+
 const LINES = 2_500;
 
 beforeAll(async () => {
@@ -35,9 +44,7 @@ afterAll(async () => {
 describe('export in server mode', () => {
   it('streams the same rows as the lines ingested, in CSV and NDJSON', async () => {
     expect(chdbOf(t.runtime.clickhouse)).toBeUndefined();
-    const admin = await adminToken(t.app);
-    const owner = await freshUser(t.app, admin, 'owner');
-    const made = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name: `server-${process.pid}.example.com`, ownerId: owner.id } });
+    const { owner, made } = await ownedDomain('owner', 'server');
     expect(made.status).toBe(201);
     const domain = made.body.data;
 
@@ -71,9 +78,7 @@ describe('export in server mode', () => {
   });
 
   it('runs one request per UTC day and writes the days as one file, in the listing order', async () => {
-    const admin = await adminToken(t.app);
-    const owner = await freshUser(t.app, admin, 'days');
-    const made = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name: `days-${process.pid}.example.com`, ownerId: owner.id } });
+    const { owner, made } = await ownedDomain('days', 'days');
     const domain = made.body.data;
     const DAY = 86_400_000;
     const midnight = (k: number) => Math.floor(Date.now() / DAY) * DAY - k * DAY;
@@ -136,9 +141,7 @@ describe('export in server mode', () => {
   });
 
   it('stops the request under way when the reader goes away, and sends no request for a later day', async () => {
-    const admin = await adminToken(t.app);
-    const owner = await freshUser(t.app, admin, 'cancel');
-    const made = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name: `cancel-${process.pid}.example.com`, ownerId: owner.id } });
+    const { owner, made } = await ownedDomain('cancel', 'cancel');
     const domain = made.body.data;
     const DAY = 86_400_000;
     const yesterday = Math.floor(Date.now() / DAY) * DAY - DAY;
