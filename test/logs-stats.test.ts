@@ -487,7 +487,7 @@ describe('rollups', () => {
   });
 
   it('provenTop: a list is proven only when no key outside the candidates can reach the 10th count', () => {
-    const proposed = (counts: number[]) => counts.map((n, i) => ({ key: `/k${String(i).padStart(2, '0')}`, proposed: n, edge: 0 }));
+    const proposed = (counts: number[]) => counts.map((n, i) => ({ key: `/k${String(i).padStart(2, '0')}`, proposed: n, edge: 0, listedDays: 0 }));
     const exactAsProposed = (list: { key: string; proposed: number }[]) => new Map(list.map((c) => [c.key, c.proposed]));
     // 31 proposals: the 31st (20) plus the thresholds (9) stays below the 10th count (30): proven.
     const many = proposed([...Array.from({ length: 10 }, (_, i) => 100 - i * 7), ...Array.from({ length: 21 }, () => 20)]);
@@ -503,7 +503,7 @@ describe('rollups', () => {
     expect(provenTop({ proposed: few, threshold: 0 }, exactAsProposed(few), false)?.map((e) => e.key)).toEqual(['/k00', '/k01', '/k02']);
     expect(provenTop({ proposed: few, threshold: 1 }, exactAsProposed(few), false)).toBeNull();
     // Status codes order as numbers among equal counts.
-    const codes = [{ key: '500', proposed: 3, edge: 0 }, { key: '404', proposed: 3, edge: 0 }, { key: '1000', proposed: 3, edge: 0 }];
+    const codes = [500, 404, 1000].map((code) => ({ key: String(code), proposed: 3, edge: 0, listedDays: 0 }));
     expect(provenTop({ proposed: codes, threshold: 0 }, exactAsProposed(codes), true)?.map((e) => e.key)).toEqual(['404', '500', '1000']);
   });
 

@@ -247,11 +247,11 @@ const CANDIDATES = 30;
  * - access_logs over the raw ranges, each row once per list (referrers without ''), as `in_edge`.
  *
  * Per list and key: `requests` = in_short + in_edge, `errors` = in_edge (the exact count outside
- * the short lists), the first `limit` by requests (tie-break: status codes as numbers, the others
+ * the short lists), `rt_count` = the days whose short list holds the key, the first `limit` by requests (tie-break: status codes as numbers, the others
  * by their bytes). Without `tops` that is the exact top list; with it, the candidates.
  */
 const listsQuery = (c: PlanConditions, tops: boolean, limit: number) => `
-SELECT list AS dim, key, sum(in_short) + sum(in_edge) AS requests, sum(in_edge) AS errors, 0 AS rt_sum, 0 AS rt_count, 0 AS visitors
+SELECT list AS dim, key, sum(in_short) + sum(in_edge) AS requests, sum(in_edge) AS errors, 0 AS rt_sum, countIf(in_short > 0) AS rt_count, 0 AS visitors
 FROM (
   ${
     tops
@@ -342,8 +342,11 @@ function topOf(entries: TopEntry[], numeric: boolean): TopEntry[] {
 
 /** One list's candidates as the short lists propose them (see candidateBranch). */
 export interface Candidates {
-  /** Keys by proposed count, at most CANDIDATES + 1; `edge` is the exact count outside the days. */
-  proposed: { key: string; proposed: number; edge: number }[];
+  /**
+   * Keys by proposed count, at most CANDIDATES + 1; `edge` is the exact count outside the days,
+   * `listedDays` how many of the days' short lists hold the key.
+   */
+  proposed: { key: string; proposed: number; edge: number; listedDays: number }[];
   /** The sum of the days' thresholds: what a key has at most, in the days, beyond its short-list counts. */
   threshold: number;
 }
@@ -380,15 +383,26 @@ export async function queryPlannedStats(clickhouse: ClickHouseClient, domainId: 
     const dim = Number(row.dim);
     if (dim === 0) totals = row;
     else if (dim > 10) candidates.get(dim - 10)!.threshold = Number(row.requests);
-    else if (plan.tops) candidates.get(dim)!.proposed.push({ key: row.key, proposed: Number(row.requests), edge: Number(row.errors) });
+    else if (plan.tops) candidates.get(dim)!.proposed.push({ key: row.key, proposed: Number(row.requests), edge: Number(row.errors), listedDays: Number(row.rt_count) });
     else lists.get(dim)!.push({ key: row.key, count: Number(row.requests) });
   }
   if (plan.tops) {
     // ClickHouse returns the candidates in its order; the bound needs them by proposed count.
     for (const c of candidates.values()) c.proposed.sort((a, b) => b.proposed - a.proposed || byBytes(a.key, b.key));
-    const keys = Object.fromEntries(DIMENSIONS.map((d) => [`k${d.dim}`, candidates.get(d.dim)!.proposed.slice(0, CANDIDATES).map((c) => c.key)]));
+    // A candidate in every day's short list has its exact day count already (its short-list sum);
+    // only the others are looked up in the days' full rows, and usually there are none.
     const dayCounts = new Map<number, Map<string, number>>(DIMENSIONS.map((d) => [d.dim, new Map()]));
-    for (const row of await select<{ list: number; key: string; requests: string }>(DAY_COUNTS_QUERY, keys)) dayCounts.get(Number(row.list))?.set(row.key, Number(row.requests));
+    const lookups = new Map<number, string[]>(DIMENSIONS.map((d) => [d.dim, []]));
+    for (const [dim, c] of candidates) {
+      for (const k of c.proposed.slice(0, CANDIDATES)) {
+        if (k.listedDays === plan.days.length) dayCounts.get(dim)!.set(k.key, k.proposed - k.edge);
+        else lookups.get(dim)!.push(k.key);
+      }
+    }
+    if ([...lookups.values()].some((keys) => keys.length > 0)) {
+      const keys = Object.fromEntries([...lookups].map(([dim, list]) => [`k${dim}`, list]));
+      for (const row of await select<{ list: number; key: string; requests: string }>(DAY_COUNTS_QUERY, keys)) dayCounts.get(Number(row.list))?.set(row.key, Number(row.requests));
+    }
     const unproven: Dimension[] = [];
     for (const d of DIMENSIONS) {
       const top = provenTop(candidates.get(d.dim)!, dayCounts.get(d.dim)!, NUMERIC(d));
