@@ -462,8 +462,8 @@ export async function getLogStats(deps: StatsDeps, principal: Principal, domainI
 const STATS_TABLES = ['access_rollups', 'access_day_tops', 'access_hour_rows'] as const;
 
 /**
- * Deletes a domain's rollup rows. A delete on access_logs does not reach the materialized views'
- * tables, so deleting a domain's logs must call this too.
+ * Deletes a domain's rollup rows and hour counts. A delete on access_logs does not reach them (the
+ * counts' view fires on inserts only), so deleting a domain's logs must call this too.
  */
 export async function deleteDomainStats(clickhouse: ClickHouseClient, domainId: number): Promise<void> {
   for (const table of STATS_TABLES) {
