@@ -56,8 +56,15 @@ const q = (s: string) => JSON.stringify(s);
 const fileSource = (domain: string | null, file: string, format = FORMAT, extra = '') =>
   `sources:\n  - ${domain ? `domain: ${domain}\n    ` : ''}access: ${q(file)}\n    format: ${q(format)}\n${extra}`;
 
-const waitForRows = (domainId: number, n: number, table: 'access_logs' | 'error_logs' | 'ingest_rejects' = 'access_logs') =>
-  until(async () => (await countRows(t.runtime.clickhouse, table, domainId)) === n, `${n} rows in ${table} of domain ${domainId}`);
+/** Waits for exactly `n` rows; a timeout says how many there were, which tells a loss from a double. */
+async function waitForRows(domainId: number, n: number, table: 'access_logs' | 'error_logs' | 'ingest_rejects' = 'access_logs'): Promise<void> {
+  let seen = -1;
+  try {
+    await until(async () => (seen = await countRows(t.runtime.clickhouse, table, domainId)) === n, `${n} rows in ${table} of domain ${domainId}`);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; ${seen} rows at the end`);
+  }
+}
 
 describe('following access files', () => {
   it('stores every line once, with the fields of CONTRACT §5, and counts it', async () => {
@@ -197,6 +204,10 @@ describe('following access files', () => {
         fd = fs.openSync(file, 'a');
       }
       if (n === 4000) {
+        // The follower has opened the new file (it read some of it) before that file is copied and
+        // truncated; two rotations closer than that lose the new file's head (ingest/README.md,
+        // "A known gap").
+        await until(async () => (await countRows(t.runtime.clickhouse, 'access_logs', domain.id)) > 2500, 'the follower to read the new file');
         // copytruncate: copy, then truncate in place while the writer keeps its (O_APPEND) descriptor.
         fs.copyFileSync(file, `${file}.2`);
         fs.truncateSync(file, 0);
