@@ -17,7 +17,7 @@
  * Round trips matter: chDB serialises parameterised queries process-wide, so a query per alert
  * would queue behind each other and behind the API's own log reads.
  */
-import type { ClickHouseClient } from '../db/clickhouse.js';
+import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import type { Condition } from './schemas.js';
 
 /** The default noise guard: an error rate over fewer requests than this never fires. */
@@ -85,20 +85,16 @@ export async function windowFigures(clickhouse: ClickHouseClient, windows: Windo
   if (distinct.size === 0) return figures;
   const list = [...distinct.values()];
   const longest = Math.max(...list.map((w) => w.duration));
-  const result = await clickhouse.query({
-    query: QUERY,
-    query_params: {
-      domains: list.map((w) => w.domainId),
-      durations: list.map((w) => w.duration),
-      domainSet: [...new Set(list.map((w) => w.domainId))],
-      // The minutes where a window ends inside the minute (a duration not a whole number of minutes).
-      splitMinutes: [...new Set(list.filter((w) => w.duration % 60 !== 0).map((w) => Math.floor(w.duration / 60)))],
-      fromMs: nowMs - longest * 1000,
-      nowMs,
-    },
-    format: 'JSONEachRow',
+  const rows = await selectRows<FigureRow>(clickhouse, QUERY, {
+    domains: list.map((w) => w.domainId),
+    durations: list.map((w) => w.duration),
+    domainSet: [...new Set(list.map((w) => w.domainId))],
+    // The minutes where a window ends inside the minute (a duration not a whole number of minutes).
+    splitMinutes: [...new Set(list.filter((w) => w.duration % 60 !== 0).map((w) => Math.floor(w.duration / 60)))],
+    fromMs: nowMs - longest * 1000,
+    nowMs,
   });
-  for (const row of await result.json<FigureRow>()) {
+  for (const row of rows) {
     figures.set(windowKey({ domainId: Number(row.domain_id), duration: Number(row.duration) }), {
       requests: Number(row.requests),
       errors: Number(row.errors),

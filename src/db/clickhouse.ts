@@ -19,6 +19,12 @@ export function chdbOf(client: ClickHouseClient): ChdbExtension | undefined {
   return chdbHandles.get(client);
 }
 
+/** The rows of a query with bound `{name:Type}` parameters, as JSON objects. */
+export async function selectRows<T>(clickhouse: ClickHouseClient, query: string, params: Record<string, unknown>): Promise<T[]> {
+  const result = await clickhouse.query({ query, query_params: params, format: 'JSONEachRow' });
+  return result.json<T>();
+}
+
 /**
  * One `@clickhouse/client` API for both modes: a ClickHouse server at CLICKHOUSE_URL, or the
  * in-process chDB engine under DATA_DIR/clickhouse (one process per data directory).

@@ -5,7 +5,7 @@
  * takes its total from these and starts a deep page in the right hour (src/logs/store.ts), instead
  * of counting and skipping the matches of the whole range row by row.
  */
-import type { ClickHouseClient } from '../db/clickhouse.js';
+import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
 import { planConditions, planWindow, queryBuildState } from './stats.js';
 
@@ -30,16 +30,14 @@ export async function statusMatchesByHour(
   let end = range.endDate?.getTime();
   if (start === undefined || end === undefined) {
     // Every stored row is counted in access_hour_rows (by the insert itself), so its hours bound them.
-    const [bounds] = await (await clickhouse.query({ query: BOUNDS, query_params: { domainId }, format: 'JSONEachRow' })).json<{ first: number; last: number; n: string }>();
+    const [bounds] = await selectRows<{ first: number; last: number; n: string }>(clickhouse, BOUNDS, { domainId });
     if (!bounds || Number(bounds.n) === 0) return [];
     start ??= Number(bounds.first) * 1000;
     end ??= Number(bounds.last) * 1000 + HOUR_MS - 1;
   }
   if (start > end) return [];
   // Hours only: a built day says nothing about which of its hours a deep page starts in.
-  const state = await queryBuildState(clickhouse, domainId, start, end);
-  state.builtDays.clear();
-  const plan = planWindow(start, end, state);
+  const plan = planWindow(start, end, await queryBuildState(clickhouse, domainId, start, end, { days: false }));
   const p = new Params('h');
   const codes = statusCondition(statusCodes, p);
   const pieces = planConditions(plan);
@@ -56,9 +54,7 @@ SELECT toUnixTimestamp(toStartOfHour(timestamp)) AS hour, count() AS n
 FROM access_logs
 WHERE domain_id = {domainId:UInt32} AND (${pieces.raw}) AND ${codes}
 GROUP BY hour`;
-  const rows = await (
-    await clickhouse.query({ query, query_params: { domainId, ...pieces.params, ...p.values }, format: 'JSONEachRow' })
-  ).json<{ hour: number; n: string }>();
+  const rows = await selectRows<{ hour: number; n: string }>(clickhouse, query, { domainId, ...pieces.params, ...p.values });
   // Built hours and raw ranges are disjoint; a raw range yields each hour it spans.
   const byHour = new Map<number, number>();
   for (const row of rows) byHour.set(Number(row.hour) * 1000, (byHour.get(Number(row.hour) * 1000) ?? 0) + Number(row.n));

@@ -13,7 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
-import type { ClickHouseClient } from '../db/clickhouse.js';
+import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { claimLease, releaseLease } from '../db/leases.js';
 import type { Db } from '../db/postgres.js';
 import type { Logger } from '../log.js';
@@ -195,14 +195,8 @@ interface DirtyBucket {
   built: string | number;
 }
 
-async function dirtyBuckets(clickhouse: ClickHouseClient, query: string, options: RollupOptions): Promise<DirtyBucket[]> {
-  const result = await clickhouse.query({
-    query,
-    query_params: { retentionDays: options.retentionDays, settleS: options.settleS, lookbackS: options.lookbackS ?? EVERYTHING_S },
-    format: 'JSONEachRow',
-  });
-  return result.json<DirtyBucket>();
-}
+const dirtyBuckets = (clickhouse: ClickHouseClient, query: string, options: RollupOptions) =>
+  selectRows<DirtyBucket>(clickhouse, query, { retentionDays: options.retentionDays, settleS: options.settleS, lookbackS: options.lookbackS ?? EVERYTHING_S });
 
 /**
  * Rows one build statement reads at most (its hours' counts); a single larger hour is built alone.

@@ -8,7 +8,7 @@
  * Two queries per request (the build state, then the figures): chDB runs parameterised queries one
  * at a time per process, so each round trip counts.
  */
-import type { ClickHouseClient } from '../db/clickhouse.js';
+import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
 
@@ -128,8 +128,8 @@ export function planWindow(start: number, end: number, state: BuildState | null)
   return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, tops };
 }
 
-/** Rows counted and rollups built for the whole hours and days of [start, end]. */
-const BUILD_STATE_QUERY = `
+/** Rows counted and rollups built for the whole hours of [start, end] … */
+const BUILD_STATE_HOURS = `
 SELECT 'hour' AS span, toUnixTimestamp(c.hour) AS bucket, c.counted AS counted, b.requests AS built
 FROM (
   SELECT hour, sum(rows) AS counted FROM access_hour_rows
@@ -141,7 +141,10 @@ LEFT JOIN (
   WHERE domain_id = {domainId:UInt32} AND span = 'hour' AND dim = 'total'
     AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC')
   GROUP BY hour
-) AS b USING (hour)
+) AS b USING (hour)`;
+
+/** … and for its whole days, and their short lists. */
+const BUILD_STATE_DAYS = `
 UNION ALL
 SELECT 'day', toUnixTimestamp(bucket), 0, sum(requests) FROM access_rollups
 WHERE domain_id = {domainId:UInt32} AND span = 'day' AND dim = 'total'
@@ -163,15 +166,21 @@ export const inBuckets = (column: string, param: string) =>
   `(${column} >= toDateTime(arrayMin({${param}:Array(UInt32)}), 'UTC') AND ${column} <= toDateTime(arrayMax({${param}:Array(UInt32)}), 'UTC')` +
   ` AND ${column} IN arrayMap(x -> toDateTime(x, 'UTC'), {${param}:Array(UInt32)}))`;
 
-export async function queryBuildState(clickhouse: ClickHouseClient, domainId: number, start: number, end: number): Promise<BuildState> {
+/**
+ * The build state of [start, end]'s whole hours, and with `days` (the default) of its whole days
+ * and their short lists; without, the plan reads whole hours only and the day reads are left out.
+ */
+export async function queryBuildState(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, { days = true } = {}): Promise<BuildState> {
   const b = windowBuckets(start, end);
-  const result = await clickhouse.query({
-    query: BUILD_STATE_QUERY,
-    query_params: { domainId, hourFrom: seconds(b.hourFrom), hourTo: seconds(b.hourTo), dayFrom: seconds(b.dayFrom), dayTo: seconds(b.dayTo) },
-    format: 'JSONEachRow',
+  const rows = await selectRows<{ span: string; bucket: number; counted: string; built: string }>(clickhouse, days ? `${BUILD_STATE_HOURS}${BUILD_STATE_DAYS}` : BUILD_STATE_HOURS, {
+    domainId,
+    hourFrom: seconds(b.hourFrom),
+    hourTo: seconds(b.hourTo),
+    dayFrom: seconds(b.dayFrom),
+    dayTo: seconds(b.dayTo),
   });
   const state: BuildState = { counted: new Map(), builtHours: new Map(), builtDays: new Map(), topsDays: new Map() };
-  for (const row of await result.json<{ span: string; bucket: number; counted: string; built: string }>()) {
+  for (const row of rows) {
     const at = Number(row.bucket) * 1000;
     if (row.span === 'day') state.builtDays.set(at, Number(row.built));
     else if (row.span === 'tops') state.topsDays.set(at, Number(row.built));
@@ -372,8 +381,7 @@ const NUMERIC = (d: Dimension) => d.name === 'status';
 export async function queryPlannedStats(clickhouse: ClickHouseClient, domainId: number, plan: WindowPlan): Promise<WindowStats> {
   const conditions = planConditions(plan);
   const params = { domainId, lists: DIMENSIONS.map((d) => d.dim), ...conditions.params };
-  const select = async <Row = StatsRow>(query: string, extra: Record<string, unknown> = {}) =>
-    (await clickhouse.query({ query, query_params: { ...params, ...extra }, format: 'JSONEachRow' })).json<Row>();
+  const select = <Row = StatsRow>(query: string, extra: Record<string, unknown> = {}) => selectRows<Row>(clickhouse, query, { ...params, ...extra });
 
   const rows = await select(statsQuery(conditions, plan.tops));
   const lists = new Map<number, TopEntry[]>(DIMENSIONS.map((d) => [d.dim, []]));

@@ -1,5 +1,5 @@
 import type { AccessEntry as ParsedAccessEntry, ErrorEntry as ParsedErrorEntry } from '../../ingest/types.js';
-import type { ClickHouseClient } from '../db/clickhouse.js';
+import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import type { HourCount } from './hour-counts.js';
 import { likeEscape, Params, timeConditions, type Level, type SqlFilter } from './filters.js';
 
@@ -98,11 +98,6 @@ export interface PageOf<T> {
 
 type Table = 'access_logs' | 'error_logs';
 
-async function select<T>(clickhouse: ClickHouseClient, query: string, params: Record<string, unknown>): Promise<T[]> {
-  const result = await clickhouse.query({ query, query_params: params, format: 'JSONEachRow' });
-  return result.json<T>();
-}
-
 /**
  * One page of a table, newest first (ties: higher id first), and the exact count, in one query.
  *
@@ -149,7 +144,7 @@ async function pageOf<R>(
     if (!start) return { rows: [], total };
     const from = `timestamp < fromUnixTimestamp64Milli(${p.bind('Int64', start.hour + 3_600_000)}, 'UTC')`;
     const query = `SELECT ${columns} FROM ${table} WHERE ${w} AND ${from} ${order} LIMIT ${limit} OFFSET ${p.bind('UInt64', page.offset - before)}`;
-    return { rows: await select<R>(clickhouse, query, { ...filter.params, ...p.values }), total };
+    return { rows: await selectRows<R>(clickhouse, query, { ...filter.params, ...p.values }), total };
   }
   const total = `(SELECT count() FROM ${table} WHERE ${w}) AS total`;
   let query = `SELECT ${columns}, ${total} FROM ${table} WHERE ${w} ${order} LIMIT ${limit}`;
@@ -164,10 +159,10 @@ async function pageOf<R>(
       `WITH (SELECT (timestamp, id) FROM ${table} WHERE ${w} ${order} LIMIT 1 OFFSET ${p.bind('UInt64', page.offset)}) AS boundary ` +
       `SELECT ${columns}, ${total} FROM ${table} WHERE ${w} AND timestamp <= boundary.1 AND (timestamp < boundary.1 OR id <= boundary.2) ${order} LIMIT ${limit}`;
   }
-  const rows = await select<R & { total: string | number }>(clickhouse, query, { ...filter.params, ...p.values });
+  const rows = await selectRows<R & { total: string | number }>(clickhouse, query, { ...filter.params, ...p.values });
   if (rows.length > 0) return { rows, total: Number(rows[0]!.total) };
   if (page.offset === 0) return { rows, total: 0 };
-  const [count] = await select<{ total: string | number }>(clickhouse, `SELECT count() AS total FROM ${table} WHERE ${w}`, filter.params);
+  const [count] = await selectRows<{ total: string | number }>(clickhouse, `SELECT count() AS total FROM ${table} WHERE ${w}`, filter.params);
   return { rows, total: Number(count?.total ?? 0) };
 }
 
@@ -269,10 +264,10 @@ export async function searchEntries(clickhouse: ClickHouseClient, request: Searc
     .map((x) => `SELECT ${names} FROM (SELECT ${x.type === 'access' ? accessCols : errorCols}, timestamp FROM ${x.table} WHERE ${x.filter.where}${boundary} ${order} LIMIT ${limit})`)
     .join(' UNION ALL ');
   const query = `WITH ${withClause}SELECT *, total FROM (${arms}) ORDER BY ms DESC, id DESC LIMIT ${limit}`;
-  const rows = await select<SearchRow>(clickhouse, query, { ...params, ...p.values });
+  const rows = await selectRows<SearchRow>(clickhouse, query, { ...params, ...p.values });
   const entries = rows.map((r): SearchEntry => (r.type === 'access' ? { type: 'access', ...toAccess(r) } : { type: 'error', ...toError(r) }));
   if (rows.length > 0) return { rows: entries, total: Number(rows[0]!.total) };
   if (page.offset === 0) return { rows: entries, total: 0 };
-  const [count] = await select<{ total: string | number }>(clickhouse, `SELECT count() AS total FROM (${keys})`, params);
+  const [count] = await selectRows<{ total: string | number }>(clickhouse, `SELECT count() AS total FROM (${keys})`, params);
   return { rows: entries, total: Number(count?.total ?? 0) };
 }
