@@ -27,7 +27,6 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import postgres from 'postgres';
 import { createAlertEvaluator, type RoundResult } from '../src/alerts/evaluator.js';
 import { windowFigures } from '../src/alerts/metrics.js';
 import type { AlertDefinition } from '../src/alerts/schemas.js';
@@ -36,6 +35,7 @@ import { loadConfig } from '../src/config.js';
 import { insertDomain } from '../src/domains/store.js';
 import { createLogger } from '../src/log.js';
 import { openRuntime } from '../src/runtime.js';
+import { freshDatabase } from '../test/support/app.js';
 
 const positive = (name: string, fallback: number): number => {
   const value = Number(process.env[name] ?? fallback);
@@ -74,28 +74,10 @@ const SHAPES: Shape[] = [
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const ms = (x: number) => `${x.toFixed(1)} ms`;
 
-async function scratchDatabase(): Promise<{ url: string | undefined; drop: () => Promise<void> }> {
-  const server = process.env.BENCH_DATABASE_URL;
-  if (!server) return { url: undefined, drop: async () => {} };
-  const name = `tailhouse_bench_alerts_${process.pid}`;
-  const admin = postgres(server, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`create database ${name}`);
-  await admin.end();
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const again = postgres(server, { max: 1, onnotice: () => {} });
-      await again.unsafe(`drop database if exists ${name} with (force)`);
-      await again.end();
-    },
-  };
-}
-
 async function main(): Promise<void> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tailhouse-bench-alerts-'));
-  const database = await scratchDatabase();
+  // A scratch database on BENCH_DATABASE_URL's server, dropped afterwards; none: embedded PGlite.
+  const database = await freshDatabase(process.env.BENCH_DATABASE_URL);
   const log = createLogger('warn');
   const config = loadConfig({
     DATA_DIR: dataDir,

@@ -12,11 +12,11 @@ export const ADMIN_PASSWORD = 'admin-password-1';
 export const JWT_SECRET = 'test-secret-that-is-at-least-32-bytes-long!';
 
 /**
- * With DATABASE_URL set (CI's second run), each test file gets a database of its own on that
- * server, dropped afterwards; without it, the embedded PGlite under a temporary DATA_DIR.
+ * With a server URL (default DATABASE_URL, set in CI's second run), each test file (or a bench
+ * run) gets a database of its own on that server, dropped afterwards; without it, the embedded
+ * PGlite under a temporary DATA_DIR.
  */
-export async function freshDatabase(): Promise<{ url: string | undefined; drop: () => Promise<void> }> {
-  const serverUrl = process.env.DATABASE_URL;
+export async function freshDatabase(serverUrl = process.env.DATABASE_URL): Promise<{ url: string | undefined; drop: () => Promise<void> }> {
   if (!serverUrl) return { url: undefined, drop: async () => {} };
   const name = `tailhouse_test_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
