@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dedupToken, insertAccessBatch, type AccessRow } from '../ingest/sinks/clickhouse.js';
 import { createLogger } from '../src/log.js';
 import { buildRollups, startStatsRollups, type RollupRound } from '../src/logs/rollups.js';
-import { deleteDomainStats, planWindow, provenTop, queryBuildState, queryWindowStats, windowBuckets, type BuildState, type WindowStats } from '../src/logs/stats.js';
+import { deleteDomainStats, emptyBuildState, planWindow, provenTop, queryBuildState, queryWindowStats, windowBuckets, type WindowStats } from '../src/logs/stats.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, importText, select, timeLocal, until } from './support/ingest.js';
 import { prng } from './support/random.js';
@@ -337,6 +337,15 @@ describe('rollups', () => {
     }
   }
 
+  /** Deletes a bucket's short top lists, as if the builder had died before writing them. */
+  async function deleteTops(domainId: number, span: 'hour' | 'day', bucket: number): Promise<void> {
+    await t.runtime.clickhouse.command({
+      query: "DELETE FROM access_tops WHERE domain_id = {d:UInt32} AND span = {span:String} AND bucket = toDateTime({bucket:UInt32}, 'UTC')",
+      query_params: { d: domainId, span, bucket: bucket / 1000 },
+      clickhouse_settings: { mutations_sync: '2' },
+    });
+  }
+
   it('windows read through the rollups equal the raw rows, the brute force and plain SQL', async () => {
     const rnd = prng(7);
     const times = shopEntries.map((e) => e.t);
@@ -361,7 +370,7 @@ describe('rollups', () => {
     const plan = planWindow(NOW - 30 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, shop.id, NOW - 30 * DAY, NOW));
     expect(plan.days.length).toBeGreaterThanOrEqual(28);
     expect(plan.hours.length).toBeGreaterThan(0);
-    expect(plan.tops).toBe(true);
+    expect(plan.listed).toEqual({ days: plan.days, hours: plan.hours });
     expect(plan.raw).toEqual([
       [NOW - 30 * DAY, Math.ceil((NOW - 30 * DAY) / HOUR) * HOUR],
       [Math.floor(NOW / HOUR) * HOUR, NOW + 1],
@@ -374,16 +383,18 @@ describe('rollups', () => {
     const entries = generate(11, 3_000, true).filter((e) => e.t < NOW);
     await importEntries(domain.name, entries, FORMAT);
     await buildAll();
-    // Late lines (an old rotated file imported now) into days and hours that are already built.
-    // A few, in about a dozen hours: many more would make the plan read the whole window raw.
-    const late = generate(12, 600, true).filter((e, i) => i % 61 === 0 && e.t < NOW - 2 * DAY);
-    await importEntries(domain.name, late, FORMAT);
-    const all = [...entries, ...late].sort((a, b) => a.t - b.t);
     const windows: [number, number][] = [
       [NOW - 30 * DAY, NOW],
       [NOW - 7 * DAY, NOW],
       [Math.floor((NOW - 10 * DAY) / DAY) * DAY + 5 * HOUR + 17, NOW - 2 * DAY - 17],
     ];
+    // Asked before the late lines: the next answers start from the build state these read.
+    await expectWindowsExact(domain.id, entries, windows);
+    // Late lines (an old rotated file imported now) into days and hours that are already built.
+    // A few, in about a dozen hours: many more would make the plan read the whole window raw.
+    const late = generate(12, 600, true).filter((e, i) => i % 61 === 0 && e.t < NOW - 2 * DAY);
+    await importEntries(domain.name, late, FORMAT);
+    const all = [...entries, ...late].sort((a, b) => a.t - b.t);
     const before = planWindow(NOW - 30 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 30 * DAY, NOW));
     expect(before.raw.length).toBeGreaterThan(4);
     expect(before.raw.length).toBeLessThan(20);
@@ -470,24 +481,98 @@ describe('rollups', () => {
       [NOW - 30 * DAY, NOW],
       [NOW - 7 * DAY - 5, NOW - DAY + 5],
     ];
-    const plan = () => queryBuildState(t.runtime.clickhouse, domain.id, NOW - 30 * DAY, NOW).then((state) => planWindow(NOW - 30 * DAY, NOW, state));
-    expect((await plan()).tops).toBe(true);
+    // This window has whole days and, at its ends, whole hours with requests.
+    const [from, to] = windows[1]!;
+    const plan = () => queryBuildState(t.runtime.clickhouse, domain.id, from, to).then((state) => planWindow(from, to, state));
+    const listedEverywhere = async () => {
+      const p = await plan();
+      return p.listed.days.length === p.days.length && p.listed.hours.length === p.hours.length;
+    };
+    expect(await listedEverywhere()).toBe(true);
     await expectWindowsExact(domain.id, entries, windows);
-    // A day built without its short lists (a builder that died between the two statements).
+    // A day and an hour built without their short lists (a builder that died between the statements).
     const day = Math.floor((NOW - 5 * DAY) / DAY) * DAY;
-    await t.runtime.clickhouse.command({
-      query: "DELETE FROM access_day_tops WHERE domain_id = {d:UInt32} AND day = toDateTime({day:UInt32}, 'UTC')",
-      query_params: { d: domain.id, day: day / 1000 },
-      clickhouse_settings: { mutations_sync: '2' },
-    });
-    expect((await plan()).tops).toBe(false);
+    const hour = (await plan()).hours[0]!;
+    await deleteTops(domain.id, 'day', day);
+    await deleteTops(domain.id, 'hour', hour);
+    const unlisted = await plan();
+    expect(unlisted.days).toContain(day);
+    expect(unlisted.listed.days).not.toContain(day);
+    expect(unlisted.hours).toContain(hour);
+    expect(unlisted.listed.hours).not.toContain(hour);
     await expectWindowsExact(domain.id, entries, windows);
-    expect((await buildAll()).days).toBe(1);
-    expect((await plan()).tops).toBe(true);
+    const rebuilt = await buildAll();
+    expect([rebuilt.days, rebuilt.hours]).toEqual([1, 1]);
+    expect(await listedEverywhere()).toBe(true);
+  });
+
+  it('short hour lists: busy hours with more keys than a list holds, skewed and flat, give the exact lists', async () => {
+    const domain = await createDomain('busy-hours.example.com', alice.id);
+    const rnd = prng(21);
+    // Four whole hours, the newest ending five hours before now: three skewed (600 URLs, a few of
+    // them busy) and the oldest flat (300 URLs about equally), 2,000 requests each.
+    const newest = Math.floor((NOW - 6 * HOUR) / HOUR) * HOUR;
+    const entries: Entry[] = [];
+    for (let h = 0; h < 4; h++) {
+      for (let i = 0; i < 2_000; i++) {
+        const n = h === 3 ? Math.floor(rnd() * 300) : Math.floor(rnd() ** 3 * 600);
+        const agent = `agent-${Math.floor(rnd() ** 2 * 200)}`;
+        entries.push({ t: newest - h * HOUR + Math.floor(rnd() * 3_600) * 1000, ip: `10.2.${h}.${i % 50}`, url: `/h/${n}`, status: 200, referrer: i % 3 ? '' : `https://ref.example/${n % 150}`, agent, rt: 7 });
+      }
+    }
+    entries.sort((a, b) => a.t - b.t);
+    await importEntries(domain.name, entries, FORMAT);
+    await buildAll();
+    // The hours' URL lists are cut: each keeps the next URL's count as its threshold.
+    const cut = await select<{ n: string }>(
+      t.runtime.clickhouse,
+      "SELECT toString(countIf(threshold > 0)) AS n FROM access_tops FINAL WHERE domain_id = {d:UInt32} AND span = 'hour' AND dim = 'url'",
+      { d: domain.id },
+    );
+    expect(cut).toEqual([{ n: '4' }]);
+    const skewed: [number, number] = [newest - 2 * HOUR, newest + HOUR - 1];
+    const plan = planWindow(...skewed, await queryBuildState(t.runtime.clickhouse, domain.id, ...skewed));
+    expect(plan.listed).toEqual({ days: [], hours: [newest - 2 * HOUR, newest - HOUR] });
+    expect(plan.raw).toEqual([[newest, newest + HOUR]]);
+    await expectWindowsExact(domain.id, entries, [
+      skewed,
+      [newest - 3 * HOUR - 17, newest + HOUR + 17],
+      [newest - 2 * HOUR + 5, newest + HOUR - 5],
+      [NOW - DAY, NOW],
+    ]);
+  });
+
+  it('short hour lists: a URL just below every hour’s list is counted through the thresholds', async () => {
+    const domain = await createDomain('steady.example.com', alice.id);
+    // Four hours, each: 9 URLs of every hour (50 requests), 91 of that hour alone (40 down to 22),
+    // then /steady (19), first outside every hour's 100-key list. Over the four hours /steady (76)
+    // is 10th; a proof that left out the hours' thresholds would take a 40-request URL instead.
+    const newest = Math.floor((NOW - 9 * HOUR) / HOUR) * HOUR;
+    const entries: Entry[] = [];
+    for (let h = 0; h < 4; h++) {
+      const counts: [string, number][] = [
+        ...Array.from({ length: 9 }, (_, i): [string, number] => [`/common/${i}`, 50]),
+        ...Array.from({ length: 91 }, (_, i): [string, number] => [`/only/${h}/${i}`, 40 - Math.floor(i / 5)]),
+        ['/steady', 19],
+      ];
+      let second = 0;
+      for (const [url, n] of counts) {
+        for (let i = 0; i < n; i++) entries.push({ t: newest - h * HOUR + (second++ % 3_600) * 1000, ip: '10.3.0.1', url, status: 200, referrer: '', agent: 'a', rt: 1 });
+      }
+    }
+    entries.sort((a, b) => a.t - b.t);
+    await importEntries(domain.name, entries, FORMAT);
+    await buildAll();
+    const window: [number, number] = [newest - 3 * HOUR, newest + HOUR - 1];
+    const plan = planWindow(...window, await queryBuildState(t.runtime.clickhouse, domain.id, ...window));
+    expect(plan.listed.hours).toHaveLength(3);
+    const top = (await queryWindowStats(t.runtime.clickhouse, domain.id, ...window)).topUrls;
+    expect(top[9]).toEqual({ url: '/steady', requests: 76, percentage: expect.any(Number) });
+    await expectWindowsExact(domain.id, entries, [window]);
   });
 
   it('provenTop: a list is proven only when no key outside the candidates can reach the 10th count', () => {
-    const proposed = (counts: number[]) => counts.map((n, i) => ({ key: `/k${String(i).padStart(2, '0')}`, proposed: n, edge: 0, listedDays: 0 }));
+    const proposed = (counts: number[]) => counts.map((n, i) => ({ key: `/k${String(i).padStart(2, '0')}`, proposed: n, edge: 0, listedIn: 0 }));
     const exactAsProposed = (list: { key: string; proposed: number }[]) => new Map(list.map((c) => [c.key, c.proposed]));
     // 31 proposals: the 31st (20) plus the thresholds (9) stays below the 10th count (30): proven.
     const many = proposed([...Array.from({ length: 10 }, (_, i) => 100 - i * 7), ...Array.from({ length: 21 }, () => 20)]);
@@ -503,7 +588,7 @@ describe('rollups', () => {
     expect(provenTop({ proposed: few, threshold: 0 }, exactAsProposed(few), false)?.map((e) => e.key)).toEqual(['/k00', '/k01', '/k02']);
     expect(provenTop({ proposed: few, threshold: 1 }, exactAsProposed(few), false)).toBeNull();
     // Status codes order as numbers among equal counts.
-    const codes = [500, 404, 1000].map((code) => ({ key: String(code), proposed: 3, edge: 0, listedDays: 0 }));
+    const codes = [500, 404, 1000].map((code) => ({ key: String(code), proposed: 3, edge: 0, listedIn: 0 }));
     expect(provenTop({ proposed: codes, threshold: 0 }, exactAsProposed(codes), true)?.map((e) => e.key)).toEqual(['404', '500', '1000']);
   });
 
@@ -530,7 +615,7 @@ describe('rollups', () => {
     const h = (day: number, hour: number) => Date.UTC(2026, 0, day, hour);
     const start = Date.UTC(2026, 0, 1, 22, 30);
     const end = Date.UTC(2026, 0, 4, 1, 15);
-    const state: BuildState = { counted: new Map(), builtHours: new Map(), builtDays: new Map(), topsDays: new Map() };
+    const state = emptyBuildState();
     for (let t0 = h(1, 23); t0 < h(4, 1); t0 += HOUR) {
       state.counted.set(t0, 10);
       state.builtHours.set(t0, 10);
@@ -548,15 +633,18 @@ describe('rollups', () => {
       [h(3, 5), h(3, 6)],
       [h(4, 1), end + 1],
     ]);
-    // The short top lists are used only when every planned day has them, built with the day's total.
-    expect(plan.tops).toBe(false);
+    // A bucket's short top lists are used only when they were built with its current total.
+    expect(plan.listed).toEqual({ days: [], hours: [] });
     state.topsDays.set(h(2, 0), 239);
-    expect(planWindow(start, end, state).tops).toBe(false);
+    state.topsHours.set(h(3, 4), 10);
+    state.topsHours.set(h(3, 5), 10); // not built again yet: raw, whatever its lists say
+    state.topsHours.set(h(3, 6), 9);
+    expect(planWindow(start, end, state).listed).toEqual({ days: [], hours: [h(3, 4)] });
     state.topsDays.set(h(2, 0), 240);
-    expect(planWindow(start, end, state).tops).toBe(true);
+    expect(planWindow(start, end, state).listed).toEqual({ days: [h(2, 0)], hours: [h(3, 4)] });
     // Without a state, or with more raw ranges than a query should carry, the whole window is raw.
-    expect(planWindow(start, end, null)).toEqual({ start, end, days: [], hours: [], raw: [[start, end + 1]], tops: false });
-    const patchy: BuildState = { counted: new Map(), builtHours: new Map(), builtDays: new Map(), topsDays: new Map() };
+    expect(planWindow(start, end, null)).toEqual({ start, end, days: [], hours: [], raw: [[start, end + 1]], listed: { days: [], hours: [] } });
+    const patchy = emptyBuildState();
     for (let t0 = h(1, 0); t0 < h(6, 0); t0 += HOUR) {
       patchy.counted.set(t0, 1);
       if (t0 % (2 * HOUR) === 0) patchy.builtHours.set(t0, 1);

@@ -7,7 +7,7 @@
  */
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
-import { planConditions, planWindow, queryBuildState } from './stats.js';
+import { planConditions, planWindow, queryBuildState, unionAll } from './stats.js';
 
 const HOUR_MS = 3_600_000;
 
@@ -41,19 +41,22 @@ export async function statusMatchesByHour(
   const p = new Params('h');
   const codes = statusCondition(statusCodes, p);
   const pieces = planConditions(plan);
-  const query = `
-SELECT toUnixTimestamp(bucket) AS hour, sum(requests) AS n
+  const query = unionAll([
+    pieces.built &&
+      `SELECT toUnixTimestamp(bucket) AS hour, sum(requests) AS n
 FROM (
   SELECT bucket, requests, toUInt16OrZero(key) AS status_code FROM access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = 'hour' AND dim = 'status' AND (${pieces.hours})
+  WHERE domain_id = {domainId:UInt32} AND dim = 'status' AND (${pieces.built})
 )
 WHERE ${codes}
-GROUP BY bucket
-UNION ALL
-SELECT toUnixTimestamp(toStartOfHour(timestamp)) AS hour, count() AS n
+GROUP BY bucket`,
+    pieces.raw &&
+      `SELECT toUnixTimestamp(toStartOfHour(timestamp)) AS hour, count() AS n
 FROM access_logs
 WHERE domain_id = {domainId:UInt32} AND (${pieces.raw}) AND ${codes}
-GROUP BY hour`;
+GROUP BY hour`,
+  ]);
+  if (!query) return [];
   const rows = await selectRows<{ hour: number; n: string }>(clickhouse, query, { domainId, ...pieces.params, ...p.values });
   // Built hours and raw ranges are disjoint; a raw range yields each hour it spans.
   const byHour = new Map<number, number>();

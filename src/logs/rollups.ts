@@ -1,7 +1,7 @@
 /**
- * The stats rollup builder (sql/clickhouse/005_stats_deferred_rollups.sql): aggregates complete
- * hours of access_logs into access_rollups, then complete days from their hours, off the ingest
- * path. src/logs/stats.ts reads a bucket from the rollups only when it is built, that is when its
+ * The stats rollup builder (sql/clickhouse/005_stats_deferred_rollups.sql, 006_stats_hour_tops.sql):
+ * aggregates complete hours of access_logs into access_rollups, then complete days from their
+ * hours, each with its short top lists (access_tops), off the ingest path. src/logs/stats.ts reads a bucket from the rollups only when it is built, that is when its
  * total row holds as many requests as access_hour_rows counted for it, and from access_logs
  * otherwise; so this job decides how fast stats are, never what they say.
  *
@@ -42,6 +42,20 @@ export interface RollupRound {
 const BATCH = 500;
 const EVERYTHING_S = 100 * 365 * 86_400;
 
+/**
+ * The requests the candidates' short top lists (access_tops) were built for, as `version`: 0 unless
+ * all four lists are there, else the oldest list's (each list keeps its newest build).
+ */
+const topsVersions = (span: 'hour' | 'day', column: string) => `
+  SELECT domain_id, bucket AS ${column}, if(count() = 4, min(requests), 0) AS version
+  FROM (
+    SELECT domain_id, bucket, dim, argMax(built_requests, built_at) AS requests
+    FROM access_tops
+    WHERE span = '${span}' AND (domain_id, bucket) IN (SELECT domain_id, ${column} FROM candidates)
+    GROUP BY domain_id, bucket, dim
+  )
+  GROUP BY domain_id, bucket`;
+
 // Candidate buckets: written to lately (or recent), complete for `settle` seconds, inside the
 // retention; compared with what access_rollups holds for them.
 const DIRTY_HOURS = `
@@ -61,12 +75,13 @@ LEFT JOIN (
   WHERE span = 'hour' AND dim = 'total' AND (domain_id, bucket) IN (SELECT domain_id, hour FROM candidates)
   GROUP BY domain_id, hour
 ) AS b USING (domain_id, hour)
-WHERE c.counted != b.requests
+LEFT JOIN (${topsVersions('hour', 'hour')}) AS v USING (domain_id, hour)
+WHERE c.counted != b.requests OR c.counted != v.version
 ORDER BY c.hour DESC, c.domain_id
 LIMIT ${BATCH}`;
 
 // A day is built from its hours once every hour of it is built (hours = counted), and its short
-// top lists with it (a day built but without them, or with older ones, is listed again).
+// top lists with it (a bucket built but without them, or with older ones, is listed again).
 const DIRTY_DAYS = `
 WITH candidates AS (
   SELECT domain_id, toStartOfDay(hour) AS day, sum(rows) AS counted
@@ -90,12 +105,7 @@ LEFT JOIN (
   WHERE span = 'day' AND dim = 'total' AND (domain_id, bucket) IN (SELECT domain_id, day FROM candidates)
   GROUP BY domain_id, day
 ) AS b USING (domain_id, day)
-LEFT JOIN (
-  SELECT domain_id, day, max(built_requests) AS version
-  FROM access_day_tops
-  WHERE (domain_id, day) IN (SELECT domain_id, day FROM candidates)
-  GROUP BY domain_id, day
-) AS v USING (domain_id, day)
+LEFT JOIN (${topsVersions('day', 'day')}) AS v USING (domain_id, day)
 WHERE (c.counted != b.requests OR c.counted != v.version) AND c.counted = h.requests
 ORDER BY c.day DESC, c.domain_id
 LIMIT ${BATCH}`;
@@ -153,37 +163,41 @@ const BUILD_DAYS = writeDifference(
   GROUP BY bucket, dim, key`,
 );
 
-/** How many keys a day's short top lists keep (access_day_tops); src/logs/stats.ts proposes from them. */
-export const DAY_TOP_KEYS = 100;
+/** How many keys a bucket's short top lists keep (access_tops); src/logs/stats.ts proposes from them. */
+export const TOP_KEYS = 100;
 
 /**
- * The days' short top lists from their built rows: the first DAY_TOP_KEYS keys by requests, then
- * key (groupArraySorted keeps the smallest tuples, so counts are negated), and the next key's
- * count as the threshold. Versioned with the day's total, so a day built again replaces them.
+ * The buckets' short top lists from their built rows: the first TOP_KEYS keys by requests, then key
+ * (groupArraySorted keeps the smallest tuples, so counts are negated), and the next key's count as
+ * the threshold. All four lists for every bucket, empty ones too, with the bucket's total as
+ * `built_requests`: the reader's check that they are current.
  */
-const BUILD_DAY_TOPS = `
-INSERT INTO access_day_tops (domain_id, dim, day, built_requests, keys, counts, threshold)
-SELECT {domainId:UInt32}, lists.list, lists.bucket, totals.requests,
-       arrayMap(e -> e.2, arraySlice(sorted, 1, ${DAY_TOP_KEYS})),
-       arrayMap(e -> toUInt64(-e.1), arraySlice(sorted, 1, ${DAY_TOP_KEYS})),
-       if(length(sorted) > ${DAY_TOP_KEYS}, toUInt64(-sorted[${DAY_TOP_KEYS + 1}].1), 0)
+const buildTops = (span: 'hour' | 'day') => `
+INSERT INTO access_tops (domain_id, span, dim, bucket, built_at, built_requests, keys, counts, threshold)
+SELECT {domainId:UInt32}, '${span}', list, bucket, now64(3, 'UTC'), totals.requests,
+       arrayMap(e -> e.2, arraySlice(sorted, 1, ${TOP_KEYS})),
+       arrayMap(e -> toUInt64(-e.1), arraySlice(sorted, 1, ${TOP_KEYS})),
+       if(length(sorted) > ${TOP_KEYS}, toUInt64(-sorted[${TOP_KEYS + 1}].1), 0)
 FROM (
-  SELECT list, bucket, groupArraySorted(${DAY_TOP_KEYS + 1})((-toInt64(requests), key)) AS sorted
+  SELECT bucket, sum(requests) AS requests
+  FROM access_rollups
+  WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND dim = 'total' AND ${inBuckets('bucket', 'buckets')}
+  GROUP BY bucket
+) AS totals
+CROSS JOIN (SELECT arrayJoin([1, 2, 3, 4]) AS list) AS lists
+LEFT JOIN (
+  SELECT list, bucket, groupArraySorted(${TOP_KEYS + 1})((-toInt64(requests), key)) AS sorted
   FROM (
     -- Named apart from dim: an alias would shadow the column in WHERE.
     SELECT CAST(dim, 'Int8') AS list, bucket, key, sum(requests) AS requests
     FROM access_rollups
-    WHERE domain_id = {domainId:UInt32} AND span = 'day' AND dim != 'total' AND ${inBuckets('bucket', 'buckets')}
+    WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND dim != 'total' AND ${inBuckets('bucket', 'buckets')}
     GROUP BY list, bucket, key
   )
   GROUP BY list, bucket
-) AS lists
-JOIN (
-  SELECT bucket, sum(requests) AS requests
-  FROM access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = 'day' AND dim = 'total' AND ${inBuckets('bucket', 'buckets')}
-  GROUP BY bucket
-) AS totals USING (bucket)`;
+) AS keyed USING (list, bucket)`;
+
+const BUILD_TOPS = { hour: buildTops('hour'), day: buildTops('day') } as const;
 
 const DELETE_BUCKETS = `DELETE FROM access_rollups
 WHERE domain_id = {domainId:UInt32} AND span = {span:String} AND ${inBuckets('bucket', 'buckets')}`;
@@ -247,7 +261,7 @@ async function buildGroup(clickhouse: ClickHouseClient, span: 'hour' | 'day', gr
   const toS = Math.max(...buckets) + unit;
   const params = { domainId, buckets, fromS, toS, fromMs: fromS * 1000, toMs: toS * 1000 };
   await clickhouse.command({ query: span === 'hour' ? BUILD_HOURS : BUILD_DAYS, query_params: params, clickhouse_settings: BUILD_SETTINGS });
-  if (span === 'day') await clickhouse.command({ query: BUILD_DAY_TOPS, query_params: params, clickhouse_settings: BUILD_SETTINGS });
+  await clickhouse.command({ query: BUILD_TOPS[span], query_params: params, clickhouse_settings: BUILD_SETTINGS });
   return overcounted.length;
 }
 

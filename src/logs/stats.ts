@@ -1,12 +1,12 @@
 /**
  * Log statistics of a domain (CONTRACT §5): the last `period` up to now, read from the rollups of
- * sql/clickhouse/005_stats_deferred_rollups.sql wherever a whole day or hour of the window is
- * covered and built (src/logs/rollups.ts), and from access_logs for the partial hours at its two
- * ends and for buckets not built yet, so that the answer is the raw rows' answer while a 30-day
- * window reads a few thousand rollup rows instead of every request.
+ * sql/clickhouse/005_stats_deferred_rollups.sql and 006_stats_hour_tops.sql wherever a whole day or
+ * hour of the window is covered and built (src/logs/rollups.ts), and from access_logs for the
+ * partial hours at its two ends and for buckets not built yet, so that the answer is the raw rows'
+ * answer while a 30-day window reads a few thousand rollup rows instead of every request.
  *
- * Two queries per request (the build state, then the figures): chDB runs parameterised queries one
- * at a time per process, so each round trip counts.
+ * One query per request in the steady state (queryWindowStats): chDB runs parameterised queries
+ * one at a time per process, so each round trip counts.
  */
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
@@ -48,8 +48,14 @@ export interface WindowPlan {
   days: number[];
   hours: number[];
   raw: [number, number][];
-  /** Whether every day of `days` has its short top lists (access_day_tops) built with it. */
-  tops: boolean;
+  /** The days and hours (of `days`, `hours`) whose short top lists (access_tops) are current. */
+  listed: BucketSet;
+}
+
+/** Day and hour starts (epoch ms). */
+export interface BucketSet {
+  days: number[];
+  hours: number[];
 }
 
 /** The whole days and hours a window could read from rollups: [hourFrom, hourTo) ⊇ [dayFrom, dayTo). */
@@ -82,9 +88,14 @@ export interface BuildState {
   builtHours: Map<number, number>;
   /** Day → requests of its built total row. */
   builtDays: Map<number, number>;
+  /** Hour → the hour's requests when its short top lists were built. */
+  topsHours: Map<number, number>;
   /** Day → the day's requests when its short top lists were built. */
   topsDays: Map<number, number>;
 }
+
+/** A build state with nothing built. */
+export const emptyBuildState = (): BuildState => ({ counted: new Map(), builtHours: new Map(), builtDays: new Map(), topsHours: new Map(), topsDays: new Map() });
 
 /** Beyond this many raw ranges a window is read from access_logs alone (a rare, unbuilt backlog). */
 const MAX_RAW_RANGES = 48;
@@ -103,7 +114,7 @@ export function planWindow(start: number, end: number, state: BuildState | null)
     if (last && last[1] === from) last[1] = to;
     else raw.push([from, to]);
   };
-  const whole: WindowPlan = { start, end, days: [], hours: [], raw: [[start, end + 1]], tops: false };
+  const whole: WindowPlan = { start, end, days: [], hours: [], raw: [[start, end + 1]], listed: { days: [], hours: [] } };
   if (!state || b.hourFrom >= b.hourTo) return whole;
   const days: number[] = [];
   const hours: number[] = [];
@@ -124,36 +135,40 @@ export function planWindow(start: number, end: number, state: BuildState | null)
   }
   for (let h = b.dayTo; h < b.hourTo; h += HOUR_MS) hour(h);
   addRaw(b.hourTo, end + 1);
-  const tops = days.length > 0 && days.every((d) => state.topsDays.get(d) === state.builtDays.get(d));
-  return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, tops };
+  const listed = {
+    days: days.filter((d) => state.topsDays.get(d) === state.builtDays.get(d)),
+    hours: hours.filter((h) => state.topsHours.get(h) === state.builtHours.get(h)),
+  };
+  return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, listed };
 }
 
-/** Rows counted and rollups built for the whole hours of [start, end] … */
-const BUILD_STATE_HOURS = `
-SELECT 'hour' AS span, toUnixTimestamp(c.hour) AS bucket, c.counted AS counted, b.requests AS built
+/**
+ * The build state of a window, three reads without joins: the rows counted per whole hour; the
+ * built total per whole hour and, with {days:Bool}, per whole day; and with it the short lists'
+ * versions, as the requests they were built for, 0 unless all four lists are there (each list's
+ * newest build counts). Rows: (span, bucket, counted, built); span 'counted', 'hour', 'day',
+ * 'tops-hour' or 'tops-day'.
+ */
+const BUILD_STATE = `
+SELECT 'counted' AS span, toUnixTimestamp(hour) AS bucket, sum(rows) AS counted, toUInt64(0) AS built FROM access_hour_rows
+WHERE domain_id = {domainId:UInt32} AND hour >= toDateTime({hourFrom:UInt32}, 'UTC') AND hour < toDateTime({hourTo:UInt32}, 'UTC')
+GROUP BY hour
+UNION ALL
+SELECT toString(span), toUnixTimestamp(bucket), 0, sum(requests) FROM access_rollups
+WHERE domain_id = {domainId:UInt32} AND dim = 'total'
+  AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
+    OR ({days:Bool} AND span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))
+GROUP BY span, bucket
+UNION ALL
+SELECT concat('tops-', toString(span)), toUnixTimestamp(bucket), 0, if(count() = 4, min(requests), 0)
 FROM (
-  SELECT hour, sum(rows) AS counted FROM access_hour_rows
-  WHERE domain_id = {domainId:UInt32} AND hour >= toDateTime({hourFrom:UInt32}, 'UTC') AND hour < toDateTime({hourTo:UInt32}, 'UTC')
-  GROUP BY hour
-) AS c
-LEFT JOIN (
-  SELECT bucket AS hour, sum(requests) AS requests FROM access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = 'hour' AND dim = 'total'
-    AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC')
-  GROUP BY hour
-) AS b USING (hour)`;
-
-/** … and for its whole days, and their short lists. */
-const BUILD_STATE_DAYS = `
-UNION ALL
-SELECT 'day', toUnixTimestamp(bucket), 0, sum(requests) FROM access_rollups
-WHERE domain_id = {domainId:UInt32} AND span = 'day' AND dim = 'total'
-  AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')
-GROUP BY bucket
-UNION ALL
-SELECT 'tops', toUnixTimestamp(day), 0, max(built_requests) FROM access_day_tops
-WHERE domain_id = {domainId:UInt32} AND day >= toDateTime({dayFrom:UInt32}, 'UTC') AND day < toDateTime({dayTo:UInt32}, 'UTC')
-GROUP BY day`;
+  SELECT span, bucket, dim, argMax(built_requests, built_at) AS requests FROM access_tops
+  WHERE {days:Bool} AND domain_id = {domainId:UInt32}
+    AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
+      OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))
+  GROUP BY span, bucket, dim
+)
+GROUP BY span, bucket`;
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
@@ -166,38 +181,57 @@ export const inBuckets = (column: string, param: string) =>
   `(${column} >= toDateTime(arrayMin({${param}:Array(UInt32)}), 'UTC') AND ${column} <= toDateTime(arrayMax({${param}:Array(UInt32)}), 'UTC')` +
   ` AND ${column} IN arrayMap(x -> toDateTime(x, 'UTC'), {${param}:Array(UInt32)}))`;
 
-/**
- * The build state of [start, end]'s whole hours, and with `days` (the default) of its whole days
- * and their short lists; without, the plan reads whole hours only and the day reads are left out.
- */
-export async function queryBuildState(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, { days = true } = {}): Promise<BuildState> {
+/** A build-state row: a bucket's span ('hour', 'day', 'tops-hour', 'tops-day'), start (seconds) and figures. */
+interface BuildStateRow {
+  span: string;
+  bucket: number | string;
+  counted: number | string;
+  built: number | string;
+}
+
+/** The build-state query's parameters for [start, end]. */
+const buildStateParams = (domainId: number, start: number, end: number, days = true) => {
   const b = windowBuckets(start, end);
-  const rows = await selectRows<{ span: string; bucket: number; counted: string; built: string }>(clickhouse, days ? `${BUILD_STATE_HOURS}${BUILD_STATE_DAYS}` : BUILD_STATE_HOURS, {
-    domainId,
-    hourFrom: seconds(b.hourFrom),
-    hourTo: seconds(b.hourTo),
-    dayFrom: seconds(b.dayFrom),
-    dayTo: seconds(b.dayTo),
-  });
-  const state: BuildState = { counted: new Map(), builtHours: new Map(), builtDays: new Map(), topsDays: new Map() };
+  return { domainId, days, hourFrom: seconds(b.hourFrom), hourTo: seconds(b.hourTo), dayFrom: seconds(b.dayFrom), dayTo: seconds(b.dayTo) };
+};
+
+function buildStateOf(rows: BuildStateRow[]): BuildState {
+  const state = emptyBuildState();
+  const into: Record<string, Map<number, number>> = { hour: state.builtHours, day: state.builtDays, 'tops-hour': state.topsHours, 'tops-day': state.topsDays };
   for (const row of rows) {
     const at = Number(row.bucket) * 1000;
-    if (row.span === 'day') state.builtDays.set(at, Number(row.built));
-    else if (row.span === 'tops') state.topsDays.set(at, Number(row.built));
-    else {
-      state.counted.set(at, Number(row.counted));
-      state.builtHours.set(at, Number(row.built));
-    }
+    if (row.span === 'counted') state.counted.set(at, Number(row.counted));
+    else into[row.span]?.set(at, Number(row.built));
   }
   return state;
 }
 
-/** A plan's pieces as SQL conditions over bound parameters (the number of pieces is the plan's, never the request's). */
+/**
+ * The build state of [start, end]'s whole hours, and with `days` (the default) of its whole days
+ * and of the short lists; without, the plan reads whole hours only and those reads are left out.
+ */
+export async function queryBuildState(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, { days = true } = {}): Promise<BuildState> {
+  const rows = await selectRows<BuildStateRow>(clickhouse, BUILD_STATE, buildStateParams(domainId, start, end, days));
+  return buildStateOf(rows);
+}
+
+const sameMap = (a: Map<number, number>, b: Map<number, number>) => a.size === b.size && [...a].every(([k, v]) => b.get(k) === v);
+const sameBuildState = (a: BuildState, b: BuildState) =>
+  sameMap(a.counted, b.counted) && sameMap(a.builtHours, b.builtHours) && sameMap(a.builtDays, b.builtDays) && sameMap(a.topsHours, b.topsHours) && sameMap(a.topsDays, b.topsDays);
+
+/**
+ * A plan's pieces as SQL conditions over bound parameters (the number of pieces is the plan's,
+ * never the request's); null where the plan has no such piece, so that its read is left out.
+ */
 export interface PlanConditions {
   /** access_logs rows of the raw ranges. */
-  raw: string;
-  /** access_rollups buckets of the plan's built hours, as runs of consecutive hours. */
-  hours: string;
+  raw: string | null;
+  /** access_rollups (or access_tops) buckets: every built day and hour of the plan … */
+  built: string | null;
+  /** … those with current short lists … */
+  listed: string | null;
+  /** … and those without. */
+  unlisted: string | null;
   params: Record<string, unknown>;
 }
 
@@ -212,30 +246,46 @@ function runsOf(starts: number[], unit: number): [number, number][] {
   return runs;
 }
 
-const ranges = (count: number, condition: (i: number) => string) => (count === 0 ? '0' : Array.from({ length: count }, (_, i) => `(${condition(i)})`).join(' OR '));
+const anyOf = (conditions: string[]) => (conditions.length === 0 ? null : conditions.map((c) => `(${c})`).join(' OR '));
 
 /**
- * The raw ranges, and the built hours as runs: a run is one range of the primary key, where an
- * IN over the hours would read every hour row between the first and the last (the days between
- * the two ends of a 30-day window).
+ * A set of days and hours as a condition on `span` and `bucket`, with its parameters (named after
+ * `name`) added to `params`. The days as one IN (see inBuckets); the hours as runs of consecutive
+ * hours, each one range of the primary key, where an IN over the hours would read every hour row
+ * between the first and the last (the days between the two ends of a 30-day window).
  */
+function bucketsCondition(name: string, set: BucketSet, params: Record<string, unknown>): string | null {
+  const parts: string[] = [];
+  if (set.days.length > 0) {
+    params[`${name}Days`] = set.days.map(seconds);
+    parts.push(`span = 'day' AND ${inBuckets('bucket', `${name}Days`)}`);
+  }
+  const runs = runsOf([...set.hours].sort((a, b) => a - b), HOUR_MS);
+  runs.forEach(([from, to], i) => Object.assign(params, { [`${name}${i}from`]: seconds(from), [`${name}${i}to`]: seconds(to) }));
+  const hours = anyOf(runs.map((_, i) => `bucket >= toDateTime({${name}${i}from:UInt32}, 'UTC') AND bucket < toDateTime({${name}${i}to:UInt32}, 'UTC')`));
+  if (hours) parts.push(`span = 'hour' AND (${hours})`);
+  return anyOf(parts);
+}
+
 export function planConditions(plan: WindowPlan): PlanConditions {
-  const runs = runsOf([...plan.hours].sort((a, b) => a - b), HOUR_MS);
-  const params: Record<string, unknown> = { days: plan.days.map(seconds) };
+  const params: Record<string, unknown> = {};
   plan.raw.forEach(([from, to], i) => Object.assign(params, { [`raw${i}from`]: from, [`raw${i}to`]: to }));
-  runs.forEach(([from, to], i) => Object.assign(params, { [`run${i}from`]: seconds(from), [`run${i}to`]: seconds(to) }));
+  const unlisted = { days: plan.days.filter((d) => !plan.listed.days.includes(d)), hours: plan.hours.filter((h) => !plan.listed.hours.includes(h)) };
   return {
-    raw: ranges(plan.raw.length, (i) => `timestamp >= fromUnixTimestamp64Milli({raw${i}from:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({raw${i}to:Int64}, 'UTC')`),
-    hours: ranges(runs.length, (i) => `bucket >= toDateTime({run${i}from:UInt32}, 'UTC') AND bucket < toDateTime({run${i}to:UInt32}, 'UTC')`),
+    raw: anyOf(plan.raw.map((_, i) => `timestamp >= fromUnixTimestamp64Milli({raw${i}from:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({raw${i}to:Int64}, 'UTC')`)),
+    built: bucketsCondition('built', plan, params),
+    listed: bucketsCondition('listed', plan.listed, params),
+    unlisted: bucketsCondition('unlisted', unlisted, params),
     params,
   };
 }
 
-const DOMAIN = 'domain_id = {domainId:UInt32}';
-/** The plan's days and built hours in access_rollups. */
-const rollupBuckets = (c: PlanConditions) => `((span = 'day' AND ${inBuckets('bucket', 'days')}) OR (span = 'hour' AND (${c.hours})))`;
+/** The given SELECTs as one UNION ALL, leaving out the pieces a plan does not have. */
+export const unionAll = (selects: (string | null | false)[]) => selects.filter((q): q is string => typeof q === 'string').join('\nUNION ALL\n');
 
-// The top lists: access_rollups.dim, and the raw column each counts.
+const DOMAIN = 'domain_id = {domainId:UInt32}';
+
+// The top lists: access_rollups.dim (also as its name, which the primary key narrows on), and the raw column each counts.
 const DIMENSIONS = [
   { dim: 1, name: 'url', column: 'url' },
   { dim: 2, name: 'status', column: 'toString(status_code)' },
@@ -244,75 +294,81 @@ const DIMENSIONS = [
 ] as const;
 type Dimension = (typeof DIMENSIONS)[number];
 
-/** How many keys a list's short form (access_day_tops) proposes for the exact count. */
+/** How many keys a list's short form (access_tops) proposes for the exact count. */
 const CANDIDATES = 30;
 
 /**
- * The top lists, all four in one GROUP BY over three reads (each read of a MergeTree costs about
- * 8–10 ms here whatever it reads, so a query per list and source cost more than the data):
+ * The top lists, all four in one GROUP BY over up to three reads (each read of a MergeTree costs
+ * about 8–10 ms here whatever it reads, so a query per list and source cost more than the data):
  *
- * - the days' short lists (`tops`): their counts as `in_short`;
- * - access_rollups: the built hours, and the days too without `tops`, as `in_edge`;
+ * - with `short`, the listed buckets' short lists (access_tops): their counts as `in_short`, and
+ *   each list's threshold as an entry of list 10 + list (summed, one row per list: dim 11 to 14);
+ * - access_rollups: the other built buckets (all of them without `short`), as `in_edge`;
  * - access_logs over the raw ranges, each row once per list (referrers without ''), as `in_edge`.
  *
  * Per list and key: `requests` = in_short + in_edge, `errors` = in_edge (the exact count outside
- * the short lists), `rt_count` = the days whose short list holds the key, the first `limit` by requests (tie-break: status codes as numbers, the others
- * by their bytes). Without `tops` that is the exact top list; with it, the candidates.
+ * the short lists), `rt_count` = the buckets whose short list holds the key, the first `limit` by
+ * requests (tie-break: status codes as numbers, the others by their bytes). Without `short` that
+ * is the exact top list; with it, the candidates.
  */
-const listsQuery = (c: PlanConditions, tops: boolean, limit: number) => `
+const listsQuery = (c: PlanConditions, short: boolean, limit: number) => `
 SELECT list AS dim, key, sum(in_short) + sum(in_edge) AS requests, sum(in_edge) AS errors, 0 AS rt_sum, countIf(in_short > 0) AS rt_count, 0 AS visitors
 FROM (
-  ${
-    tops
-      ? `SELECT list, key, count AS in_short, toUInt64(0) AS in_edge
+  ${unionAll([
+    short &&
+      c.listed &&
+      `SELECT if(is_threshold, 10 + listed_dim, listed_dim) AS list, key, count AS in_short, toUInt64(0) AS in_edge
   FROM (
-    SELECT CAST(dim, 'Int8') AS list, argMax(keys, built_requests) AS ks, argMax(counts, built_requests) AS cs
-    FROM access_day_tops WHERE ${DOMAIN} AND list IN {lists:Array(Int8)} AND ${inBuckets('day', 'days')} GROUP BY dim, day
-  )
-  ARRAY JOIN ks AS key, cs AS count
-  UNION ALL`
-      : ''
-  }
-  SELECT CAST(dim, 'Int8') AS list, key, toUInt64(0) AS in_short, requests AS in_edge FROM access_rollups
-  WHERE ${DOMAIN} AND list IN {lists:Array(Int8)} AND ${tops ? `span = 'hour' AND (${c.hours})` : rollupBuckets(c)}
-  UNION ALL
-  SELECT k.1 AS list, k.2 AS key, toUInt64(0) AS in_short, count() AS in_edge FROM access_logs
+    SELECT CAST(dim, 'Int8') AS listed_dim, key, count, is_threshold FROM access_tops FINAL
+    ARRAY JOIN arrayPushBack(keys, '') AS key, arrayPushBack(counts, threshold) AS count, arrayPushBack(arrayMap(k -> 0, keys), 1) AS is_threshold
+    WHERE ${DOMAIN} AND dim IN {dimNames:Array(String)} AND (${c.listed})
+  )`,
+    (short ? c.unlisted : c.built) &&
+      `SELECT CAST(dim, 'Int8') AS list, key, toUInt64(0) AS in_short, requests AS in_edge FROM access_rollups
+  WHERE ${DOMAIN} AND dim IN {dimNames:Array(String)} AND (${short ? c.unlisted : c.built})`,
+    c.raw &&
+      `SELECT k.1 AS list, k.2 AS key, toUInt64(0) AS in_short, count() AS in_edge FROM access_logs
   ARRAY JOIN [${DIMENSIONS.map((d) => `(${d.dim}, ${d.column})`).join(', ')}] AS k
   WHERE ${DOMAIN} AND (${c.raw}) AND k.1 IN {lists:Array(Int8)} AND NOT (k.1 = 4 AND k.2 = '')
-  GROUP BY k.1, k.2
+  GROUP BY k.1, k.2`,
+  ])}
 )
 GROUP BY list, key
 ORDER BY requests DESC, if(list = 2, toUInt32OrZero(key), 0), key
 LIMIT ${limit} BY list`;
 
-/** Per list, the sum of the days' thresholds (what a key has at most beyond its short-list counts), as dim 10 + list. */
-const THRESHOLDS = `
-SELECT 10 + list AS dim, '' AS key, sum(threshold) AS requests, 0 AS errors, 0 AS rt_sum, 0 AS rt_count, 0 AS visitors
-FROM (
-  SELECT CAST(dim, 'Int8') AS list, argMax(threshold, built_requests) AS threshold
-  FROM access_day_tops WHERE ${DOMAIN} AND ${inBuckets('day', 'days')} GROUP BY dim, day
-)
-GROUP BY list`;
-
-/** Row dim 0 carries the totals; then the lists (listsQuery), and with `tops` the thresholds. */
-const statsQuery = (c: PlanConditions, tops: boolean) => `
+/** Row dim 0 carries the totals; then the lists (listsQuery). */
+const figuresQuery = (c: PlanConditions, short: boolean) => `
 SELECT 0 AS dim, '' AS key, sum(requests) AS requests, sum(errors) AS errors, sum(rt_sum) AS rt_sum, sum(rt_count) AS rt_count,
        uniqExactMerge(visitors) AS visitors
 FROM (
-  SELECT requests, errors, response_time_sum AS rt_sum, response_time_count AS rt_count, visitors
-  FROM access_rollups WHERE ${DOMAIN} AND dim = 'total' AND ${rollupBuckets(c)}
-  UNION ALL
-  SELECT count(), countIf(status_code >= 500), sum(ifNull(response_time, 0)), count(response_time), uniqExactState(ip_address)
-  FROM access_logs WHERE ${DOMAIN} AND (${c.raw})
+  ${unionAll([
+    c.built &&
+      `SELECT requests, errors, response_time_sum AS rt_sum, response_time_count AS rt_count, visitors
+  FROM access_rollups WHERE ${DOMAIN} AND dim = 'total' AND (${c.built})`,
+    c.raw &&
+      `SELECT count() AS requests, countIf(status_code >= 500) AS errors, sum(ifNull(response_time, 0)) AS rt_sum, count(response_time) AS rt_count,
+         uniqExactState(ip_address) AS visitors
+  FROM access_logs WHERE ${DOMAIN} AND (${c.raw})`,
+  ])}
 )
 UNION ALL
-${listsQuery(c, tops, tops ? CANDIDATES + 1 : TOP_LIMIT)}${tops ? `\nUNION ALL\n${THRESHOLDS}` : ''}`;
+${listsQuery(c, short, short ? CANDIDATES + 1 : TOP_LIMIT)}`;
 
-/** The candidates' counts in the days' full rows. */
-const DAY_COUNTS_QUERY = `
+/** The window's build state in the figures' row shape, as dim STATE_ROW: span as key, then bucket, counted, built. */
+const STATE_ROW = 20;
+const STATE_AS_FIGURES = `
+SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS errors, toUInt64(built) AS rt_sum, 0 AS rt_count, 0 AS visitors
+FROM (${BUILD_STATE})`;
+
+/** The figures of a plan (none when it reads nothing), and with `withState` the build state the plan was made for, read again. */
+const statsQuery = (c: PlanConditions, short: boolean, withState: boolean) => unionAll([(c.built !== null || c.raw !== null) && figuresQuery(c, short), withState && STATE_AS_FIGURES]);
+
+/** The candidates' counts in the listed buckets' full rows. */
+const listedCountsQuery = (c: PlanConditions) => `
 SELECT CAST(dim, 'Int8') AS list, key, sum(requests) AS requests
 FROM access_rollups
-WHERE ${DOMAIN} AND span = 'day' AND ${inBuckets('bucket', 'days')}
+WHERE ${DOMAIN} AND (${c.listed})
   AND ((dim = 'url' AND key IN {k1:Array(String)}) OR (dim = 'status' AND key IN {k2:Array(String)})
     OR (dim = 'agent' AND key IN {k3:Array(String)}) OR (dim = 'referrer' AND key IN {k4:Array(String)}))
 GROUP BY list, key`;
@@ -349,77 +405,91 @@ function topOf(entries: TopEntry[], numeric: boolean): TopEntry[] {
     .slice(0, TOP_LIMIT);
 }
 
-/** One list's candidates as the short lists propose them (see candidateBranch). */
+/** One list's candidates as the short lists propose them (listsQuery with `short`). */
 export interface Candidates {
   /**
-   * Keys by proposed count, at most CANDIDATES + 1; `edge` is the exact count outside the days,
-   * `listedDays` how many of the days' short lists hold the key.
+   * Keys by proposed count, at most CANDIDATES + 1; `edge` is the exact count outside the listed
+   * buckets, `listedIn` how many of the listed buckets' short lists hold the key.
    */
-  proposed: { key: string; proposed: number; edge: number; listedDays: number }[];
-  /** The sum of the days' thresholds: what a key has at most, in the days, beyond its short-list counts. */
+  proposed: { key: string; proposed: number; edge: number; listedIn: number }[];
+  /** The sum of the listed buckets' thresholds: what a key has at most, in them, beyond its short-list counts. */
   threshold: number;
 }
 
 /**
  * The exact top list from the candidates, or null when the short lists cannot prove it. A key
  * outside the first CANDIDATES has at most the next key's proposed count plus the threshold sum
- * (in each day it is in the short list with its count, or out of it with at most the threshold);
- * if that bound is below the TOP_LIMIT-th exact count (strictly, so no tie can change the order),
- * no key outside can enter the list. `dayCounts` are the candidates' exact counts in the days.
+ * (in each listed bucket it is in the short list with its count, or out of it with at most the
+ * threshold); if that bound is below the TOP_LIMIT-th exact count (strictly, so no tie can change
+ * the order), no key outside can enter the list. `listedCounts` are the candidates' exact counts
+ * in the listed buckets.
  */
-export function provenTop(candidates: Candidates, dayCounts: Map<string, number>, numeric: boolean): TopEntry[] | null {
+export function provenTop(candidates: Candidates, listedCounts: Map<string, number>, numeric: boolean): TopEntry[] | null {
   const chosen = candidates.proposed.slice(0, CANDIDATES);
   const bound = (candidates.proposed[CANDIDATES]?.proposed ?? 0) + candidates.threshold;
-  const exact = topOf(chosen.map((c) => ({ key: c.key, count: (dayCounts.get(c.key) ?? 0) + c.edge })), numeric);
+  const exact = topOf(chosen.map((c) => ({ key: c.key, count: (listedCounts.get(c.key) ?? 0) + c.edge })), numeric);
   if (bound === 0) return exact;
   return exact.length === TOP_LIMIT && bound < exact[TOP_LIMIT - 1]!.count ? exact : null;
 }
 
 const NUMERIC = (d: Dimension) => d.name === 'status';
 
-/** The statistics of a planned window for one domain. */
-export async function queryPlannedStats(clickhouse: ClickHouseClient, domainId: number, plan: WindowPlan): Promise<WindowStats> {
+/**
+ * The statistics of a planned window for one domain, and with `withState` the window's build state
+ * as the same query read it (see queryWindowStats).
+ */
+async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan: WindowPlan, withState: boolean): Promise<{ stats: WindowStats; state: BuildState }> {
   const conditions = planConditions(plan);
-  const params = { domainId, lists: DIMENSIONS.map((d) => d.dim), ...conditions.params };
+  const params = {
+    ...buildStateParams(domainId, plan.start, plan.end),
+    lists: DIMENSIONS.map((d) => d.dim),
+    dimNames: DIMENSIONS.map((d) => d.name),
+    ...conditions.params,
+  };
   const select = <Row = StatsRow>(query: string, extra: Record<string, unknown> = {}) => selectRows<Row>(clickhouse, query, { ...params, ...extra });
-
-  const rows = await select(statsQuery(conditions, plan.tops));
+  const listedBuckets = plan.listed.days.length + plan.listed.hours.length;
+  const short = listedBuckets > 0;
+  const query = statsQuery(conditions, short, withState);
+  const rows = query ? await select(query) : [];
+  const stateRows: BuildStateRow[] = [];
   const lists = new Map<number, TopEntry[]>(DIMENSIONS.map((d) => [d.dim, []]));
   const candidates = new Map<number, Candidates>(DIMENSIONS.map((d) => [d.dim, { proposed: [], threshold: 0 }]));
   let totals: StatsRow | undefined;
   for (const row of rows) {
     const dim = Number(row.dim);
     if (dim === 0) totals = row;
+    else if (dim === STATE_ROW) stateRows.push({ span: row.key, bucket: row.requests, counted: row.errors, built: row.rt_sum });
     else if (dim > 10) candidates.get(dim - 10)!.threshold = Number(row.requests);
-    else if (plan.tops) candidates.get(dim)!.proposed.push({ key: row.key, proposed: Number(row.requests), edge: Number(row.errors), listedDays: Number(row.rt_count) });
+    else if (short) candidates.get(dim)!.proposed.push({ key: row.key, proposed: Number(row.requests), edge: Number(row.errors), listedIn: Number(row.rt_count) });
     else lists.get(dim)!.push({ key: row.key, count: Number(row.requests) });
   }
-  if (plan.tops) {
+  if (short) {
     // ClickHouse returns the candidates in its order; the bound needs them by proposed count.
     for (const c of candidates.values()) c.proposed.sort((a, b) => b.proposed - a.proposed || byBytes(a.key, b.key));
-    // A candidate in every day's short list has its exact day count already (its short-list sum);
-    // only the others are looked up in the days' full rows, and usually there are none.
-    const dayCounts = new Map<number, Map<string, number>>(DIMENSIONS.map((d) => [d.dim, new Map()]));
+    // A candidate in every listed bucket's short list has its exact count there already (its
+    // short-list sum); only the others are looked up in those buckets' full rows, and usually
+    // there are none.
+    const listedCounts = new Map<number, Map<string, number>>(DIMENSIONS.map((d) => [d.dim, new Map()]));
     const lookups = new Map<number, string[]>(DIMENSIONS.map((d) => [d.dim, []]));
     for (const [dim, c] of candidates) {
       for (const k of c.proposed.slice(0, CANDIDATES)) {
-        if (k.listedDays === plan.days.length) dayCounts.get(dim)!.set(k.key, k.proposed - k.edge);
+        if (k.listedIn === listedBuckets) listedCounts.get(dim)!.set(k.key, k.proposed - k.edge);
         else lookups.get(dim)!.push(k.key);
       }
     }
     if ([...lookups.values()].some((keys) => keys.length > 0)) {
       const keys = Object.fromEntries([...lookups].map(([dim, list]) => [`k${dim}`, list]));
-      for (const row of await select<{ list: number; key: string; requests: string }>(DAY_COUNTS_QUERY, keys)) dayCounts.get(Number(row.list))?.set(row.key, Number(row.requests));
+      for (const row of await select<{ list: number; key: string; requests: string }>(listedCountsQuery(conditions), keys)) listedCounts.get(Number(row.list))?.set(row.key, Number(row.requests));
     }
     const unproven: Dimension[] = [];
     for (const d of DIMENSIONS) {
-      const top = provenTop(candidates.get(d.dim)!, dayCounts.get(d.dim)!, NUMERIC(d));
+      const top = provenTop(candidates.get(d.dim)!, listedCounts.get(d.dim)!, NUMERIC(d));
       if (top) lists.set(d.dim, top);
       else unproven.push(d);
     }
-    // Rare (a flat distribution): these lists sum the days' full rows after all.
+    // Rare (a flat distribution): these lists sum the buckets' full rows after all.
     if (unproven.length > 0) {
-      const rows = await select(listsQuery(conditions, false, TOP_LIMIT), { lists: unproven.map((d) => d.dim) });
+      const rows = await select(listsQuery(conditions, false, TOP_LIMIT), { lists: unproven.map((d) => d.dim), dimNames: unproven.map((d) => d.name) });
       for (const row of rows) lists.get(Number(row.dim))!.push({ key: row.key, count: Number(row.requests) });
     }
   }
@@ -427,7 +497,7 @@ export async function queryPlannedStats(clickhouse: ClickHouseClient, domainId: 
   const share = (count: number) => percentageOf(count, total);
   const list = (d: Dimension) => topOf(lists.get(d.dim)!, NUMERIC(d));
   const [url, status, agent, referrer] = DIMENSIONS;
-  return {
+  const stats: WindowStats = {
     totalRequests: total,
     uniqueVisitors: Number(totals?.visitors ?? 0),
     averageResponseTime: meanOf(Number(totals?.rt_sum ?? 0), Number(totals?.rt_count ?? 0)),
@@ -437,16 +507,40 @@ export async function queryPlannedStats(clickhouse: ClickHouseClient, domainId: 
     topUserAgents: list(agent).map((e) => ({ userAgent: e.key, requests: e.count, percentage: share(e.count) })),
     topReferrers: list(referrer).map((e) => ({ referrer: e.key, requests: e.count, percentage: share(e.count) })),
   };
+  return { stats, state: buildStateOf(stateRows) };
 }
 
+/** Build states kept per ClickHouse client, by domain and window buckets (see queryWindowStats). */
+const lastStates = new WeakMap<ClickHouseClient, Map<string, BuildState>>();
+const KEPT_STATES = 1_000;
+/** Plans made per request at most: the last one's state was read just before its figures. */
+const MAX_PLANS = 3;
+
 /**
- * The statistics of [start, end] for one domain: the build state first, then the figures from the
- * rollups it allows and the raw rows for the rest. `rollups: false` reads every row from
- * access_logs (the reference answer for tests and the benchmark).
+ * The statistics of [start, end] for one domain: the figures from the rollups the build state
+ * allows and the raw rows for the rest. `rollups: false` reads every row from access_logs (the
+ * reference answer for tests and the benchmark).
+ *
+ * One query in the steady state: the plan is made from the state the previous request for the
+ * same buckets read, and the query reads the state again beside the figures. The answer stands
+ * when the two agree; otherwise (late lines, a bucket built meanwhile) the request plans again from
+ * the state just read. The first request for a window reads the state first.
  */
 export async function queryWindowStats(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, rollups = true): Promise<WindowStats> {
-  const state = rollups ? await queryBuildState(clickhouse, domainId, start, end) : null;
-  return queryPlannedStats(clickhouse, domainId, planWindow(start, end, state));
+  if (!rollups) return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), false)).stats;
+  let known = lastStates.get(clickhouse);
+  if (!known) lastStates.set(clickhouse, (known = new Map()));
+  const b = windowBuckets(start, end);
+  const key = `${domainId}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}`;
+  let state = known.get(key) ?? (await queryBuildState(clickhouse, domainId, start, end));
+  for (let plans = 1; ; plans++) {
+    const answer = await statsOfPlan(clickhouse, domainId, planWindow(start, end, state), true);
+    known.delete(key);
+    if (known.size >= KEPT_STATES) known.delete(known.keys().next().value!);
+    known.set(key, answer.state);
+    if (sameBuildState(state, answer.state) || plans === MAX_PLANS) return answer.stats;
+    state = answer.state;
+  }
 }
 
 /**
@@ -466,8 +560,8 @@ export async function getLogStats(deps: StatsDeps, principal: Principal, domainI
   return { period, ...(await queryWindowStats(deps.clickhouse, domainId, start, end)) };
 }
 
-/** The rollup tables of sql/clickhouse/005_stats_deferred_rollups.sql. */
-const STATS_TABLES = ['access_rollups', 'access_day_tops', 'access_hour_rows'] as const;
+/** The rollup tables of sql/clickhouse/005_stats_deferred_rollups.sql and 006_stats_hour_tops.sql. */
+const STATS_TABLES = ['access_rollups', 'access_tops', 'access_hour_rows'] as const;
 
 /**
  * Deletes a domain's rollup rows and hour counts. A delete on access_logs does not reach them (the
