@@ -22,7 +22,8 @@ export async function listAccessLogs(deps: Deps, principal: Principal, domainId:
   const keyOnly = !query.statusCode && !others;
   // A status filter alone is counted per hour from the rollups (hour-counts.ts).
   const hours = query.statusCode && !others ? await statusMatchesByHour(deps.clickhouse, domainId, query.statusCode, query) : undefined;
-  const { rows, total } = await listAccessEntries(deps.clickhouse, accessWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly, hours });
+  const rowsByHour = keyOnly ? { domainId, endDate: query.endDate } : undefined;
+  const { rows, total } = await listAccessEntries(deps.clickhouse, accessWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly, hours, rowsByHour });
   return { logs: rows, pagination: pagination(query.page, query.limit, total) };
 }
 

@@ -89,6 +89,11 @@ export interface ListRequest extends PageRequest {
   keyOnly: boolean;
   /** The filter's matches per hour, newest first, when known (hour-counts.ts): total and page start come from them. */
   hours?: HourCount[] | undefined;
+  /**
+   * For a `keyOnly` listing of access_logs: the domain and end of the range, whose rows per hour
+   * (access_hour_rows) tell how far back the page lies (see pageOf).
+   */
+  rowsByHour?: { domainId: number; endDate?: Date | undefined } | undefined;
 }
 
 export interface PageOf<T> {
@@ -116,6 +121,13 @@ type Table = 'access_logs' | 'error_logs';
  *
  * The count rides along as another scalar subquery; a page past the end returns no row to carry
  * it, so only then is the count asked for on its own.
+ *
+ * Without a lower time bound a read in key order opens every part of the domain's table (136
+ * parts for the 10M-row benchmark: 28 ms for page 1 instead of 8), so the reads are bounded where
+ * the rows per hour are known: with `hours`, exactly, to the hours that hold the page; with
+ * `rowsByHour`, to the newest hours that hold at least offset + limit rows by access_hour_rows'
+ * counts (`lo`, a scalar subquery). Those counts are a hint only: if the bounded read comes back
+ * short of a page although the exact total says there are more rows, it is read again unbounded.
  */
 async function pageOf<R>(
   clickhouse: ClickHouseClient,
@@ -142,28 +154,62 @@ async function pageOf<R>(
       before += h.count;
     }
     if (!start) return { rows: [], total };
+    // … and the page ends in the hour where they reach offset + limit (or in the oldest one).
+    let reached = before;
+    let end = start;
+    for (const h of page.hours.slice(page.hours.indexOf(start))) {
+      end = h;
+      if ((reached += h.count) >= page.offset + page.limit) break;
+    }
     const from = `timestamp < fromUnixTimestamp64Milli(${p.bind('Int64', start.hour + 3_600_000)}, 'UTC')`;
-    const query = `SELECT ${columns} FROM ${table} WHERE ${w} AND ${from} ${order} LIMIT ${limit} OFFSET ${p.bind('UInt64', page.offset - before)}`;
+    const to = `timestamp >= fromUnixTimestamp64Milli(${p.bind('Int64', end.hour)}, 'UTC')`;
+    const query = `SELECT ${columns} FROM ${table} WHERE ${w} AND ${from} AND ${to} ${order} LIMIT ${limit} OFFSET ${p.bind('UInt64', page.offset - before)}`;
     return { rows: await selectRows<R>(clickhouse, query, { ...filter.params, ...p.values }), total };
   }
   const total = `(SELECT count() FROM ${table} WHERE ${w}) AS total`;
-  let query = `SELECT ${columns}, ${total} FROM ${table} WHERE ${w} ${order} LIMIT ${limit}`;
+  const hint = page.keyOnly ? page.rowsByHour : undefined;
+  // The WITH clause of the hint, and the bound it puts on the reads.
+  const lo = hint ? `${newestHoursHolding(p, hint.domainId, page.offset + page.limit, hint.endDate)} AS lo, ` : '';
+  const bounded = hint ? `${w} AND timestamp >= lo` : w;
+  let query = `${lo ? `WITH ${lo.slice(0, -2)} ` : ''}SELECT ${columns}, ${total} FROM ${table} WHERE ${bounded} ${order} LIMIT ${limit}`;
   if (page.offset > 0 && page.keyOnly) {
     const offset = p.bind('UInt64', page.offset);
     query =
-      `WITH (SELECT timestamp FROM ${table} WHERE ${w} ORDER BY timestamp DESC LIMIT 1 OFFSET ${offset}) AS bt, ` +
+      `WITH ${lo}(SELECT timestamp FROM ${table} WHERE ${bounded} ORDER BY timestamp DESC LIMIT 1 OFFSET ${offset}) AS bt, ` +
       `(SELECT count() FROM ${table} WHERE ${w} AND timestamp > bt) AS above ` +
-      `SELECT ${columns}, ${total} FROM ${table} WHERE ${w} AND timestamp <= bt ${order} LIMIT ${limit} OFFSET ${offset} - above`;
+      `SELECT ${columns}, ${total} FROM ${table} WHERE ${bounded} AND timestamp <= bt ${order} LIMIT ${limit} OFFSET ${offset} - above`;
   } else if (page.offset > 0) {
     query =
       `WITH (SELECT (timestamp, id) FROM ${table} WHERE ${w} ${order} LIMIT 1 OFFSET ${p.bind('UInt64', page.offset)}) AS boundary ` +
       `SELECT ${columns}, ${total} FROM ${table} WHERE ${w} AND timestamp <= boundary.1 AND (timestamp < boundary.1 OR id <= boundary.2) ${order} LIMIT ${limit}`;
   }
   const rows = await selectRows<R & { total: string | number }>(clickhouse, query, { ...filter.params, ...p.values });
+  if (hint && rows.length < page.limit) {
+    // Short: the last page, or the hint cut it (then the exact total says there is more).
+    const total = rows.length > 0 ? Number(rows[0]!.total) : await countOf(clickhouse, table, filter);
+    return total > page.offset + rows.length ? pageOf(clickhouse, table, columns, filter, { ...page, rowsByHour: undefined }) : { rows, total };
+  }
   if (rows.length > 0) return { rows, total: Number(rows[0]!.total) };
   if (page.offset === 0) return { rows, total: 0 };
-  const [count] = await selectRows<{ total: string | number }>(clickhouse, `SELECT count() AS total FROM ${table} WHERE ${w}`, filter.params);
-  return { rows, total: Number(count?.total ?? 0) };
+  return { rows, total: await countOf(clickhouse, table, filter) };
+}
+
+async function countOf(clickhouse: ClickHouseClient, table: Table, filter: SqlFilter): Promise<number> {
+  const [count] = await selectRows<{ total: string | number }>(clickhouse, `SELECT count() AS total FROM ${table} WHERE ${filter.where}`, filter.params);
+  return Number(count?.total ?? 0);
+}
+
+/**
+ * A scalar subquery: the start of the newest hour from which on, by access_hour_rows, the domain
+ * has at least `rows` rows (up to `endDate`'s hour), or 1970 when all its hours hold fewer.
+ */
+function newestHoursHolding(p: Params, domainId: number, rows: number, endDate: Date | undefined): string {
+  const end = endDate ? ` AND hour <= toStartOfHour(fromUnixTimestamp64Milli(${p.bind('Int64', endDate.getTime())}, 'UTC'))` : '';
+  return (
+    `(SELECT max(hour) FROM (SELECT hour, sum(n) OVER (ORDER BY hour DESC) AS newer FROM ` +
+    `(SELECT hour, sum(rows) AS n FROM access_hour_rows WHERE domain_id = ${p.bind('UInt32', domainId)}${end} GROUP BY hour)) ` +
+    `WHERE newer >= ${p.bind('UInt64', rows)})`
+  );
 }
 
 /** A page of access entries matching `filter` (from filters.ts `accessWhere`). */
