@@ -448,6 +448,49 @@ describe('several rotations between two looks', () => {
     await consumer.untilLines(25);
     expectExactlyOnce(consumer, 25);
   });
+
+  it.each([
+    ['the follower opened it while it was empty', true, 1],
+    ['the follower never looked at it', false, 1],
+    ['the follower opened it while it was empty; two copies', true, 2],
+  ])('reads the head of a new file that only its copy holds: rename and create, then copytruncate (%s)', async (_how, seenEmpty, copies) => {
+    const writer = new Writer(file);
+    writer.write(10);
+    const tail = await openTail();
+    const consumer = new Consumer(tail);
+    await consumer.untilLines(10);
+    // Rename and create; nginx writes to the renamed file until USR1 makes it reopen the path.
+    fs.renameSync(file, `${file}.1`);
+    fs.writeFileSync(file, '');
+    writer.write(5);
+    if (seenEmpty) {
+      // The look that finds these lines also opens the new file, empty: nothing to fingerprint yet.
+      await consumer.untilLines(15);
+      await waitFor(() => tail.stats().openFiles === 2, () => `${tail.stats().openFiles} files open, not the old and the new one`);
+    }
+    // Nobody pulls from here on, so the follower does not look while the new file gets its first
+    // lines and is copied and truncated.
+    writer.reopen();
+    const copyPaths = Array.from({ length: copies }, (_, i) => `${file}.${i + 2}`);
+    for (const copy of copyPaths) {
+      writer.write(5);
+      fs.copyFileSync(file, copy);
+      fs.truncateSync(file, 0);
+      // Generations are ordered by modification time: the next copy must get a later one.
+      const copiedAt = fs.statSync(copy).mtimeMs;
+      await waitFor(() => Date.now() > copiedAt + 50, () => 'the clock to move on');
+    }
+    writer.write(5);
+    writer.close();
+    await consumer.untilLines(writer.seq);
+    expectExactlyOnce(consumer, writer.seq);
+    // The old file to its end, then the new file's head from each copy, then what followed it.
+    expect(consumer.lines().map(seqOf)).toEqual(Array.from({ length: writer.seq }, (_, i) => i));
+    copyPaths.forEach((copy, i) => {
+      const fromCopy = consumer.chunks.filter((c) => c.path === copy).flatMap((c) => c.lines.map((l) => seqOf(l.text)));
+      expect(fromCopy, copy).toEqual(Array.from({ length: 5 }, (_, j) => 15 + 5 * i + j));
+    });
+  });
 });
 
 /** A first run of the follower: reads (and acknowledges) `count` lines, then stops. */

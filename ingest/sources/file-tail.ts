@@ -21,7 +21,10 @@
  *   same source still found at its recorded path or among the rotated siblings, and longer than its
  *   checkpoint, is finished first (rotations that happened while the worker was stopped).
  * - generations nobody saw (two rotations between two looks, or while stopped): a rotated sibling
- *   with no checkpoint, modified after the previous generation's last change, is read from 0.
+ *   with no checkpoint, modified after the previous generation's last change, is read from 0. So is
+ *   one modified since the previous look at a file that had no identity then: a new file is empty
+ *   when first seen, and lines written to it, copied and truncated before the next look (a
+ *   copytruncate right after a rename-and-create) are only in that copy.
  *
  * Chunks are exact: [startOffset, endOffset) runs from one line start to the next, cut after
  * `chunkMaxLines` lines or once `chunkMaxBytes` are reached, counted from the chunk's start, so a
@@ -112,11 +115,14 @@ interface Tracked extends Position {
   /** Another open file has the same identity: this one waits for it to finish. */
   waiting: boolean;
   /**
-   * Set when the content was replaced in place: once the new content has an identity, look for
-   * generations written since then. Not before: with the identity still unknown, a generation
-   * written, copied and truncated meanwhile would be neither the file's content nor yet a sibling.
+   * Set when the content was replaced in place, or changed while it had no identity (it may have
+   * been replaced unseen): once the content has an identity, look for generations written since
+   * then. Not before: with the identity still unknown, a generation written, copied and truncated
+   * meanwhile would be neither the file's content nor yet a sibling.
    */
   unseenSince: number | null;
+  /** When the previous look at the file began (Date.now()); null before the first. */
+  lookedAt: number | null;
 }
 
 /** Per identity: what the sink has accepted and what is handed out. */
@@ -364,6 +370,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
   }
 
   private async inspect(t: Tracked): Promise<void> {
+    const lookedAt = Date.now();
     const st = await t.fh.stat();
     const previousSize = t.size;
     const previousMtimeMs = t.mtimeMs;
@@ -375,12 +382,17 @@ export class FileTail implements AsyncIterable<LineChunk> {
       t.drained = false;
     }
     if (t.identity === null) {
+      // No identity at the previous look either (a new file is empty when first seen): what was
+      // written since may already be copied and truncated away, and nothing we hold recognises the
+      // copy. So once the file has an identity, generations written since that look are looked for.
+      if (changed && t.lookedAt !== null) t.unseenSince ??= t.lookedAt;
       const identity = await readIdentity(t.fh, this.source);
       if (identity !== null) await this.adopt(t, identity);
     } else if (changed) {
       const why = await this.replacedBecause(t);
       if (why) await this.onReplaced(t, why, previousSize, previousMtimeMs);
     }
+    t.lookedAt = lookedAt;
     const done = t.drained || (t.identity === null && !t.waiting);
     if (t.rotated && done && Date.now() - t.changedAt >= this.rotatedIdleMs) await this.finish(t);
   }
@@ -681,6 +693,7 @@ function newTracked(fh: FileHandle, filePath: string, st: fs.Stats, rotated: boo
     rotated,
     waiting: false,
     unseenSince: null,
+    lookedAt: null,
   };
 }
 
