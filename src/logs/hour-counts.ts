@@ -4,12 +4,19 @@
  * built, the partial hours at its ends) from access_logs. A listing with only a status filter
  * takes its total from these and starts a deep page in the right hour (src/logs/store.ts), instead
  * of counting and skipping the matches of the whole range row by row.
+ *
+ * One query per request once the range's hours were asked for (known-plans.ts): the counts and,
+ * beside them, the build state of the range's hours, which also gives an open range its ends.
  */
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
-import { planConditions, planWindow, queryBuildState, unionAll } from './stats.js';
+import { readWithKnownPlan } from './known-plans.js';
+import { BUILD_STATE, buildStateOf, buildStateParams, planConditions, planWindow, queryBuildState, unionAll, windowBuckets, type BuildState, type BuildStateRow, type WindowPlan } from './stats.js';
 
 const HOUR_MS = 3_600_000;
+/** The open ends of a range: before any row, and after any (DateTime's range ends in 2106). */
+const OPEN_START = 0;
+const OPEN_END = Date.UTC(2100, 0, 1) - 1;
 
 /** Matching rows in one hour (start, epoch ms). */
 export interface HourCount {
@@ -17,7 +24,26 @@ export interface HourCount {
   count: number;
 }
 
-const BOUNDS = 'SELECT toUnixTimestamp(min(hour)) AS first, toUnixTimestamp(max(hour)) AS last, count() AS n FROM access_hour_rows WHERE domain_id = {domainId:UInt32}';
+/**
+ * The plan of [startDate, endDate] (both included), hours only (a built day says nothing about
+ * which of its hours a deep page starts in). An open end is the first or last hour with rows: every
+ * stored row is counted in access_hour_rows (by the insert itself), so its hours bound them. Null
+ * when the range holds no hour with rows.
+ */
+function planHours(range: { startDate?: Date | undefined; endDate?: Date | undefined }, state: BuildState): WindowPlan | null {
+  const hours = [...state.counted].filter(([, n]) => n > 0).map(([h]) => h);
+  if (hours.length === 0 && (!range.startDate || !range.endDate)) return null;
+  const start = range.startDate?.getTime() ?? Math.min(...hours);
+  const end = range.endDate?.getTime() ?? Math.max(...hours) + HOUR_MS - 1;
+  return start > end ? null : planWindow(start, end, state);
+}
+
+interface CountRow {
+  kind: string;
+  hour: number | string;
+  n: number | string;
+  built: number | string;
+}
 
 /** The hours with matches in [startDate, endDate] (both included; open ends: all rows), newest first. */
 export async function statusMatchesByHour(
@@ -26,40 +52,45 @@ export async function statusMatchesByHour(
   statusCodes: StatusCodeFilter[],
   range: { startDate?: Date | undefined; endDate?: Date | undefined },
 ): Promise<HourCount[]> {
-  let start = range.startDate?.getTime();
-  let end = range.endDate?.getTime();
-  if (start === undefined || end === undefined) {
-    // Every stored row is counted in access_hour_rows (by the insert itself), so its hours bound them.
-    const [bounds] = await selectRows<{ first: number; last: number; n: string }>(clickhouse, BOUNDS, { domainId });
-    if (!bounds || Number(bounds.n) === 0) return [];
-    start ??= Number(bounds.first) * 1000;
-    end ??= Number(bounds.last) * 1000 + HOUR_MS - 1;
-  }
-  if (start > end) return [];
-  // Hours only: a built day says nothing about which of its hours a deep page starts in.
-  const plan = planWindow(start, end, await queryBuildState(clickhouse, domainId, start, end, { days: false }));
-  const p = new Params('h');
-  const codes = statusCondition(statusCodes, p);
-  const pieces = planConditions(plan);
-  const query = unionAll([
-    pieces.built &&
-      `SELECT toUnixTimestamp(bucket) AS hour, sum(requests) AS n
+  const from = range.startDate?.getTime() ?? OPEN_START;
+  const to = range.endDate?.getTime() ?? OPEN_END;
+  if (from > to) return [];
+  const b = windowBuckets(from, to);
+  return readWithKnownPlan(clickhouse, `hours:${domainId}:${b.hourFrom}:${b.hourTo}`, {
+    readState: () => queryBuildState(clickhouse, domainId, from, to, { days: false }),
+    plan: (state) => planHours(range, state),
+    run: async (plan) => {
+      const p = new Params('h');
+      const codes = statusCondition(statusCodes, p);
+      const pieces = plan ? planConditions(plan) : { built: null, raw: null, params: {} };
+      // Every branch names its columns: the first one present names them for all.
+      const query = unionAll([
+        pieces.built &&
+          `SELECT 'matches' AS kind, toUnixTimestamp(bucket) AS hour, sum(requests) AS n, toUInt64(0) AS built
 FROM (
   SELECT bucket, requests, toUInt16OrZero(key) AS status_code FROM access_rollups
   WHERE domain_id = {domainId:UInt32} AND dim = 'status' AND (${pieces.built})
 )
 WHERE ${codes}
 GROUP BY bucket`,
-    pieces.raw &&
-      `SELECT toUnixTimestamp(toStartOfHour(timestamp)) AS hour, count() AS n
+        pieces.raw &&
+          `SELECT 'matches' AS kind, toUnixTimestamp(toStartOfHour(timestamp)) AS hour, count() AS n, toUInt64(0) AS built
 FROM access_logs
 WHERE domain_id = {domainId:UInt32} AND (${pieces.raw}) AND ${codes}
 GROUP BY hour`,
-  ]);
-  if (!query) return [];
-  const rows = await selectRows<{ hour: number; n: string }>(clickhouse, query, { domainId, ...pieces.params, ...p.values });
-  // Built hours and raw ranges are disjoint; a raw range yields each hour it spans.
-  const byHour = new Map<number, number>();
-  for (const row of rows) byHour.set(Number(row.hour) * 1000, (byHour.get(Number(row.hour) * 1000) ?? 0) + Number(row.n));
-  return [...byHour].map(([hour, count]) => ({ hour, count })).filter((h) => h.count > 0).sort((a, b) => b.hour - a.hour);
+        `SELECT span AS kind, bucket AS hour, counted AS n, built FROM (${BUILD_STATE})`,
+      ]);
+      const rows = await selectRows<CountRow>(clickhouse, query, { ...buildStateParams(domainId, from, to, false), ...pieces.params, ...p.values });
+      // Built hours and raw ranges are disjoint; a raw range yields each hour it spans.
+      const byHour = new Map<number, number>();
+      const state: BuildStateRow[] = [];
+      for (const row of rows) {
+        const hour = Number(row.hour) * 1000;
+        if (row.kind === 'matches') byHour.set(hour, (byHour.get(hour) ?? 0) + Number(row.n));
+        else state.push({ span: row.kind, bucket: row.hour, counted: row.n, built: row.built });
+      }
+      const answer = [...byHour].map(([hour, count]) => ({ hour, count })).filter((h) => h.count > 0).sort((a, b) => b.hour - a.hour);
+      return { answer, state: buildStateOf(state) };
+    },
+  });
 }

@@ -11,6 +11,7 @@
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
+import { readWithKnownPlan } from './known-plans.js';
 
 export const STATS_PERIODS = ['1h', '24h', '7d', '30d'] as const;
 export type StatsPeriod = (typeof STATS_PERIODS)[number];
@@ -149,7 +150,7 @@ export function planWindow(start: number, end: number, state: BuildState | null)
  * newest build counts). Rows: (span, bucket, counted, built); span 'counted', 'hour', 'day',
  * 'tops-hour' or 'tops-day'.
  */
-const BUILD_STATE = `
+export const BUILD_STATE = `
 SELECT 'counted' AS span, toUnixTimestamp(hour) AS bucket, sum(rows) AS counted, toUInt64(0) AS built FROM access_hour_rows
 WHERE domain_id = {domainId:UInt32} AND hour >= toDateTime({hourFrom:UInt32}, 'UTC') AND hour < toDateTime({hourTo:UInt32}, 'UTC')
 GROUP BY hour
@@ -181,8 +182,8 @@ export const inBuckets = (column: string, param: string) =>
   `(${column} >= toDateTime(arrayMin({${param}:Array(UInt32)}), 'UTC') AND ${column} <= toDateTime(arrayMax({${param}:Array(UInt32)}), 'UTC')` +
   ` AND ${column} IN arrayMap(x -> toDateTime(x, 'UTC'), {${param}:Array(UInt32)}))`;
 
-/** A build-state row: a bucket's span ('hour', 'day', 'tops-hour', 'tops-day'), start (seconds) and figures. */
-interface BuildStateRow {
+/** A build-state row: a bucket's span ('counted', 'hour', 'day', 'tops-hour', 'tops-day'), start (seconds) and figures. */
+export interface BuildStateRow {
   span: string;
   bucket: number | string;
   counted: number | string;
@@ -190,12 +191,12 @@ interface BuildStateRow {
 }
 
 /** The build-state query's parameters for [start, end]. */
-const buildStateParams = (domainId: number, start: number, end: number, days = true) => {
+export const buildStateParams = (domainId: number, start: number, end: number, days = true) => {
   const b = windowBuckets(start, end);
   return { domainId, days, hourFrom: seconds(b.hourFrom), hourTo: seconds(b.hourTo), dayFrom: seconds(b.dayFrom), dayTo: seconds(b.dayTo) };
 };
 
-function buildStateOf(rows: BuildStateRow[]): BuildState {
+export function buildStateOf(rows: BuildStateRow[]): BuildState {
   const state = emptyBuildState();
   const into: Record<string, Map<number, number>> = { hour: state.builtHours, day: state.builtDays, 'tops-hour': state.topsHours, 'tops-day': state.topsDays };
   for (const row of rows) {
@@ -214,10 +215,6 @@ export async function queryBuildState(clickhouse: ClickHouseClient, domainId: nu
   const rows = await selectRows<BuildStateRow>(clickhouse, BUILD_STATE, buildStateParams(domainId, start, end, days));
   return buildStateOf(rows);
 }
-
-const sameMap = (a: Map<number, number>, b: Map<number, number>) => a.size === b.size && [...a].every(([k, v]) => b.get(k) === v);
-const sameBuildState = (a: BuildState, b: BuildState) =>
-  sameMap(a.counted, b.counted) && sameMap(a.builtHours, b.builtHours) && sameMap(a.builtDays, b.builtDays) && sameMap(a.topsHours, b.topsHours) && sameMap(a.topsDays, b.topsDays);
 
 /**
  * A plan's pieces as SQL conditions over bound parameters (the number of pieces is the plan's,
@@ -510,37 +507,23 @@ async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan:
   return { stats, state: buildStateOf(stateRows) };
 }
 
-/** Build states kept per ClickHouse client, by domain and window buckets (see queryWindowStats). */
-const lastStates = new WeakMap<ClickHouseClient, Map<string, BuildState>>();
-const KEPT_STATES = 1_000;
-/** Plans made per request at most: the last one's state was read just before its figures. */
-const MAX_PLANS = 3;
-
 /**
  * The statistics of [start, end] for one domain: the figures from the rollups the build state
- * allows and the raw rows for the rest. `rollups: false` reads every row from access_logs (the
- * reference answer for tests and the benchmark).
- *
- * One query in the steady state: the plan is made from the state the previous request for the
- * same buckets read, and the query reads the state again beside the figures. The answer stands
- * when the two agree; otherwise (late lines, a bucket built meanwhile) the request plans again from
- * the state just read. The first request for a window reads the state first.
+ * allows and the raw rows for the rest, in one query once the window's buckets were asked for
+ * (known-plans.ts). `rollups: false` reads every row from access_logs (the reference answer for
+ * tests and the benchmark).
  */
 export async function queryWindowStats(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, rollups = true): Promise<WindowStats> {
   if (!rollups) return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), false)).stats;
-  let known = lastStates.get(clickhouse);
-  if (!known) lastStates.set(clickhouse, (known = new Map()));
   const b = windowBuckets(start, end);
-  const key = `${domainId}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}`;
-  let state = known.get(key) ?? (await queryBuildState(clickhouse, domainId, start, end));
-  for (let plans = 1; ; plans++) {
-    const answer = await statsOfPlan(clickhouse, domainId, planWindow(start, end, state), true);
-    known.delete(key);
-    if (known.size >= KEPT_STATES) known.delete(known.keys().next().value!);
-    known.set(key, answer.state);
-    if (sameBuildState(state, answer.state) || plans === MAX_PLANS) return answer.stats;
-    state = answer.state;
-  }
+  return readWithKnownPlan(clickhouse, `stats:${domainId}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}`, {
+    readState: () => queryBuildState(clickhouse, domainId, start, end),
+    plan: (state) => planWindow(start, end, state),
+    run: async (plan) => {
+      const { stats, state } = await statsOfPlan(clickhouse, domainId, plan, true);
+      return { answer: stats, state };
+    },
+  });
 }
 
 /**
