@@ -11,7 +11,7 @@
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
 import { readWithKnownPlan } from './known-plans.js';
-import { BUILD_STATE, buildStateOf, buildStateParams, planConditions, planWindow, queryBuildState, unionAll, windowBuckets, type BuildState, type BuildStateRow, type WindowPlan } from './stats.js';
+import { buildStateOf, buildStateParams, buildStateQuery, planConditions, planWindow, queryBuildState, unionAll, windowBuckets, type BuildState, type BuildStateRow, type WindowPlan } from './stats.js';
 
 const HOUR_MS = 3_600_000;
 /** The open ends of a range: before any row, and after any (DateTime's range ends in 2106). */
@@ -78,9 +78,9 @@ GROUP BY bucket`,
 FROM access_logs
 WHERE domain_id = {domainId:UInt32} AND (${pieces.raw}) AND ${codes}
 GROUP BY hour`,
-        `SELECT span AS kind, bucket AS hour, counted AS n, built FROM (${BUILD_STATE})`,
+        `SELECT span AS kind, bucket AS hour, counted AS n, built FROM (${buildStateQuery(false)})`,
       ]);
-      const rows = await selectRows<CountRow>(clickhouse, query, { ...buildStateParams(domainId, from, to, false), ...pieces.params, ...p.values });
+      const rows = await selectRows<CountRow>(clickhouse, query, { ...buildStateParams(domainId, from, to), ...pieces.params, ...p.values });
       // Built hours and raw ranges are disjoint; a raw range yields each hour it spans.
       const byHour = new Map<number, number>();
       const state: BuildStateRow[] = [];

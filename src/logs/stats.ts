@@ -144,32 +144,38 @@ export function planWindow(start: number, end: number, state: BuildState | null)
 }
 
 /**
- * The build state of a window, three reads without joins: the rows counted per whole hour; the
- * built total per whole hour and, with {days:Bool}, per whole day; and with it the short lists'
- * versions, as the requests they were built for, 0 unless all four lists are there (each list's
- * newest build counts). Rows: (span, bucket, counted, built); span 'counted', 'hour', 'day',
- * 'tops-hour' or 'tops-day'.
+ * The build state of a window, without joins: the rows counted per whole hour; the built total
+ * per whole hour and, with `days`, per whole day; and with `days` the short lists' versions, as
+ * the requests they were built for, 0 unless all four lists are there (each list's newest build
+ * counts). Rows: (span, bucket, counted, built); span 'counted', 'hour', 'day', 'tops-hour' or
+ * 'tops-day'.
  */
-export const BUILD_STATE = `
+export const buildStateQuery = (days: boolean) => `
 SELECT 'counted' AS span, toUnixTimestamp(hour) AS bucket, sum(rows) AS counted, toUInt64(0) AS built FROM access_hour_rows
 WHERE domain_id = {domainId:UInt32} AND hour >= toDateTime({hourFrom:UInt32}, 'UTC') AND hour < toDateTime({hourTo:UInt32}, 'UTC')
 GROUP BY hour
 UNION ALL
 SELECT toString(span), toUnixTimestamp(bucket), 0, sum(requests) FROM access_rollups
 WHERE domain_id = {domainId:UInt32} AND dim = 'total'
-  AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
-    OR ({days:Bool} AND span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))
-GROUP BY span, bucket
+  AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))${
+    days ? `
+    OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC'))` : ''
+  })
+GROUP BY span, bucket${
+  days
+    ? `
 UNION ALL
 SELECT concat('tops-', toString(span)), toUnixTimestamp(bucket), 0, if(count() = 4, min(requests), 0)
 FROM (
   SELECT span, bucket, dim, argMax(built_requests, built_at) AS requests FROM access_tops
-  WHERE {days:Bool} AND domain_id = {domainId:UInt32}
+  WHERE domain_id = {domainId:UInt32}
     AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
       OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))
   GROUP BY span, bucket, dim
 )
-GROUP BY span, bucket`;
+GROUP BY span, bucket`
+    : ''
+}`;
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
@@ -191,9 +197,9 @@ export interface BuildStateRow {
 }
 
 /** The build-state query's parameters for [start, end]. */
-export const buildStateParams = (domainId: number, start: number, end: number, days = true) => {
+export const buildStateParams = (domainId: number, start: number, end: number) => {
   const b = windowBuckets(start, end);
-  return { domainId, days, hourFrom: seconds(b.hourFrom), hourTo: seconds(b.hourTo), dayFrom: seconds(b.dayFrom), dayTo: seconds(b.dayTo) };
+  return { domainId, hourFrom: seconds(b.hourFrom), hourTo: seconds(b.hourTo), dayFrom: seconds(b.dayFrom), dayTo: seconds(b.dayTo) };
 };
 
 export function buildStateOf(rows: BuildStateRow[]): BuildState {
@@ -212,7 +218,7 @@ export function buildStateOf(rows: BuildStateRow[]): BuildState {
  * and of the short lists; without, the plan reads whole hours only and those reads are left out.
  */
 export async function queryBuildState(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, { days = true } = {}): Promise<BuildState> {
-  const rows = await selectRows<BuildStateRow>(clickhouse, BUILD_STATE, buildStateParams(domainId, start, end, days));
+  const rows = await selectRows<BuildStateRow>(clickhouse, buildStateQuery(days), buildStateParams(domainId, start, end));
   return buildStateOf(rows);
 }
 
@@ -356,7 +362,7 @@ ${listsQuery(c, short, short ? CANDIDATES + 1 : TOP_LIMIT)}`;
 const STATE_ROW = 20;
 const STATE_AS_FIGURES = `
 SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS errors, toUInt64(built) AS rt_sum, 0 AS rt_count, 0 AS visitors
-FROM (${BUILD_STATE})`;
+FROM (${buildStateQuery(true)})`;
 
 /** The figures of a plan (none when it reads nothing), and with `withState` the build state the plan was made for, read again. */
 const statsQuery = (c: PlanConditions, short: boolean, withState: boolean) => unionAll([(c.built !== null || c.raw !== null) && figuresQuery(c, short), withState && STATE_AS_FIGURES]);
