@@ -13,9 +13,15 @@ import { isDeepStrictEqual } from 'node:util';
 import type { ClickHouseClient } from '../db/clickhouse.js';
 import type { BuildState } from './stats.js';
 
-const kept = new WeakMap<ClickHouseClient, Map<string, BuildState>>();
-/** States kept per client at most; the least recently used goes first. */
-const KEPT_STATES = 1_000;
+/** Per client: the states by key, least recently used first, and how many bucket entries they hold. */
+const kept = new WeakMap<ClickHouseClient, { states: Map<string, BuildState>; entries: number }>();
+/**
+ * Bucket entries kept per client at most (about 60 bytes each): a 30-day window's state holds about
+ * 2,200 (its hours three times over), a 24-hour window's about 70.
+ */
+const KEPT_ENTRIES = 200_000;
+
+const entriesOf = (s: BuildState) => s.counted.size + s.builtHours.size + s.builtDays.size + s.topsHours.size + s.topsDays.size;
 /** Plans per request at most: the last one's state was read by the query before it, as good as reading it first. */
 const MAX_PLANS = 3;
 
@@ -28,16 +34,29 @@ export interface PlannedRead<Plan, Answer> {
 }
 
 export async function readWithKnownPlan<Plan, Answer>(clickhouse: ClickHouseClient, key: string, read: PlannedRead<Plan, Answer>): Promise<Answer> {
-  let states = kept.get(clickhouse);
-  if (!states) kept.set(clickhouse, (states = new Map()));
-  let state = states.get(key) ?? (await read.readState());
+  let cache = kept.get(clickhouse);
+  if (!cache) kept.set(clickhouse, (cache = { states: new Map(), entries: 0 }));
+  let state = cache.states.get(key) ?? (await read.readState());
   for (let plans = 1; ; plans++) {
     const plan = read.plan(state);
     const { answer, state: current } = await read.run(plan);
-    states.delete(key);
-    if (states.size >= KEPT_STATES) states.delete(states.keys().next().value!);
-    states.set(key, current);
+    keep(cache, key, current);
     if (plans === MAX_PLANS || isDeepStrictEqual(read.plan(current), plan)) return answer;
     state = current;
+  }
+}
+
+function keep(cache: { states: Map<string, BuildState>; entries: number }, key: string, state: BuildState): void {
+  const old = cache.states.get(key);
+  if (old) {
+    cache.states.delete(key);
+    cache.entries -= entriesOf(old);
+  }
+  cache.states.set(key, state);
+  cache.entries += entriesOf(state);
+  for (const [oldest, s] of cache.states) {
+    if (cache.entries <= KEPT_ENTRIES || oldest === key) break;
+    cache.states.delete(oldest);
+    cache.entries -= entriesOf(s);
   }
 }
