@@ -9,6 +9,10 @@
  *   goaccess   `goaccess FILE -o report.json`: the common single-host tool; skipped when not installed
  *   regexp     INSERT … SELECT FROM file(FILE, 'Regexp') into access_logs in a fresh chDB: the engine's own parse
  *   import     `tailhouse import FILE --domain D --format F` on a fresh DATA_DIR, then again (idempotence)
+ *   server-import  the same in server mode: DATABASE_URL a scratch database on a PostgreSQL server,
+ *              CLICKHOUSE_URL test/support/clickhouse-http.ts in a process of its own (chDB behind a
+ *              JavaScript HTTP front, standing in for a ClickHouse server), so that the import
+ *              process holds neither engine; skipped when the PostgreSQL server does not answer
  *   live       `tailhouse ingest --config C` following an empty file to which the log is appended at full speed
  *
  * Rows landed are checked by count and by a fingerprint of their columns against the regexp step's.
@@ -16,7 +20,8 @@
  *
  * Environment (optional):
  *   BENCH_LINES   lines to generate (default 1000000)
- *   BENCH_STEPS   comma list of goaccess,regexp,import,live (default all)
+ *   BENCH_STEPS   comma list of goaccess,regexp,import,server-import,live (default all)
+ *   BENCH_DATABASE_URL  the PostgreSQL server of server-import (default postgres://postgres@127.0.0.1:5432/test)
  *   BENCH_LIVE_RATE  lines/s the live step appends at (default: full speed, in 4 MiB writes)
  *   BENCH_KEEP    1: keep the temporary directory (log, reports, data directories) and print its path
  */
@@ -28,18 +33,22 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chdbOf, migrateClickhouse, openClickhouse, type ClickHouseClient } from '../src/db/clickhouse.js';
 import { createLogger } from '../src/log.js';
+import { freshDatabase } from '../test/support/app.js';
 import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
-import { killAll, spawnMeasured, type Measured } from './lib/measure.js';
+import { killAll, spawnMeasured, type Measured, type MeasuredChild } from './lib/measure.js';
 
 const LINES = Number(process.env.BENCH_LINES ?? 1_000_000);
-const STEPS = new Set((process.env.BENCH_STEPS ?? 'goaccess,regexp,import,live').split(',').map((s) => s.trim()));
+const STEPS = new Set((process.env.BENCH_STEPS ?? 'goaccess,regexp,import,server-import,live').split(',').map((s) => s.trim()));
 const KEEP = process.env.BENCH_KEEP === '1';
 /** Lines per second the live step appends at; unset: as fast as the disk takes them. */
 const LIVE_RATE = Number(process.env.BENCH_LIVE_RATE || Infinity);
+/** The PostgreSQL server the server-mode import gets a scratch database on. */
+const DATABASE_URL = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = path.resolve(path.dirname(SELF), '..');
 const BIN = path.join(ROOT, 'bin', 'tailhouse.js');
+const CLICKHOUSE_HTTP = path.join(ROOT, 'bench', 'lib', 'clickhouse-http-server.ts');
 const DOMAIN = 'shop.example.com';
 /** How often the live worker reports its counters: the resolution of the measured lag. */
 const STATS_INTERVAL_MS = 250;
@@ -68,9 +77,12 @@ async function fingerprintOf(client: ClickHouseClient): Promise<Fingerprint> {
   return row!;
 }
 
-/** The fingerprint of a DATA_DIR that tailhouse wrote (after its process has exited). */
-async function fingerprint(dataDir: string): Promise<Fingerprint> {
-  const client = await openClickhouse({ dataDir });
+/**
+ * The fingerprint of what tailhouse wrote (after its process has exited): in a DATA_DIR's chDB
+ * (which binds the process to it: run it in a child mode), or at a ClickHouse server's URL.
+ */
+async function fingerprint(store: { dataDir: string; clickhouseUrl?: string }): Promise<Fingerprint> {
+  const client = await openClickhouse(store);
   try {
     return await fingerprintOf(client);
   } finally {
@@ -119,16 +131,19 @@ function tailhouse(args: string[], dataDir: string, opts: { env?: Record<string,
   });
 }
 
-async function mustRun(args: string[], dataDir: string): Promise<Measured> {
-  const m = await tailhouse(args, dataDir).done;
+async function mustRun(args: string[], dataDir: string, env?: Record<string, string>): Promise<Measured> {
+  const m = await tailhouse(args, dataDir, { env }).done;
   if (m.code !== 0) throw new Error(`tailhouse ${args.join(' ')} failed (exit ${m.code}): ${tail(m.stderr || m.stdout)}`);
   return m;
 }
 
-/** A fresh embedded DATA_DIR with the bench domain registered (which also creates and migrates both stores). */
-async function freshDataDir(dir: string, name: string): Promise<string> {
+/**
+ * A fresh DATA_DIR with the bench domain registered (which also creates and migrates both stores:
+ * embedded ones in the directory, or the servers `env` names).
+ */
+async function freshDataDir(dir: string, name: string, env?: Record<string, string>): Promise<string> {
   const dataDir = path.join(dir, name);
-  await mustRun(['domains', 'add', DOMAIN], dataDir);
+  await mustRun(['domains', 'add', DOMAIN], dataDir, env);
   return dataDir;
 }
 
@@ -185,27 +200,115 @@ async function benchRegexp(log: string, dir: string): Promise<{ figure: Figure; 
   };
 }
 
-async function benchImport(log: string, dir: string, reference?: Fingerprint): Promise<Figure[]> {
-  const dataDir = await freshDataDir(dir, 'import');
+/** Where an import writes: the embedded stores of its DATA_DIR, or the servers its environment names. */
+interface Target {
+  /** The step's name in the table. */
+  step: string;
+  /** Its DATA_DIR's name in the bench's directory. */
+  dataDir: string;
+  /** DATABASE_URL and CLICKHOUSE_URL for server mode; none: embedded. */
+  env?: Record<string, string>;
+  /** The rows' fingerprint once tailhouse has exited. */
+  fingerprint: (dataDir: string) => Promise<Fingerprint>;
+}
+
+const EMBEDDED: Target = {
+  step: 'tailhouse import',
+  dataDir: 'import',
+  // chDB binds a process to one data directory: read from a child, not from this process.
+  fingerprint: async (dataDir) => (await childResult<Fingerprint>(['--fingerprint', dataDir])).result,
+};
+
+async function benchImport(log: string, dir: string, reference?: Fingerprint, target = EMBEDDED): Promise<Figure[]> {
+  const dataDir = await freshDataDir(dir, target.dataDir, target.env);
   const args = ['import', log, '--domain', DOMAIN, '--format', ACCESS_FORMAT];
   const figures: Figure[] = [];
   let before: Fingerprint | undefined;
   for (const run of ['first', 'again'] as const) {
-    const m = await tailhouse(args, dataDir).done;
+    const m = await tailhouse(args, dataDir, { env: target.env }).done;
     // The summary's last line: totals, the import's own time and rate (without process start-up).
     const summary = m.stdout.split('\n').find((l) => l.startsWith('imported ')) ?? tail(m.stdout, 1);
     if (m.code !== 0) throw new Error(`tailhouse import failed (exit ${m.code}): ${tail(m.stderr || m.stdout)}`);
-    const after = (await childResult<Fingerprint>(['--fingerprint', dataDir])).result;
+    const after = await target.fingerprint(dataDir);
     const rows = Number(after.rows);
     const check =
       run === 'first'
         ? `${fmt(rows)} rows${countNote(rows)}; ${compare(after, reference)}`
         : `${fmt(rows)} rows, ${same(after, before) ? 'unchanged' : '**changed**'}`;
     // The second run finds every byte checkpointed: its time is the fixed cost of a run, not a rate.
-    figures.push({ step: run === 'first' ? 'tailhouse import' : 'tailhouse import, again', what: `summary: ${summary}`, m, linesPerS: run === 'first' ? undefined : NaN, check });
+    figures.push({ step: run === 'first' ? target.step : `${target.step}, again`, what: `summary: ${summary}`, m, linesPerS: run === 'first' ? undefined : NaN, check });
     before = after;
   }
   return figures;
+}
+
+/**
+ * The import in server mode, as with a real deployment's servers: a scratch database on
+ * DATABASE_URL's PostgreSQL, and ClickHouse's HTTP interface from test/support in a process of its
+ * own (chDB behind a JavaScript HTTP front: its rate is not a ClickHouse server's, but the import
+ * process holds neither engine, which is what this step measures). Its figures, then the shim's
+ * over its whole life (the "server"); a note instead when PostgreSQL does not answer.
+ */
+async function benchServerImport(log: string, dir: string, reference?: Fingerprint): Promise<Figure[] | string> {
+  let database: Awaited<ReturnType<typeof freshDatabase>>;
+  try {
+    database = await freshDatabase(DATABASE_URL);
+  } catch (err) {
+    const at = new URL(DATABASE_URL);
+    return `server-import: skipped, no PostgreSQL at ${at.host}${at.pathname} (${(err as Error).message}); set BENCH_DATABASE_URL, or leave server-import out of BENCH_STEPS`;
+  }
+  let figures: Figure[];
+  let shim: Measured;
+  try {
+    const clickhouse = await spawnClickhouseHttp(path.join(dir, 'server-clickhouse'));
+    try {
+      figures = await benchImport(log, dir, reference, {
+        step: 'tailhouse import (SERVER MODE)',
+        dataDir: 'server-import',
+        env: { DATABASE_URL: database.url!, CLICKHOUSE_URL: clickhouse.url },
+        fingerprint: (dataDir) => fingerprint({ dataDir, clickhouseUrl: clickhouse.url }),
+      });
+    } finally {
+      shim = await stopMeasured(clickhouse.server);
+    }
+  } finally {
+    await database.drop();
+  }
+  const server: Figure = {
+    step: 'ClickHouse HTTP shim (the "server")',
+    what: "test/support/clickhouse-http.ts in a process of its own: chDB behind a JavaScript HTTP front, not a ClickHouse server; its whole life (start, migrations, both imports' inserts, the checks)",
+    m: shim,
+    linesPerS: NaN,
+    check: `exit ${shim.code ?? shim.signal} after SIGTERM`,
+  };
+  return [...figures, server];
+}
+
+/** bench/lib/clickhouse-http-server.ts on `dataDir`, measured from spawn to exit, once it has printed its URL. */
+async function spawnClickhouseHttp(dataDir: string): Promise<{ url: string; server: MeasuredChild }> {
+  let announce: (url: string) => void = () => {};
+  const url = new Promise<string>((resolve) => (announce = resolve));
+  const server = spawnMeasured(process.execPath, [...process.execArgv, CLICKHOUSE_HTTP, dataDir], {
+    cwd: ROOT,
+    onLine: (line) => {
+      if (line.startsWith('URL ')) announce(line.slice(4));
+    },
+  });
+  const exited = server.done.then((m) => {
+    throw new Error(`the ClickHouse HTTP interface exited (${m.code ?? m.signal}) before it listened: ${tail(m.stderr || m.stdout)}`);
+  });
+  return { url: await Promise.race([url, exited]), server };
+}
+
+/** SIGTERM, SIGKILL after 30 s; the child's figures once it has exited. */
+async function stopMeasured(c: MeasuredChild): Promise<Measured> {
+  c.child.kill('SIGTERM');
+  const killer = setTimeout(() => c.child.kill('SIGKILL'), 30_000);
+  try {
+    return await c.done;
+  } finally {
+    clearTimeout(killer);
+  }
 }
 
 async function benchLive(log: string, dir: string, reference?: Fingerprint): Promise<{ figure: Figure; lagMs: number; stopMs: number }> {
@@ -254,12 +357,9 @@ async function benchLive(log: string, dir: string, reference?: Fingerprint): Pro
   await waitFor(`${fmt(LINES)} inserted rows`, () => allInAt > 0);
 
   const stopAt = performance.now();
-  worker.child.kill('SIGTERM');
-  const killer = setTimeout(() => worker.child.kill('SIGKILL'), 30_000);
-  const m = await worker.done;
-  clearTimeout(killer);
+  const m = await stopMeasured(worker);
   const stopMs = performance.now() - stopAt;
-  const after = (await childResult<Fingerprint>(['--fingerprint', dataDir])).result;
+  const after = await EMBEDDED.fingerprint(dataDir);
   const rows = Number(after.rows);
   return {
     figure: {
@@ -326,6 +426,8 @@ function chdbVersion(): string {
 }
 
 const linesPerS = (f: Figure) => f.linesPerS ?? (LINES / f.m.wallMs) * 1000;
+/** An import's own rate from the summary in its `what` (without process start-up); NaN without one. */
+const ownRate = (f?: Figure) => Number(/\((\d+) lines\/s\)/.exec(f?.what ?? '')?.[1]);
 
 function printTable(figures: Figure[]): void {
   console.log('| step | lines/s | wall s | CPU s | peak RSS MB | peak anon MB | other load | rows | what |');
@@ -381,9 +483,13 @@ async function main(): Promise<void> {
     if (regexp) figures.push(regexp.figure);
 
     const cliReady = hasCommand('import') && hasCommand('ingest');
-    if (!cliReady && (STEPS.has('import') || STEPS.has('live'))) notes.push('import, live: skipped, `tailhouse import` / `tailhouse ingest` do not exist yet');
+    if (!cliReady && (STEPS.has('import') || STEPS.has('server-import') || STEPS.has('live')))
+      notes.push('import, server-import, live: skipped, `tailhouse import` / `tailhouse ingest` do not exist yet');
     const imports = cliReady ? await step('import', () => benchImport(log, dir, regexp?.reference)) : undefined;
     if (imports) figures.push(...imports);
+    const server = cliReady ? await step('server-import', () => benchServerImport(log, dir, regexp?.reference)) : undefined;
+    if (typeof server === 'string') notes.push(server);
+    else if (server) figures.push(...server);
     const live = cliReady ? await step('live', () => benchLive(log, dir, regexp?.reference)) : undefined;
     if (live) figures.push(live.figure);
 
@@ -392,8 +498,17 @@ async function main(): Promise<void> {
     const g = typeof goaccess === 'object' ? goaccess : undefined;
     ratio('tailhouse import vs goaccess', imports?.[0], g, 'target: > 1');
     ratio('tailhouse import vs ClickHouse Regexp', imports?.[0], regexp?.figure, 'target: ≥ 0.5, within 2×; whole process against the INSERT alone');
-    const own = Number(/\((\d+) lines\/s\)/.exec(imports?.[0]?.what ?? '')?.[1]);
+    const own = ownRate(imports?.[0]);
     if (own && regexp) console.log(`tailhouse import's own rate (its summary, without process start-up) vs ClickHouse Regexp: ${(own / linesPerS(regexp.figure)).toFixed(2)}×`);
+    if (Array.isArray(server)) {
+      const [first, , shim] = server;
+      const embedded = imports?.[0] ? `; embedded mode above: ${fmt(imports[0].m.peakRssMb)} MB` : '';
+      console.log(
+        `SERVER MODE (DATABASE_URL, CLICKHOUSE_URL; neither engine in the import process): import peak RSS ${fmt(first!.m.peakRssMb)} MB, anon ${fmt(first!.m.peakAnonMb)} MB (target ≤ 400 MB${embedded}); ` +
+          `${fmt(linesPerS(first!))} lines/s spawn to exit, ${fmt(ownRate(first))} own rate, through a JavaScript HTTP front to chDB (not a ClickHouse server's rate); ` +
+          `other load of the import counts the shim and PostgreSQL; the shim, in its own process: peak RSS ${fmt(shim!.m.peakRssMb)} MB, ${shim!.m.cpuS.toFixed(2)} CPU-s`,
+      );
+    }
     ratio('live ingest vs goaccess', live?.figure, g, 'no target');
     if (live) console.log(`live lag after the writer stopped: ${fmt(live.lagMs)} ms (target ≤ 2,000; resolution ${STATS_INTERVAL_MS} ms, the stats interval); worker stopped ${fmt(live.stopMs)} ms after SIGTERM`);
     for (const note of notes) console.log(`note: ${note}`);
@@ -405,5 +520,5 @@ async function main(): Promise<void> {
 
 const mode = process.argv[2];
 if (mode === '--regexp') console.log(`RESULT ${JSON.stringify(await regexpInsert(process.argv[3]!, process.argv[4]!))}`);
-else if (mode === '--fingerprint') console.log(`RESULT ${JSON.stringify(await fingerprint(process.argv[3]!))}`);
+else if (mode === '--fingerprint') console.log(`RESULT ${JSON.stringify(await fingerprint({ dataDir: process.argv[3]! }))}`);
 else await main();
