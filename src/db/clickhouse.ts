@@ -19,9 +19,9 @@ export function chdbOf(client: ClickHouseClient): ChdbExtension | undefined {
   return chdbHandles.get(client);
 }
 
-/** The rows of a query with bound `{name:Type}` parameters, as JSON objects. */
-export async function selectRows<T>(clickhouse: ClickHouseClient, query: string, params: Record<string, unknown>): Promise<T[]> {
-  const result = await clickhouse.query({ query, query_params: params, format: 'JSONEachRow' });
+/** The rows of a query with bound `{name:Type}` parameters, as JSON objects; `signal` cancels it. */
+export async function selectRows<T>(clickhouse: ClickHouseClient, query: string, params: Record<string, unknown>, signal?: AbortSignal): Promise<T[]> {
+  const result = await clickhouse.query({ query, query_params: params, format: 'JSONEachRow', abort_signal: signal });
   return result.json<T>();
 }
 

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { recordActivity, type ClientInfo } from '../activity/store.js';
 import type { Principal, Services } from '../context.js';
+import { selectRows } from '../db/clickhouse.js';
 import type { Db } from '../db/postgres.js';
 import { resolveDomain } from '../domains/service.js';
 import { ApiError, invalidField } from '../http/errors.js';
@@ -51,8 +52,7 @@ const downloadExpired = () => new ApiError(410, 'Download link expired');
 const tooMany = (message: string, retryAfterS: number) => new ApiError(429, message, undefined, { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterS))) });
 
 async function countRows(deps: Pick<Services, 'clickhouse'>, query: ClickhouseQuery): Promise<number> {
-  const result = await deps.clickhouse.query({ query: query.sql, query_params: query.params, format: 'JSONEachRow' });
-  const [row] = await result.json<{ n: string | number }>();
+  const [row] = await selectRows<{ n: string | number }>(deps.clickhouse, query.sql, query.params);
   return Number(row?.n ?? 0);
 }
 

@@ -27,7 +27,7 @@
  * Both: ids and sizes as plain numbers (all below 2^53), times as `2026-11-21T08:15:30.123Z`
  * (DateTime64(3, 'UTC') columns), responseTime in ms or null.
  */
-import { chdbOf, type ClickHouseClient } from '../db/clickhouse.js';
+import { chdbOf, selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { accessWhere, errorWhere, type AccessFilters, type ErrorFilters, type TimeRange } from '../logs/filters.js';
 import type { ExportFormat, ExportType } from './store.js';
 
@@ -175,8 +175,7 @@ export function daySlices(days: readonly number[], range: Required<TimeRange>): 
 
 async function exportDays(clickhouse: ClickHouseClient, plan: ExportPlan, signal: AbortSignal): Promise<number[]> {
   const query = exportDaysQuery(plan.domainId, plan.selection.type, plan.range);
-  const result = await clickhouse.query({ query: query.sql, query_params: query.params, format: 'JSONEachRow', abort_signal: signal });
-  return (await result.json<{ day: number | string }>()).map((r) => Number(r.day));
+  return (await selectRows<{ day: number | string }>(clickhouse, query.sql, query.params, signal)).map((r) => Number(r.day));
 }
 
 // ---------------------------------------------------------------------------------------------
