@@ -17,7 +17,7 @@ import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { claimLease, releaseLease } from '../db/leases.js';
 import type { Db } from '../db/postgres.js';
 import type { Logger } from '../log.js';
-import { inBuckets } from './stats.js';
+import { inBuckets, topsVersions } from './stats.js';
 
 export interface RollupOptions {
   /** Only hours touched by an insert in the last `lookbackS` seconds, or of the last 3 hours; null: all. */
@@ -42,19 +42,9 @@ export interface RollupRound {
 const BATCH = 500;
 const EVERYTHING_S = 100 * 365 * 86_400;
 
-/**
- * The requests the candidates' short top lists (access_tops) were built for, as `version`: 0 unless
- * all four lists are there, else the oldest list's (each list keeps its newest build).
- */
-const topsVersions = (span: 'hour' | 'day', column: string) => `
-  SELECT domain_id, bucket AS ${column}, if(count() = 4, min(requests), 0) AS version
-  FROM (
-    SELECT domain_id, bucket, dim, argMax(built_requests, built_at) AS requests
-    FROM access_tops
-    WHERE span = '${span}' AND (domain_id, bucket) IN (SELECT domain_id, ${column} FROM candidates)
-    GROUP BY domain_id, bucket, dim
-  )
-  GROUP BY domain_id, bucket`;
+/** The short lists' versions (topsVersions) of the candidates of one span, by (domain_id, `column`). */
+const candidateTops = (span: 'hour' | 'day', column: string) =>
+  `SELECT domain_id, bucket AS ${column}, version FROM (${topsVersions('domain_id, bucket', `span = '${span}' AND (domain_id, bucket) IN (SELECT domain_id, ${column} FROM candidates)`)})`;
 
 // Candidate buckets: written to lately (or recent), complete for `settle` seconds, inside the
 // retention; compared with what access_rollups holds for them.
@@ -75,7 +65,7 @@ LEFT JOIN (
   WHERE span = 'hour' AND dim = 'total' AND (domain_id, bucket) IN (SELECT domain_id, hour FROM candidates)
   GROUP BY domain_id, hour
 ) AS b USING (domain_id, hour)
-LEFT JOIN (${topsVersions('hour', 'hour')}) AS v USING (domain_id, hour)
+LEFT JOIN (${candidateTops('hour', 'hour')}) AS v USING (domain_id, hour)
 WHERE c.counted != b.requests OR c.counted != v.version
 ORDER BY c.hour DESC, c.domain_id
 LIMIT ${BATCH}`;
@@ -105,7 +95,7 @@ LEFT JOIN (
   WHERE span = 'day' AND dim = 'total' AND (domain_id, bucket) IN (SELECT domain_id, day FROM candidates)
   GROUP BY domain_id, day
 ) AS b USING (domain_id, day)
-LEFT JOIN (${topsVersions('day', 'day')}) AS v USING (domain_id, day)
+LEFT JOIN (${candidateTops('day', 'day')}) AS v USING (domain_id, day)
 WHERE (c.counted != b.requests OR c.counted != v.version) AND c.counted = h.requests
 ORDER BY c.day DESC, c.domain_id
 LIMIT ${BATCH}`;

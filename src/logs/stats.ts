@@ -145,10 +145,9 @@ export function planWindow(start: number, end: number, state: BuildState | null)
 
 /**
  * The build state of a window, without joins: the rows counted per whole hour; the built total
- * per whole hour and, with `days`, per whole day; and with `days` the short lists' versions, as
- * the requests they were built for, 0 unless all four lists are there (each list's newest build
- * counts). Rows: (span, bucket, counted, built); span 'counted', 'hour', 'day', 'tops-hour' or
- * 'tops-day'.
+ * per whole hour and, with `days`, per whole day; and with `days` the short lists' versions
+ * (topsVersions). Rows: (span, bucket, counted, built); span 'counted', 'hour', 'day', 'tops-hour'
+ * or 'tops-day'.
  */
 export const buildStateQuery = (days: boolean) => `
 SELECT 'counted' AS span, toUnixTimestamp(hour) AS bucket, sum(rows) AS counted, toUInt64(0) AS built FROM access_hour_rows
@@ -165,17 +164,30 @@ GROUP BY span, bucket${
   days
     ? `
 UNION ALL
-SELECT concat('tops-', toString(span)), toUnixTimestamp(bucket), 0, if(count() = 4, min(requests), 0)
-FROM (
-  SELECT span, bucket, dim, argMax(built_requests, built_at) AS requests FROM access_tops
-  WHERE domain_id = {domainId:UInt32}
+SELECT concat('tops-', toString(span)), toUnixTimestamp(bucket), 0, version
+FROM (${topsVersions(
+        'span, bucket',
+        `domain_id = {domainId:UInt32}
     AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
-      OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))
-  GROUP BY span, bucket, dim
-)
-GROUP BY span, bucket`
+      OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))`,
+      )})`
     : ''
 }`;
+
+/**
+ * Per bucket (`keys`, columns of access_tops) among the rows `where` picks: the requests its short
+ * top lists were built for, as `version`; 0 unless all four lists are there, else the oldest
+ * list's (each list counts with its newest build). Shared by the readers' build state and the
+ * builder's search for buckets to build again (src/logs/rollups.ts).
+ */
+export const topsVersions = (keys: string, where: string) => `
+  SELECT ${keys}, if(count() = 4, min(requests), 0) AS version
+  FROM (
+    SELECT ${keys}, dim, argMax(built_requests, built_at) AS requests FROM access_tops
+    WHERE ${where}
+    GROUP BY ${keys}, dim
+  )
+  GROUP BY ${keys}`;
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
