@@ -321,13 +321,14 @@ const CANDIDATES = 30;
  * - access_rollups: the other built buckets (all of them without `short`), as `in_edge`;
  * - access_logs over the raw ranges, each row once per list (referrers without ''), as `in_edge`.
  *
- * Per list and key: `requests` = in_short + in_edge, `errors` = in_edge (the exact count outside
- * the short lists), `rt_count` = the buckets whose short list holds the key, the first `limit` by
+ * Per list and key: `requests` = in_short + in_edge, `edge` = in_edge (the exact count outside
+ * the short lists), `listed_in` = the buckets whose short list holds the key, the first `limit` by
  * requests (tie-break: status codes as numbers, the others by their bytes). Without `short` that
  * is the exact top list; with it, the candidates.
  */
 const listsQuery = (c: PlanConditions, short: boolean, limit: number) => `
-SELECT list AS dim, key, sum(in_short) + sum(in_edge) AS requests, sum(in_edge) AS errors, 0 AS rt_sum, countIf(in_short > 0) AS rt_count, 0 AS visitors
+SELECT list AS dim, key, sum(in_short) + sum(in_edge) AS requests, sum(in_edge) AS edge, countIf(in_short > 0) AS listed_in,
+       0 AS errors, 0 AS rt_sum, 0 AS rt_count, 0 AS visitors
 FROM (
   ${unionAll([
     short &&
@@ -354,8 +355,8 @@ LIMIT ${limit} BY list`;
 
 /** Row dim 0 carries the totals; then the lists (listsQuery). */
 const figuresQuery = (c: PlanConditions, short: boolean) => `
-SELECT 0 AS dim, '' AS key, sum(requests) AS requests, sum(errors) AS errors, sum(rt_sum) AS rt_sum, sum(rt_count) AS rt_count,
-       uniqExactMerge(visitors) AS visitors
+SELECT 0 AS dim, '' AS key, sum(requests) AS requests, 0 AS edge, 0 AS listed_in, sum(errors) AS errors, sum(rt_sum) AS rt_sum,
+       sum(rt_count) AS rt_count, uniqExactMerge(visitors) AS visitors
 FROM (
   ${unionAll([
     c.built &&
@@ -370,10 +371,11 @@ FROM (
 UNION ALL
 ${listsQuery(c, short, short ? CANDIDATES + 1 : TOP_LIMIT)}`;
 
-/** The window's build state in the figures' row shape, as dim STATE_ROW: span as key, then bucket, counted, built. */
+/** The window's build state in the figures' row shape, as dim STATE_ROW: span as key, bucket as requests, counted as edge, built as errors. */
 const STATE_ROW = 20;
 const STATE_AS_FIGURES = `
-SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS errors, toUInt64(built) AS rt_sum, 0 AS rt_count, 0 AS visitors
+SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS edge, 0 AS listed_in, toUInt64(built) AS errors,
+       0 AS rt_sum, 0 AS rt_count, 0 AS visitors
 FROM (${buildStateQuery(true)})`;
 
 /** The figures of a plan (none when it reads nothing), and with `withState` the build state the plan was made for, read again. */
@@ -392,6 +394,8 @@ interface StatsRow {
   dim: number;
   key: string;
   requests: string | number;
+  edge: string | number;
+  listed_in: string | number;
   errors: string | number;
   rt_sum: string | number;
   rt_count: string | number;
@@ -453,7 +457,7 @@ const NUMERIC = (d: Dimension) => d.name === 'status';
  * The statistics of a planned window for one domain, and with `withState` the window's build state
  * as the same query read it (see queryWindowStats).
  */
-async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan: WindowPlan, withState: boolean): Promise<{ stats: WindowStats; state: BuildState }> {
+async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan: WindowPlan, withState: boolean): Promise<{ answer: WindowStats; state: BuildState }> {
   const conditions = planConditions(plan);
   const params = {
     ...buildStateParams(domainId, plan.start, plan.end),
@@ -473,9 +477,9 @@ async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan:
   for (const row of rows) {
     const dim = Number(row.dim);
     if (dim === 0) totals = row;
-    else if (dim === STATE_ROW) stateRows.push({ span: row.key, bucket: row.requests, counted: row.errors, built: row.rt_sum });
+    else if (dim === STATE_ROW) stateRows.push({ span: row.key, bucket: row.requests, counted: row.edge, built: row.errors });
     else if (dim > 10) candidates.get(dim - 10)!.threshold = Number(row.requests);
-    else if (short) candidates.get(dim)!.proposed.push({ key: row.key, proposed: Number(row.requests), edge: Number(row.errors), listedIn: Number(row.rt_count) });
+    else if (short) candidates.get(dim)!.proposed.push({ key: row.key, proposed: Number(row.requests), edge: Number(row.edge), listedIn: Number(row.listed_in) });
     else lists.get(dim)!.push({ key: row.key, count: Number(row.requests) });
   }
   if (short) {
@@ -512,7 +516,7 @@ async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan:
   const share = (count: number) => percentageOf(count, total);
   const list = (d: Dimension) => topOf(lists.get(d.dim)!, NUMERIC(d));
   const [url, status, agent, referrer] = DIMENSIONS;
-  const stats: WindowStats = {
+  const answer: WindowStats = {
     totalRequests: total,
     uniqueVisitors: Number(totals?.visitors ?? 0),
     averageResponseTime: meanOf(Number(totals?.rt_sum ?? 0), Number(totals?.rt_count ?? 0)),
@@ -522,7 +526,7 @@ async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan:
     topUserAgents: list(agent).map((e) => ({ userAgent: e.key, requests: e.count, percentage: share(e.count) })),
     topReferrers: list(referrer).map((e) => ({ referrer: e.key, requests: e.count, percentage: share(e.count) })),
   };
-  return { stats, state: buildStateOf(stateRows) };
+  return { answer, state: buildStateOf(stateRows) };
 }
 
 /**
@@ -532,15 +536,12 @@ async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan:
  * tests and the benchmark).
  */
 export async function queryWindowStats(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, rollups = true): Promise<WindowStats> {
-  if (!rollups) return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), false)).stats;
+  if (!rollups) return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), false)).answer;
   const b = windowBuckets(start, end);
   return readWithKnownPlan(clickhouse, `stats:${domainId}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}`, {
     readState: () => queryBuildState(clickhouse, domainId, start, end),
     plan: (state) => planWindow(start, end, state),
-    run: async (plan) => {
-      const { stats, state } = await statsOfPlan(clickhouse, domainId, plan, true);
-      return { answer: stats, state };
-    },
+    run: (plan) => statsOfPlan(clickhouse, domainId, plan, true),
   });
 }
 
