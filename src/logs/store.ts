@@ -141,43 +141,28 @@ async function pageOf<R>(
   const order = 'ORDER BY timestamp DESC, id DESC';
   const w = filter.where;
   if (page.hours) {
-    // The page starts in the hour where the matches counted from the newest reach the offset: read
-    // from that hour's end, skipping only the matches of that hour before the page.
     const total = page.hours.reduce((sum, h) => sum + h.count, 0);
-    let before = 0;
-    let start: HourCount | undefined;
-    for (const h of page.hours) {
-      if (before + h.count > page.offset) {
-        start = h;
-        break;
-      }
-      before += h.count;
-    }
-    if (!start) return { rows: [], total };
-    // … and the page ends in the hour where they reach offset + limit (or in the oldest one).
-    let reached = before;
-    let end = start;
-    for (const h of page.hours.slice(page.hours.indexOf(start))) {
-      end = h;
-      if ((reached += h.count) >= page.offset + page.limit) break;
-    }
-    const from = `timestamp < fromUnixTimestamp64Milli(${p.bind('Int64', start.hour + 3_600_000)}, 'UTC')`;
-    const to = `timestamp >= fromUnixTimestamp64Milli(${p.bind('Int64', end.hour)}, 'UTC')`;
-    const query = `SELECT ${columns} FROM ${table} WHERE ${w} AND ${from} AND ${to} ${order} LIMIT ${limit} OFFSET ${p.bind('UInt64', page.offset - before)}`;
+    const span = pageHours(page.hours, page.offset, page.limit);
+    if (!span) return { rows: [], total };
+    const from = `timestamp < fromUnixTimestamp64Milli(${p.bind('Int64', span.newest + 3_600_000)}, 'UTC')`;
+    const to = `timestamp >= fromUnixTimestamp64Milli(${p.bind('Int64', span.oldest)}, 'UTC')`;
+    const query = `SELECT ${columns} FROM ${table} WHERE ${w} AND ${from} AND ${to} ${order} LIMIT ${limit} OFFSET ${p.bind('UInt64', page.offset - span.before)}`;
     return { rows: await selectRows<R>(clickhouse, query, { ...filter.params, ...p.values }), total };
   }
   const total = `(SELECT count() FROM ${table} WHERE ${w}) AS total`;
   const hint = page.keyOnly ? page.rowsByHour : undefined;
-  // The WITH clause of the hint, and the bound it puts on the reads.
-  const lo = hint ? `${newestHoursHolding(p, hint.domainId, page.offset + page.limit, hint.endDate)} AS lo, ` : '';
+  // The hint's scalar subquery, and the bound it puts on the reads.
+  const lo = hint ? [`${newestHoursHolding(p, hint.domainId, page.offset + page.limit, hint.endDate)} AS lo`] : [];
   const bounded = hint ? `${w} AND timestamp >= lo` : w;
-  let query = `${lo ? `WITH ${lo.slice(0, -2)} ` : ''}SELECT ${columns}, ${total} FROM ${table} WHERE ${bounded} ${order} LIMIT ${limit}`;
+  let query = `${withClause(lo)}SELECT ${columns}, ${total} FROM ${table} WHERE ${bounded} ${order} LIMIT ${limit}`;
   if (page.offset > 0 && page.keyOnly) {
     const offset = p.bind('UInt64', page.offset);
     query =
-      `WITH ${lo}(SELECT timestamp FROM ${table} WHERE ${bounded} ORDER BY timestamp DESC LIMIT 1 OFFSET ${offset}) AS bt, ` +
-      `(SELECT count() FROM ${table} WHERE ${w} AND timestamp > bt) AS above ` +
-      `SELECT ${columns}, ${total} FROM ${table} WHERE ${bounded} AND timestamp <= bt ${order} LIMIT ${limit} OFFSET ${offset} - above`;
+      withClause([
+        ...lo,
+        `(SELECT timestamp FROM ${table} WHERE ${bounded} ORDER BY timestamp DESC LIMIT 1 OFFSET ${offset}) AS bt`,
+        `(SELECT count() FROM ${table} WHERE ${w} AND timestamp > bt) AS above`,
+      ]) + `SELECT ${columns}, ${total} FROM ${table} WHERE ${bounded} AND timestamp <= bt ${order} LIMIT ${limit} OFFSET ${offset} - above`;
   } else if (page.offset > 0) {
     query =
       `WITH (SELECT (timestamp, id) FROM ${table} WHERE ${w} ${order} LIMIT 1 OFFSET ${p.bind('UInt64', page.offset)}) AS boundary ` +
@@ -192,6 +177,28 @@ async function pageOf<R>(
   if (rows.length > 0) return { rows, total: Number(rows[0]!.total) };
   if (page.offset === 0) return { rows, total: 0 };
   return { rows, total: await countOf(clickhouse, table, filter) };
+}
+
+const withClause = (items: string[]) => (items.length > 0 ? `WITH ${items.join(', ')} ` : '');
+
+/**
+ * The hours (starts, epoch ms) a page lies in, from the matches per hour (newest first): it starts
+ * in the hour where the matches counted from the newest pass `offset` (`before` of them lie in
+ * newer hours) and ends in the hour where they reach offset + limit, or in the oldest one. Null
+ * past the last match.
+ */
+function pageHours(hours: HourCount[], offset: number, limit: number): { newest: number; oldest: number; before: number } | null {
+  let seen = 0;
+  let span: { newest: number; oldest: number; before: number } | null = null;
+  for (const h of hours) {
+    if (!span && seen + h.count > offset) span = { newest: h.hour, oldest: h.hour, before: seen };
+    seen += h.count;
+    if (span) {
+      span.oldest = h.hour;
+      if (seen >= offset + limit) break;
+    }
+  }
+  return span;
 }
 
 async function countOf(clickhouse: ClickHouseClient, table: Table, filter: SqlFilter): Promise<number> {
