@@ -35,7 +35,7 @@ import { chdbOf, migrateClickhouse, openClickhouse, type ClickHouseClient } from
 import { createLogger } from '../src/log.js';
 import { freshDatabase } from '../test/support/app.js';
 import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
-import { killAll, spawnMeasured, type Measured, type MeasuredChild } from './lib/measure.js';
+import { killAll, spawnMeasured, stopMeasured, type Measured, type MeasuredChild } from './lib/measure.js';
 
 const LINES = Number(process.env.BENCH_LINES ?? 1_000_000);
 const STEPS = new Set((process.env.BENCH_STEPS ?? 'goaccess,regexp,import,server-import,live').split(',').map((s) => s.trim()));
@@ -298,17 +298,6 @@ async function spawnClickhouseHttp(dataDir: string): Promise<{ url: string; serv
     throw new Error(`the ClickHouse HTTP interface exited (${m.code ?? m.signal}) before it listened: ${tail(m.stderr || m.stdout)}`);
   });
   return { url: await Promise.race([url, exited]), server };
-}
-
-/** SIGTERM, SIGKILL after 30 s; the child's figures once it has exited. */
-async function stopMeasured(c: MeasuredChild): Promise<Measured> {
-  c.child.kill('SIGTERM');
-  const killer = setTimeout(() => c.child.kill('SIGKILL'), 30_000);
-  try {
-    return await c.done;
-  } finally {
-    clearTimeout(killer);
-  }
 }
 
 async function benchLive(log: string, dir: string, reference?: Fingerprint): Promise<{ figure: Figure; lagMs: number; stopMs: number }> {

@@ -49,6 +49,20 @@ function killGroup(child: ChildProcess): void {
   }
 }
 
+/** SIGTERM, and `kill` after 30 s unless `exited` has settled by then; what `exited` gives. */
+export async function terminate<T>(child: ChildProcess, exited: Promise<T>, kill: () => void): Promise<T> {
+  child.kill('SIGTERM');
+  const killer = setTimeout(kill, 30_000);
+  try {
+    return await exited;
+  } finally {
+    clearTimeout(killer);
+  }
+}
+
+/** A measured child stopped with SIGTERM (SIGKILL after 30 s): its figures once it has exited. */
+export const stopMeasured = (c: MeasuredChild): Promise<Measured> => terminate(c.child, c.done, () => c.child.kill('SIGKILL'));
+
 /** Ends every child still running (their process groups): on a failure or Ctrl-C. */
 export function killAll(): void {
   for (const child of running) killGroup(child);

@@ -9,6 +9,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../test/support/ports.js';
+import { terminate } from './measure.js';
 import { sleep, tail } from './util.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -87,11 +88,7 @@ export async function startServer(env: NodeJS.ProcessEnv, options: { detached?: 
 export async function stopServer(s: Server): Promise<number> {
   const started = performance.now();
   if (s.child.exitCode !== null || s.child.signalCode !== null) return 0;
-  const exited = new Promise((r) => s.child.once('exit', r));
-  s.child.kill('SIGTERM');
-  const killer = setTimeout(() => killServer(s), 30_000);
-  await exited;
-  clearTimeout(killer);
+  await terminate(s.child, new Promise((r) => s.child.once('exit', r)), () => killServer(s));
   return performance.now() - started;
 }
 
