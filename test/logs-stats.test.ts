@@ -340,9 +340,8 @@ describe('rollups', () => {
   /** Deletes a bucket's short top lists, as if the builder had died before writing them. */
   async function deleteTops(domainId: number, span: 'hour' | 'day', bucket: number): Promise<void> {
     await t.runtime.clickhouse.command({
-      query: "DELETE FROM access_tops WHERE domain_id = {d:UInt32} AND span = {span:String} AND bucket = toDateTime({bucket:UInt32}, 'UTC')",
+      query: "DELETE FROM access_tops WHERE domain_id = {d:UInt32} AND span = {span:String} AND bucket = toDateTime({bucket:UInt32}, 'UTC') SETTINGS lightweight_deletes_sync = 2",
       query_params: { d: domainId, span, bucket: bucket / 1000 },
-      clickhouse_settings: { mutations_sync: '2' },
     });
   }
 
@@ -415,6 +414,10 @@ describe('rollups', () => {
     const domain = await createDomain('twice.example.com', alice.id);
     const entries = generate(13, 2_000, true).filter((e) => e.t < NOW);
     await importEntries(domain.name, entries, FORMAT);
+    // chDB keeps settings given with a query as the session's: the builder's must stay in its own statements.
+    const sessionSettings = () => select(t.runtime.clickhouse, "SELECT getSetting('max_threads') AS threads, getSetting('lightweight_deletes_sync') AS deletes", {});
+    await t.runtime.clickhouse.command({ query: 'SET max_threads = 3' });
+    await t.runtime.clickhouse.command({ query: 'SET lightweight_deletes_sync = 1' });
     await buildAll();
     // What a second builder would add: the same difference again, for one day and one of its hours.
     const day = Math.floor((NOW - 3 * DAY) / DAY) * DAY;
@@ -430,6 +433,10 @@ describe('rollups', () => {
     await expectWindowsExact(domain.id, entries, [[NOW - 7 * DAY, NOW], [day + 10, busyHour + HOUR + 10]]);
     const round = await buildAll();
     expect(round.repaired).toBe(2);
+    const settings = await sessionSettings();
+    await t.runtime.clickhouse.command({ query: 'SET max_threads = DEFAULT' });
+    await t.runtime.clickhouse.command({ query: 'SET lightweight_deletes_sync = DEFAULT' });
+    expect(settings).toEqual([{ threads: 3, deletes: 1 }]);
     expect(await builtSpans(domain.id)).toEqual([
       { span: 'hour', n: complete(entries, HOUR) },
       { span: 'day', n: complete(entries, DAY) },

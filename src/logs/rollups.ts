@@ -108,6 +108,14 @@ const held = (span: 'hour' | 'day') => `
   WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND ${inBuckets('bucket', 'buckets')}
   GROUP BY bucket, dim, key`;
 
+/**
+ * One thread per build statement: the builder is background work beside the API and ingest, and
+ * one thread's hash tables are half the memory. A SETTINGS clause, never `clickhouse_settings`:
+ * chDB's connection turns those into SET statements that stay on the session, and every later
+ * query of the process (the API's too) would run on one thread.
+ */
+const BUILD_SETTINGS = 'SETTINGS max_threads = 1';
+
 /** Writes `fresh` (the buckets' figures by bucket, dim and key) minus what the buckets hold. */
 const writeDifference = (span: 'hour' | 'day', fresh: string) => `
 INSERT INTO access_rollups (domain_id, span, dim, bucket, key, requests, errors, response_time_sum, response_time_count, visitors)
@@ -115,7 +123,8 @@ SELECT {domainId:UInt32}, '${span}', dim, bucket, key,
        fresh.requests - held.requests, fresh.errors - held.errors, fresh.rt_sum - held.rt_sum, fresh.rt_count - held.rt_count, fresh.visitors
 FROM (${fresh}) AS fresh
 LEFT JOIN (${held(span)}) AS held USING (bucket, dim, key)
-WHERE fresh.requests > held.requests`;
+WHERE fresh.requests > held.requests
+${BUILD_SETTINGS}`;
 
 /**
  * Hours of one domain from their rows, in one read: ARRAY JOIN gives each row its total entry
@@ -185,12 +194,15 @@ LEFT JOIN (
     GROUP BY list, bucket, key
   )
   GROUP BY list, bucket
-) AS keyed USING (list, bucket)`;
+) AS keyed USING (list, bucket)
+${BUILD_SETTINGS}`;
 
 const BUILD_TOPS = { hour: buildTops('hour'), day: buildTops('day') } as const;
 
+// Waits until the rows are gone: the rebuild that follows must not see them.
 const DELETE_BUCKETS = `DELETE FROM access_rollups
-WHERE domain_id = {domainId:UInt32} AND span = {span:String} AND ${inBuckets('bucket', 'buckets')}`;
+WHERE domain_id = {domainId:UInt32} AND span = {span:String} AND ${inBuckets('bucket', 'buckets')}
+SETTINGS lightweight_deletes_sync = 2`;
 
 interface DirtyBucket {
   domain_id: number;
@@ -211,8 +223,6 @@ const dirtyBuckets = (clickhouse: ClickHouseClient, query: string, options: Roll
 const ROWS_PER_BUILD = 200_000;
 /** Days one build statement takes at most (a day reads its hours' rows for every key). */
 const DAYS_PER_BUILD = 1;
-/** One thread per build statement: the builder is background work beside the API and ingest, and one thread's hash tables are half the memory. */
-const BUILD_SETTINGS = { max_threads: 1 } as const;
 
 /** Groups of one domain's buckets (newest first as listed), each within one statement's limits. */
 function buildGroups(span: 'hour' | 'day', dirty: DirtyBucket[]): DirtyBucket[][] {
@@ -245,13 +255,13 @@ async function buildGroup(clickhouse: ClickHouseClient, span: 'hour' | 'day', gr
   const buckets = group.map((b) => Number(b.bucket));
   const overcounted = group.filter((b) => BigInt(b.built) > BigInt(b.counted)).map((b) => Number(b.bucket));
   if (overcounted.length > 0) {
-    await clickhouse.command({ query: DELETE_BUCKETS, query_params: { domainId, span, buckets: overcounted }, clickhouse_settings: { mutations_sync: '2' } });
+    await clickhouse.command({ query: DELETE_BUCKETS, query_params: { domainId, span, buckets: overcounted } });
   }
   const fromS = Math.min(...buckets);
   const toS = Math.max(...buckets) + unit;
   const params = { domainId, buckets, fromS, toS, fromMs: fromS * 1000, toMs: toS * 1000 };
-  await clickhouse.command({ query: span === 'hour' ? BUILD_HOURS : BUILD_DAYS, query_params: params, clickhouse_settings: BUILD_SETTINGS });
-  await clickhouse.command({ query: BUILD_TOPS[span], query_params: params, clickhouse_settings: BUILD_SETTINGS });
+  await clickhouse.command({ query: span === 'hour' ? BUILD_HOURS : BUILD_DAYS, query_params: params });
+  await clickhouse.command({ query: BUILD_TOPS[span], query_params: params });
   return overcounted.length;
 }
 
