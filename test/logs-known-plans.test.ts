@@ -3,9 +3,9 @@
  * how often at most, and how much it keeps. The end-to-end cases (late lines, buckets built between
  * two requests) are in logs-stats.test.ts and logs-listing.test.ts.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ClickHouseClient } from '../src/db/clickhouse.js';
-import { readWithKnownPlan, type PlannedRead } from '../src/logs/known-plans.js';
+import { readWithKnownPlan, REFRESH_MS, type PlannedRead } from '../src/logs/known-plans.js';
 import { emptyBuildState, type BuildState } from '../src/logs/stats.js';
 
 /** Only a key for the kept states: these reads never query. */
@@ -37,6 +37,10 @@ function reader(found: BuildState[], initial = found[0]!) {
   };
   return { read, calls };
 }
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe('readWithKnownPlan', () => {
   it('reads the state first only for a new key; then plans from the state the last query read', async () => {
@@ -70,6 +74,39 @@ describe('readWithKnownPlan', () => {
     const busy = reader([stateOf(2), stateOf(3), stateOf(4), stateOf(5)], stateOf(1));
     expect(await readWithKnownPlan(client(), 'k', busy.read)).toBe('answer of plan 3');
     expect(busy.calls.run).toEqual([1, 2, 3]);
+  });
+
+  it('between refreshes a query reads the counts only; a state older than REFRESH_MS is read whole beside the figures', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const stateWith = (counted: number, built: number) => {
+      const state = emptyBuildState();
+      state.counted.set(0, counted);
+      state.builtHours.set(0, built);
+      return state;
+    };
+    const runs: [string, boolean][] = [];
+    // The query always finds hour 0 built 9 times; a read of the counts only must not take that from it.
+    const read: PlannedRead<string, string> = {
+      readState: async () => stateWith(1, 1),
+      plan: (state) => `${state.counted.get(0)}/${state.builtHours.get(0)}`,
+      run: async (plan, whole) => {
+        runs.push([plan, whole]);
+        return { answer: plan, state: stateWith(1, 9) };
+      },
+    };
+    const ch = client();
+    expect(await readWithKnownPlan(ch, 'k', read)).toBe('1/1');
+    expect(await readWithKnownPlan(ch, 'k', read)).toBe('1/1');
+    vi.setSystemTime(Date.now() + REFRESH_MS + 1);
+    expect(await readWithKnownPlan(ch, 'k', read)).toBe('1/9');
+    expect(await readWithKnownPlan(ch, 'k', read)).toBe('1/9');
+    expect(runs).toEqual([
+      ['1/1', false],
+      ['1/1', false],
+      ['1/1', true],
+      ['1/9', false],
+      ['1/9', false],
+    ]);
   });
 
   it('keeps about 200,000 bucket entries per client, dropping the least recently used state first', async () => {

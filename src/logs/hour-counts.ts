@@ -57,9 +57,9 @@ export async function statusMatchesByHour(
   if (from > to) return [];
   const b = windowBuckets(from, to);
   return readWithKnownPlan(clickhouse, `hours:${domainId}:${b.hourFrom}:${b.hourTo}`, {
-    readState: () => queryBuildState(clickhouse, domainId, from, to, { days: false }),
+    readState: () => queryBuildState(clickhouse, domainId, from, to, 'hours'),
     plan: (state) => planHours(range, state),
-    run: async (plan) => {
+    run: async (plan, whole) => {
       const p = new Params('h');
       const codes = statusCondition(statusCodes, p);
       const pieces = plan ? planConditions(plan) : { built: null, raw: null, params: {} };
@@ -78,7 +78,7 @@ GROUP BY bucket`,
 FROM access_logs
 WHERE domain_id = {domainId:UInt32} AND (${pieces.raw}) AND ${codes}
 GROUP BY hour`,
-        `SELECT span AS kind, bucket AS hour, counted AS n, built FROM (${buildStateQuery(false)})`,
+        `SELECT span AS kind, bucket AS hour, counted AS n, built FROM (${buildStateQuery(whole ? 'hours' : 'counted')})`,
       ]);
       const rows = await selectRows<CountRow>(clickhouse, query, { ...buildStateParams(domainId, from, to), ...pieces.params, ...p.values });
       // Built hours and raw ranges are disjoint; a raw range yields each hour it spans.

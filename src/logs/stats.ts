@@ -143,36 +143,40 @@ export function planWindow(start: number, end: number, state: BuildState | null)
   return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, listed };
 }
 
+/** The given SELECTs as one UNION ALL, leaving out the pieces a plan does not have. */
+export const unionAll = (selects: (string | null | false)[]) => selects.filter((q): q is string => typeof q === 'string').join('\nUNION ALL\n');
+
 /**
- * The build state of a window, without joins: the rows counted per whole hour; the built total
- * per whole hour and, with `days`, per whole day; and with `days` the short lists' versions
- * (topsVersions). Rows: (span, bucket, counted, built); span 'counted', 'hour', 'day', 'tops-hour'
- * or 'tops-day'.
+ * What a build-state read covers: the rows counted per whole hour only; with them the built total
+ * per whole hour; or everything, adding the built total per whole day and the short lists' versions.
  */
-export const buildStateQuery = (days: boolean) => `
-SELECT 'counted' AS span, toUnixTimestamp(hour) AS bucket, sum(rows) AS counted, toUInt64(0) AS built FROM access_hour_rows
+export type StateParts = 'counted' | 'hours' | 'all';
+
+/**
+ * The build state of a window (`parts` of it), without joins. Rows: (span, bucket, counted,
+ * built); span 'counted', 'hour', 'day', 'tops-hour' or 'tops-day'.
+ */
+export const buildStateQuery = (parts: StateParts) => unionAll([
+  `SELECT 'counted' AS span, toUnixTimestamp(hour) AS bucket, sum(rows) AS counted, toUInt64(0) AS built FROM access_hour_rows
 WHERE domain_id = {domainId:UInt32} AND hour >= toDateTime({hourFrom:UInt32}, 'UTC') AND hour < toDateTime({hourTo:UInt32}, 'UTC')
-GROUP BY hour
-UNION ALL
-SELECT toString(span), toUnixTimestamp(bucket), 0, sum(requests) FROM access_rollups
+GROUP BY hour`,
+  parts !== 'counted' &&
+    `SELECT toString(span), toUnixTimestamp(bucket), 0, sum(requests) FROM access_rollups
 WHERE domain_id = {domainId:UInt32} AND dim = 'total'
   AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))${
-    days ? `
+    parts === 'all' ? `
     OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC'))` : ''
   })
-GROUP BY span, bucket${
-  days
-    ? `
-UNION ALL
-SELECT concat('tops-', toString(span)), toUnixTimestamp(bucket), 0, version
+GROUP BY span, bucket`,
+  parts === 'all' &&
+    `SELECT concat('tops-', toString(span)), toUnixTimestamp(bucket), 0, version
 FROM (${topsVersions(
-        'span, bucket',
-        `domain_id = {domainId:UInt32}
+      'span, bucket',
+      `domain_id = {domainId:UInt32}
     AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
       OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))`,
-      )})`
-    : ''
-}`;
+    )})`,
+]);
 
 /**
  * Per bucket (`keys`, columns of access_tops) among the rows `where` picks: the requests its short
@@ -225,12 +229,9 @@ export function buildStateOf(rows: BuildStateRow[]): BuildState {
   return state;
 }
 
-/**
- * The build state of [start, end]'s whole hours, and with `days` (the default) of its whole days
- * and of the short lists; without, the plan reads whole hours only and those reads are left out.
- */
-export async function queryBuildState(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, { days = true } = {}): Promise<BuildState> {
-  const rows = await selectRows<BuildStateRow>(clickhouse, buildStateQuery(days), buildStateParams(domainId, start, end));
+/** The build state of [start, end]: all of it by default; 'hours' for a plan that reads whole hours only. */
+export async function queryBuildState(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, parts: StateParts = 'all'): Promise<BuildState> {
+  const rows = await selectRows<BuildStateRow>(clickhouse, buildStateQuery(parts), buildStateParams(domainId, start, end));
   return buildStateOf(rows);
 }
 
@@ -294,9 +295,6 @@ export function planConditions(plan: WindowPlan): PlanConditions {
     params,
   };
 }
-
-/** The given SELECTs as one UNION ALL, leaving out the pieces a plan does not have. */
-export const unionAll = (selects: (string | null | false)[]) => selects.filter((q): q is string => typeof q === 'string').join('\nUNION ALL\n');
 
 const DOMAIN = 'domain_id = {domainId:UInt32}';
 
@@ -373,13 +371,14 @@ ${listsQuery(c, short, short ? CANDIDATES + 1 : TOP_LIMIT)}`;
 
 /** The window's build state in the figures' row shape, as dim STATE_ROW: span as key, bucket as requests, counted as edge, built as errors. */
 const STATE_ROW = 20;
-const STATE_AS_FIGURES = `
+const stateAsFigures = (parts: StateParts) => `
 SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS edge, 0 AS listed_in, toUInt64(built) AS errors,
        0 AS rt_sum, 0 AS rt_count, 0 AS visitors
-FROM (${buildStateQuery(true)})`;
+FROM (${buildStateQuery(parts)})`;
 
-/** The figures of a plan (none when it reads nothing), and with `withState` the build state the plan was made for, read again. */
-const statsQuery = (c: PlanConditions, short: boolean, withState: boolean) => unionAll([(c.built !== null || c.raw !== null) && figuresQuery(c, short), withState && STATE_AS_FIGURES]);
+/** The figures of a plan (none when it reads nothing), and with `state` those parts of the build state, read again. */
+const statsQuery = (c: PlanConditions, short: boolean, state: StateParts | null) =>
+  unionAll([(c.built !== null || c.raw !== null) && figuresQuery(c, short), state !== null && stateAsFigures(state)]);
 
 /** The candidates' counts in the listed buckets' full rows. */
 const listedCountsQuery = (c: PlanConditions) => `
@@ -454,10 +453,10 @@ export function provenTop(candidates: Candidates, listedCounts: Map<string, numb
 const NUMERIC = (d: Dimension) => d.name === 'status';
 
 /**
- * The statistics of a planned window for one domain, and with `withState` the window's build state
- * as the same query read it (see queryWindowStats).
+ * The statistics of a planned window for one domain, and with `state` those parts of the window's
+ * build state as the same query read them (see queryWindowStats).
  */
-async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan: WindowPlan, withState: boolean): Promise<{ answer: WindowStats; state: BuildState }> {
+async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan: WindowPlan, state: StateParts | null): Promise<{ answer: WindowStats; state: BuildState }> {
   const conditions = planConditions(plan);
   const params = {
     ...buildStateParams(domainId, plan.start, plan.end),
@@ -468,7 +467,7 @@ async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan:
   const select = <Row = StatsRow>(query: string, extra: Record<string, unknown> = {}) => selectRows<Row>(clickhouse, query, { ...params, ...extra });
   const listedBuckets = plan.listed.days.length + plan.listed.hours.length;
   const short = listedBuckets > 0;
-  const query = statsQuery(conditions, short, withState);
+  const query = statsQuery(conditions, short, state);
   const rows = query ? await select(query) : [];
   const stateRows: BuildStateRow[] = [];
   const lists = new Map<number, TopEntry[]>(DIMENSIONS.map((d) => [d.dim, []]));
@@ -536,12 +535,12 @@ async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan:
  * tests and the benchmark).
  */
 export async function queryWindowStats(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, rollups = true): Promise<WindowStats> {
-  if (!rollups) return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), false)).answer;
+  if (!rollups) return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), null)).answer;
   const b = windowBuckets(start, end);
   return readWithKnownPlan(clickhouse, `stats:${domainId}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}`, {
     readState: () => queryBuildState(clickhouse, domainId, start, end),
     plan: (state) => planWindow(start, end, state),
-    run: (plan) => statsOfPlan(clickhouse, domainId, plan, true),
+    run: (plan, whole) => statsOfPlan(clickhouse, domainId, plan, whole ? 'all' : 'counted'),
   });
 }
 
