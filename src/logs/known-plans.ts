@@ -1,5 +1,5 @@
 /**
- * One light query per request for reads planned from the rollups' build state (stats.ts, hour-counts.ts).
+ * One light query per request for reads planned from the rollups' build state (stats.ts).
  *
  * Such a read needs the build state to choose, bucket by bucket, rollups or raw rows, and then the
  * figures: two round trips, and chDB runs queries one at a time per process, each paying several

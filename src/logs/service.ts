@@ -20,7 +20,7 @@ export async function listAccessLogs(deps: Deps, principal: Principal, domainId:
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
   const others = Boolean(query.ipAddress) || query.url !== undefined || Boolean(query.method);
   const keyOnly = !query.statusCode && !others;
-  // A status filter alone is counted per hour from the rollups (hour-counts.ts).
+  // A status filter alone is counted per hour from the status codes each insert counted (hour-counts.ts).
   const hours = query.statusCode && !others ? await statusMatchesByHour(deps.clickhouse, domainId, query.statusCode, query) : undefined;
   const rowsByHour = keyOnly ? { domainId, endDate: query.endDate } : undefined;
   const { rows, total } = await listAccessEntries(deps.clickhouse, accessWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly, hours, rowsByHour });

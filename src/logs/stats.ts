@@ -147,26 +147,24 @@ export function planWindow(start: number, end: number, state: BuildState | null)
 export const unionAll = (selects: (string | null | false)[]) => selects.filter((q): q is string => typeof q === 'string').join('\nUNION ALL\n');
 
 /**
- * What a build-state read covers: the rows counted per whole hour only; with them the built total
- * per whole hour; or everything, adding the built total per whole day and the short lists' versions.
+ * What a build-state read covers: the rows counted per whole hour only, or everything (adding the
+ * built totals per whole hour and day, and the short lists' versions).
  */
-export type StateParts = 'counted' | 'hours' | 'all';
+type StateParts = 'counted' | 'all';
 
 /**
  * The build state of a window (`parts` of it), without joins. Rows: (span, bucket, counted,
  * built); span 'counted', 'hour', 'day', 'tops-hour' or 'tops-day'.
  */
-export const buildStateQuery = (parts: StateParts) => unionAll([
+const buildStateQuery = (parts: StateParts) => unionAll([
   `SELECT 'counted' AS span, toUnixTimestamp(hour) AS bucket, sum(rows) AS counted, toUInt64(0) AS built FROM access_hour_rows
 WHERE domain_id = {domainId:UInt32} AND hour >= toDateTime({hourFrom:UInt32}, 'UTC') AND hour < toDateTime({hourTo:UInt32}, 'UTC')
 GROUP BY hour`,
-  parts !== 'counted' &&
+  parts === 'all' &&
     `SELECT toString(span), toUnixTimestamp(bucket), 0, sum(requests) FROM access_rollups
 WHERE domain_id = {domainId:UInt32} AND dim = 'total'
-  AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))${
-    parts === 'all' ? `
-    OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC'))` : ''
-  })
+  AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
+    OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))
 GROUP BY span, bucket`,
   parts === 'all' &&
     `SELECT concat('tops-', toString(span)), toUnixTimestamp(bucket), 0, version
@@ -205,7 +203,7 @@ export const inBuckets = (column: string, param: string) =>
   ` AND ${column} IN arrayMap(x -> toDateTime(x, 'UTC'), {${param}:Array(UInt32)}))`;
 
 /** A build-state row: a bucket's span ('counted', 'hour', 'day', 'tops-hour', 'tops-day'), start (seconds) and figures. */
-export interface BuildStateRow {
+interface BuildStateRow {
   span: string;
   bucket: number | string;
   counted: number | string;
@@ -213,12 +211,12 @@ export interface BuildStateRow {
 }
 
 /** The build-state query's parameters for [start, end]. */
-export const buildStateParams = (domainId: number, start: number, end: number) => {
+const buildStateParams = (domainId: number, start: number, end: number) => {
   const b = windowBuckets(start, end);
   return { domainId, hourFrom: seconds(b.hourFrom), hourTo: seconds(b.hourTo), dayFrom: seconds(b.dayFrom), dayTo: seconds(b.dayTo) };
 };
 
-export function buildStateOf(rows: BuildStateRow[]): BuildState {
+function buildStateOf(rows: BuildStateRow[]): BuildState {
   const state = emptyBuildState();
   const into: Record<string, Map<number, number>> = { hour: state.builtHours, day: state.builtDays, 'tops-hour': state.topsHours, 'tops-day': state.topsDays };
   for (const row of rows) {
@@ -229,9 +227,9 @@ export function buildStateOf(rows: BuildStateRow[]): BuildState {
   return state;
 }
 
-/** The build state of [start, end]: all of it by default; 'hours' for a plan that reads whole hours only. */
-export async function queryBuildState(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, parts: StateParts = 'all'): Promise<BuildState> {
-  const rows = await selectRows<BuildStateRow>(clickhouse, buildStateQuery(parts), buildStateParams(domainId, start, end));
+/** The whole build state of [start, end]. */
+export async function queryBuildState(clickhouse: ClickHouseClient, domainId: number, start: number, end: number): Promise<BuildState> {
+  const rows = await selectRows<BuildStateRow>(clickhouse, buildStateQuery('all'), buildStateParams(domainId, start, end));
   return buildStateOf(rows);
 }
 
@@ -239,7 +237,7 @@ export async function queryBuildState(clickhouse: ClickHouseClient, domainId: nu
  * A plan's pieces as SQL conditions over bound parameters (the number of pieces is the plan's,
  * never the request's); null where the plan has no such piece, so that its read is left out.
  */
-export interface PlanConditions {
+interface PlanConditions {
   /** access_logs rows of the raw ranges. */
   raw: string | null;
   /** access_rollups (or access_tops) buckets: every built day and hour of the plan … */
@@ -283,7 +281,7 @@ function bucketsCondition(name: string, set: BucketSet, params: Record<string, u
   return anyOf(parts);
 }
 
-export function planConditions(plan: WindowPlan): PlanConditions {
+function planConditions(plan: WindowPlan): PlanConditions {
   const params: Record<string, unknown> = {};
   plan.raw.forEach(([from, to], i) => Object.assign(params, { [`raw${i}from`]: from, [`raw${i}to`]: to }));
   const unlisted = { days: plan.days.filter((d) => !plan.listed.days.includes(d)), hours: plan.hours.filter((h) => !plan.listed.hours.includes(h)) };
