@@ -1,5 +1,5 @@
 /**
- * src/logs/hour-counts.ts against a count in the test: the status codes counted per hour by the
+ * src/logs/hour-counts.ts's query against a count in the test: the status codes counted per hour by the
  * insert (sql/clickhouse/007_hour_statuses.sql) for rows stored before that migration (its
  * backfill) and after it (the view), and access_logs for the partial hours at a range's ends.
  */
@@ -7,11 +7,11 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrateClickhouse, openClickhouse, type ClickHouseClient } from '../src/db/clickhouse.js';
+import { migrateClickhouse, openClickhouse, selectRows, type ClickHouseClient } from '../src/db/clickhouse.js';
 import { SQL_DIR } from '../src/db/migrate.js';
 import { createLogger } from '../src/log.js';
 import type { StatusCodeFilter } from '../src/logs/filters.js';
-import { statusMatchesByHour, type HourCount } from '../src/logs/hour-counts.js';
+import { statusCountsQuery } from '../src/logs/hour-counts.js';
 import { prngInt } from './support/random.js';
 
 const HOUR = 3_600_000;
@@ -79,6 +79,19 @@ afterAll(async () => {
   await fs.rm(dir, { recursive: true, force: true });
 });
 
+interface HourCount {
+  hour: number;
+  count: number;
+}
+
+/** What the query counts, per hour (epoch ms), newest first. */
+async function statusMatchesByHour(clickhouse: ClickHouseClient, domainId: number, codes: StatusCodeFilter[], range: { startDate?: Date; endDate?: Date }): Promise<HourCount[]> {
+  const query = statusCountsQuery(domainId, codes, range);
+  if (!query) return [];
+  const rows = await selectRows<{ hour: number; n: string }>(clickhouse, query.sql, query.params);
+  return rows.map((r) => ({ hour: Number(r.hour) * 1000, count: Number(r.n) })).sort((a, b) => b.hour - a.hour);
+}
+
 /** The count in the test: matching rows per hour in [from, to] (both included), newest first. */
 function expected(match: (status: number) => boolean, from = -Infinity, to = Infinity): HourCount[] {
   const byHour = new Map<number, number>();
@@ -90,7 +103,7 @@ function expected(match: (status: number) => boolean, from = -Infinity, to = Inf
   return [...byHour].map(([hour, count]) => ({ hour, count })).sort((a, b) => b.hour - a.hour);
 }
 
-describe('statusMatchesByHour', () => {
+describe('statusCountsQuery', () => {
   const filters: [string, StatusCodeFilter[], (s: number) => boolean][] = [
     ['5xx', [{ class: 5 }], (s) => s >= 500 && s < 600],
     ['404', [{ code: 404 }], (s) => s === 404],

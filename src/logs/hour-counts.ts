@@ -3,10 +3,10 @@
  * status codes the insert itself counted per hour (access_hour_rows.statuses,
  * sql/clickhouse/007_hour_statuses.sql), the partial hours at a range's ends from access_logs. A
  * listing with only a status filter takes its total from these and starts a deep page in the right
- * hour (src/logs/store.ts), instead of counting and skipping the matches of the whole range row by
- * row. One query, and for a range without dates one read of a table of a few rows per hour.
+ * hour (src/logs/store.ts, which reads the counts and the page in one query), instead of counting
+ * and skipping the matches of the whole range row by row. For a range without dates the counts
+ * are one read of a table of a few rows per hour.
  */
-import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
 import { unionAll } from './stats.js';
 
@@ -15,28 +15,26 @@ const HOUR_MS = 3_600_000;
 const OPEN_START = 0;
 const OPEN_END = Date.UTC(2100, 0, 1);
 
-/** Matching rows in one hour (start, epoch ms). */
-export interface HourCount {
-  hour: number;
-  count: number;
+/** A query with bound parameters whose rows are (hour: start in seconds, n: matches), one per hour. */
+export interface HourCountsQuery {
+  sql: string;
+  params: Record<string, unknown>;
 }
 
-interface CountRow {
-  hour: number | string;
-  n: number | string;
-}
-
-/** The hours with matches in [startDate, endDate] (both included; open ends: all rows), newest first. */
-export async function statusMatchesByHour(
-  clickhouse: ClickHouseClient,
+/**
+ * The query of the matches per hour in [startDate, endDate] (both included; open ends: all rows),
+ * or null when the range is empty. Its hours come each from one branch: the edges lie in hours of
+ * their own.
+ */
+export function statusCountsQuery(
   domainId: number,
   statusCodes: StatusCodeFilter[],
   range: { startDate?: Date | undefined; endDate?: Date | undefined },
-): Promise<HourCount[]> {
+): HourCountsQuery | null {
   // [from, to): the range with its end made exclusive; its whole hours, and the parts before and after them.
   const from = range.startDate?.getTime() ?? OPEN_START;
   const to = range.endDate ? range.endDate.getTime() + 1 : OPEN_END;
-  if (from >= to) return [];
+  if (from >= to) return null;
   const hourFrom = Math.ceil(from / HOUR_MS) * HOUR_MS;
   const hourTo = Math.floor(to / HOUR_MS) * HOUR_MS;
   const edges: [number, number][] = hourFrom >= to ? [[from, to]] : [[from, hourFrom], [hourTo, to]];
@@ -47,7 +45,7 @@ export async function statusMatchesByHour(
     .filter(([a, b]) => a < b)
     .map(([a, b]) => `(timestamp >= fromUnixTimestamp64Milli(${p.bind('Int64', a)}, 'UTC') AND timestamp < fromUnixTimestamp64Milli(${p.bind('Int64', b)}, 'UTC'))`);
   // Every branch names its columns: the first one present names them for all.
-  const query = unionAll([
+  const sql = unionAll([
     hourFrom < hourTo &&
       `SELECT toUnixTimestamp(hour) AS hour, sum(matches) AS n
 FROM (
@@ -67,10 +65,5 @@ FROM access_logs
 WHERE ${domain} AND (${raw.join(' OR ')}) AND ${codes}
 GROUP BY hour`,
   ]);
-  const rows = await selectRows<CountRow>(clickhouse, query, p.values);
-  // Each hour comes from one branch: the edges lie in hours of their own.
-  return rows
-    .map((row) => ({ hour: Number(row.hour) * 1000, count: Number(row.n) }))
-    .filter((h) => h.count > 0)
-    .sort((a, b) => b.hour - a.hour);
+  return { sql, params: p.values };
 }

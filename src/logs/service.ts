@@ -2,7 +2,7 @@ import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
 import { pagination, type Pagination } from '../http/envelope.js';
 import { accessWhere, errorWhere } from './filters.js';
-import { statusMatchesByHour } from './hour-counts.js';
+import { statusCountsQuery } from './hour-counts.js';
 import type { AccessListQuery, ErrorListQuery, SearchBody } from './schemas.js';
 import { listAccessEntries, listErrorEntries, searchEntries, type AccessEntry, type ErrorEntry, type SearchEntry } from './store.js';
 
@@ -21,9 +21,9 @@ export async function listAccessLogs(deps: Deps, principal: Principal, domainId:
   const others = Boolean(query.ipAddress) || query.url !== undefined || Boolean(query.method);
   const keyOnly = !query.statusCode && !others;
   // A status filter alone is counted per hour from the status codes each insert counted (hour-counts.ts).
-  const hours = query.statusCode && !others ? await statusMatchesByHour(deps.clickhouse, domainId, query.statusCode, query) : undefined;
+  const matchesByHour = query.statusCode && !others ? (statusCountsQuery(domainId, query.statusCode, query) ?? undefined) : undefined;
   const rowsByHour = keyOnly ? { domainId, endDate: query.endDate } : undefined;
-  const { rows, total } = await listAccessEntries(deps.clickhouse, accessWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly, hours, rowsByHour });
+  const { rows, total } = await listAccessEntries(deps.clickhouse, accessWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly, matchesByHour, rowsByHour });
   return { logs: rows, pagination: pagination(query.page, query.limit, total) };
 }
 

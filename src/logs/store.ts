@@ -1,6 +1,6 @@
 import type { AccessEntry as ParsedAccessEntry, ErrorEntry as ParsedErrorEntry } from '../../ingest/types.js';
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
-import type { HourCount } from './hour-counts.js';
+import type { HourCountsQuery } from './hour-counts.js';
 import { likeEscape, Params, timeConditions, type Level, type SqlFilter } from './filters.js';
 
 /** The ClickHouse tables holding a domain's rows (sql/clickhouse/002_logs.sql). */
@@ -87,8 +87,8 @@ export interface PageRequest {
 /** A listing's page, and whether its filter is the domain and a time range only (see pageOf). */
 export interface ListRequest extends PageRequest {
   keyOnly: boolean;
-  /** The filter's matches per hour, newest first, when known (hour-counts.ts): total and page start come from them. */
-  hours?: HourCount[] | undefined;
+  /** A query of the filter's matches per hour, when there is one (hour-counts.ts): total and the page's hours come from it. */
+  matchesByHour?: HourCountsQuery | undefined;
   /**
    * For a `keyOnly` listing of access_logs: the domain and end of the range, whose rows per hour
    * (access_hour_rows) tell how far back the page lies (see pageOf).
@@ -124,7 +124,7 @@ type Table = 'access_logs' | 'error_logs';
  *
  * Without a lower time bound a read in key order opens every part of the domain's table (136
  * parts for the 10M-row benchmark: 28 ms for page 1 instead of 8), so the reads are bounded where
- * the rows per hour are known: with `hours`, exactly, to the hours that hold the page; with
+ * the rows per hour are known: with `matchesByHour`, exactly, to the hours that hold the page; with
  * `rowsByHour`, to the newest hours that hold at least offset + limit rows by access_hour_rows'
  * counts (`lo`, a scalar subquery). Those counts are a hint only: if the bounded read comes back
  * short of a page although the exact total says there are more rows, it is read again unbounded.
@@ -140,14 +140,28 @@ async function pageOf<R>(
   const limit = p.bind('UInt32', page.limit);
   const order = 'ORDER BY timestamp DESC, id DESC';
   const w = filter.where;
-  if (page.hours) {
-    const total = page.hours.reduce((sum, h) => sum + h.count, 0);
-    const span = pageHours(page.hours, page.offset, page.limit);
-    if (!span) return { rows: [], total };
-    const from = `timestamp < fromUnixTimestamp64Milli(${p.bind('Int64', span.newest + 3_600_000)}, 'UTC')`;
-    const to = `timestamp >= fromUnixTimestamp64Milli(${p.bind('Int64', span.oldest)}, 'UTC')`;
-    const query = `SELECT ${columns} FROM ${table} WHERE ${w} AND ${from} AND ${to} ${order} LIMIT ${limit} OFFSET ${p.bind('UInt64', page.offset - span.before)}`;
-    return { rows: await selectRows<R>(clickhouse, query, { ...filter.params, ...p.values }), total };
+  if (page.matchesByHour) {
+    // The hours newest first with their matches, and the running sum: the page starts in the first
+    // hour where the sum passes the offset and ends where it reaches offset + limit (or in the
+    // oldest hour); the offset within that span skips the matches of its newer hours.
+    const counts = page.matchesByHour;
+    const offset = p.bind('UInt64', page.offset);
+    // One scalar (a constant to the outer query, as LIMIT's OFFSET needs): (newest hour, oldest
+    // hour, matches in newer hours, total, whether the page has rows).
+    const span =
+      `(SELECT (hc[first].1, hc[if(reached = 0, length(cum), reached)].1, cum[first] - hc[first].2, cum[-1], first > 0) FROM (` +
+      `SELECT arrayReverseSort(x -> x.1, groupArray((toUInt32(hour), toUInt64(n)))) AS hc, arrayCumSum(arrayMap(x -> x.2, hc)) AS cum, ` +
+      `arrayFirstIndex(c -> c > ${offset}, cum) AS first, arrayFirstIndex(c -> c >= ${offset} + ${limit}, cum) AS reached ` +
+      `FROM (${counts.sql}))) AS span`;
+    const query =
+      `WITH ${span} SELECT ${columns}, span.4 AS total FROM ${table} ` +
+      `WHERE ${w} AND span.5 AND timestamp >= toDateTime(span.2, 'UTC') AND timestamp < toDateTime(span.1 + 3600, 'UTC') ` +
+      `${order} LIMIT ${limit} OFFSET ${offset} - span.3`;
+    const rows = await selectRows<R & { total: string | number }>(clickhouse, query, { ...filter.params, ...counts.params, ...p.values });
+    if (rows.length > 0) return { rows, total: Number(rows[0]!.total) };
+    // Past the last match (or none): the total alone.
+    const [sum] = await selectRows<{ total: string | number }>(clickhouse, `SELECT sum(n) AS total FROM (${counts.sql})`, counts.params);
+    return { rows, total: Number(sum?.total ?? 0) };
   }
   const total = `(SELECT count() FROM ${table} WHERE ${w}) AS total`;
   const hint = page.keyOnly ? page.rowsByHour : undefined;
@@ -180,26 +194,6 @@ async function pageOf<R>(
 }
 
 const withClause = (items: string[]) => (items.length > 0 ? `WITH ${items.join(', ')} ` : '');
-
-/**
- * The hours (starts, epoch ms) a page lies in, from the matches per hour (newest first): it starts
- * in the hour where the matches counted from the newest pass `offset` (`before` of them lie in
- * newer hours) and ends in the hour where they reach offset + limit, or in the oldest one. Null
- * past the last match.
- */
-function pageHours(hours: HourCount[], offset: number, limit: number): { newest: number; oldest: number; before: number } | null {
-  let seen = 0;
-  let span: { newest: number; oldest: number; before: number } | null = null;
-  for (const h of hours) {
-    if (!span && seen + h.count > offset) span = { newest: h.hour, oldest: h.hour, before: seen };
-    seen += h.count;
-    if (span) {
-      span.oldest = h.hour;
-      if (seen >= offset + limit) break;
-    }
-  }
-  return span;
-}
 
 async function countOf(clickhouse: ClickHouseClient, table: Table, filter: SqlFilter): Promise<number> {
   const [count] = await selectRows<{ total: string | number }>(clickhouse, `SELECT count() AS total FROM ${table} WHERE ${filter.where}`, filter.params);
