@@ -410,6 +410,30 @@ describe('rollups', () => {
     ]);
   });
 
+  it('short lists kept in memory are used only at the version their bucket was built for', async () => {
+    const domain = await createDomain('relisted.example.com', alice.id);
+    const base = { ip: '10.9.9.9', status: 200, referrer: 'https://r.example/', agent: 'ua', rt: 5 };
+    const lastHour = Math.floor(NOW / HOUR) * HOUR;
+    const entries: Entry[] = [];
+    // Every URL in every hour's short list: /a 5, /b 4, /z 1 per hour.
+    for (let h = lastHour - 50 * HOUR; h < lastHour - 2 * HOUR; h += HOUR) {
+      for (const [url, n] of [['/a', 5], ['/b', 4], ['/z', 1]] as const) {
+        for (let i = 0; i < n; i++) entries.push({ ...base, t: h + 20 * 60_000 + i * 1000, url });
+      }
+    }
+    await importEntries(domain.name, entries, FORMAT);
+    await buildAll();
+    // Keeps the lists of the window's buckets in memory.
+    await expectWindowsExact(domain.id, entries, [[NOW - 2 * DAY, NOW]]);
+    // Late lines make /z the top URL of one built hour (and of its day); both are built again.
+    const late = Array.from({ length: 40 }, (_, i) => ({ ...base, t: lastHour - 30 * HOUR + 30 * 60_000 + i * 1000, url: '/z' }));
+    await importEntries(domain.name, late, FORMAT);
+    await buildAll();
+    // Another window over the same buckets plans from a state read now: the rebuilt bucket is listed
+    // at its new version, whose lists are not the ones in memory.
+    await expectWindowsExact(domain.id, [...entries, ...late], [[NOW - 2 * DAY + HOUR, NOW]]);
+  });
+
   it('a bucket written twice (two builders at once) is read raw, then deleted and built again', async () => {
     const domain = await createDomain('twice.example.com', alice.id);
     const entries = generate(13, 2_000, true).filter((e) => e.t < NOW);
@@ -650,7 +674,8 @@ describe('rollups', () => {
     state.topsDays.set(h(2, 0), 240);
     expect(planWindow(start, end, state).listed).toEqual({ days: [h(2, 0)], hours: [h(3, 4)] });
     // Without a state, or with more raw ranges than a query should carry, the whole window is raw.
-    expect(planWindow(start, end, null)).toEqual({ start, end, days: [], hours: [], raw: [[start, end + 1]], listed: { days: [], hours: [] } });
+    expect(planWindow(start, end, state).listedVersions).toEqual({ days: [240], hours: [10] });
+    expect(planWindow(start, end, null)).toEqual({ start, end, days: [], hours: [], raw: [[start, end + 1]], listed: { days: [], hours: [] }, listedVersions: { days: [], hours: [] } });
     const patchy = emptyBuildState();
     for (let t0 = h(1, 0); t0 < h(6, 0); t0 += HOUR) {
       patchy.counted.set(t0, 1);

@@ -19,6 +19,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { ClickHouseClient } from '../db/clickhouse.js';
+import { BoundedCache, perClient } from './bounded-cache.js';
 import type { BuildState } from './stats.js';
 
 interface Kept {
@@ -27,8 +28,8 @@ interface Kept {
   readAt: number;
 }
 
-/** Per client: the states by key, least recently used first, and how many bucket entries they hold. */
-const kept = new WeakMap<ClickHouseClient, { states: Map<string, Kept>; entries: number }>();
+/** Per client: the states by key, bounded by their bucket entries. */
+const kept = new WeakMap<ClickHouseClient, BoundedCache<Kept>>();
 /**
  * Bucket entries kept per client at most (about 60 bytes each): a 30-day window's state holds about
  * 2,200 (its hours three times over), a 24-hour window's about 70.
@@ -53,9 +54,8 @@ export interface PlannedRead<Plan, Answer> {
 }
 
 export async function readWithKnownPlan<Plan, Answer>(clickhouse: ClickHouseClient, key: string, read: PlannedRead<Plan, Answer>): Promise<Answer> {
-  let cache = kept.get(clickhouse);
-  if (!cache) kept.set(clickhouse, (cache = { states: new Map(), entries: 0 }));
-  let known = cache.states.get(key);
+  const cache = perClient(kept, clickhouse, () => new BoundedCache<Kept>(KEPT_ENTRIES, (k) => entriesOf(k.state)));
+  let known = cache.get(key);
   if (!known) {
     const readAt = Date.now();
     known = { state: await read.readState(), readAt };
@@ -66,22 +66,7 @@ export async function readWithKnownPlan<Plan, Answer>(clickhouse: ClickHouseClie
     const readAt = Date.now();
     const { answer, state: seen } = await read.run(plan, whole);
     known = whole ? { state: seen, readAt } : { state: { ...known.state, counted: seen.counted }, readAt: known.readAt };
-    keep(cache, key, known);
+    cache.set(key, known);
     if (plans === MAX_PLANS || isDeepStrictEqual(read.plan(known.state), plan)) return answer;
-  }
-}
-
-function keep(cache: { states: Map<string, Kept>; entries: number }, key: string, entry: Kept): void {
-  const old = cache.states.get(key);
-  if (old) {
-    cache.states.delete(key);
-    cache.entries -= entriesOf(old.state);
-  }
-  cache.states.set(key, entry);
-  cache.entries += entriesOf(entry.state);
-  for (const [oldest, s] of cache.states) {
-    if (cache.entries <= KEPT_ENTRIES || oldest === key) break;
-    cache.states.delete(oldest);
-    cache.entries -= entriesOf(s.state);
   }
 }

@@ -12,6 +12,7 @@ import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
 import { readWithKnownPlan } from './known-plans.js';
+import { shortListSums, type ListedBucket } from './short-lists.js';
 
 export const STATS_PERIODS = ['1h', '24h', '7d', '30d'] as const;
 export type StatsPeriod = (typeof STATS_PERIODS)[number];
@@ -51,6 +52,8 @@ export interface WindowPlan {
   raw: [number, number][];
   /** The days and hours (of `days`, `hours`) whose short top lists (access_tops) are current. */
   listed: BucketSet;
+  /** The versions those lists must have (their buckets' built totals), in the order of `listed`. */
+  listedVersions: { days: number[]; hours: number[] };
 }
 
 /** Day and hour starts (epoch ms). */
@@ -115,7 +118,7 @@ export function planWindow(start: number, end: number, state: BuildState | null)
     if (last && last[1] === from) last[1] = to;
     else raw.push([from, to]);
   };
-  const whole: WindowPlan = { start, end, days: [], hours: [], raw: [[start, end + 1]], listed: { days: [], hours: [] } };
+  const whole: WindowPlan = { start, end, days: [], hours: [], raw: [[start, end + 1]], listed: { days: [], hours: [] }, listedVersions: { days: [], hours: [] } };
   if (!state || b.hourFrom >= b.hourTo) return whole;
   const days: number[] = [];
   const hours: number[] = [];
@@ -140,7 +143,8 @@ export function planWindow(start: number, end: number, state: BuildState | null)
     days: days.filter((d) => state.topsDays.get(d) === state.builtDays.get(d)),
     hours: hours.filter((h) => state.topsHours.get(h) === state.builtHours.get(h)),
   };
-  return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, listed };
+  const listedVersions = { days: listed.days.map((d) => state.builtDays.get(d)!), hours: listed.hours.map((h) => state.builtHours.get(h)!) };
+  return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, listed, listedVersions };
 }
 
 /** The given SELECTs as one UNION ALL, leaving out the pieces a plan does not have. */
@@ -312,8 +316,9 @@ const CANDIDATES = 30;
  * The top lists, all four in one GROUP BY over up to three reads (each read of a MergeTree costs
  * about 8–10 ms here whatever it reads, so a query per list and source cost more than the data):
  *
- * - with `short`, the listed buckets' short lists (access_tops): their counts as `in_short`, and
- *   each list's threshold as an entry of list 10 + list (summed, one row per list: dim 11 to 14);
+ * - with `short`, the listed buckets' short lists, summed per list and key in memory
+ *   (short-lists.ts) and passed as array parameters: their counts as `in_short`, the buckets
+ *   holding the key as `holders`, and each list's threshold sum as an entry of list 10 + list;
  * - access_rollups: the other built buckets (all of them without `short`), as `in_edge`;
  * - access_logs over the raw ranges, each row once per list (referrers without ''), as `in_edge`.
  *
@@ -323,23 +328,19 @@ const CANDIDATES = 30;
  * is the exact top list; with it, the candidates.
  */
 const listsQuery = (c: PlanConditions, short: boolean, limit: number) => `
-SELECT list AS dim, key, sum(in_short) + sum(in_edge) AS requests, sum(in_edge) AS edge, countIf(in_short > 0) AS listed_in,
+SELECT list AS dim, key, sum(in_short) + sum(in_edge) AS requests, sum(in_edge) AS edge, sum(holders) AS listed_in,
        0 AS errors, 0 AS rt_sum, 0 AS rt_count, 0 AS visitors
 FROM (
   ${unionAll([
     short &&
       c.listed &&
-      `SELECT if(is_threshold, 10 + listed_dim, listed_dim) AS list, key, count AS in_short, toUInt64(0) AS in_edge
-  FROM (
-    SELECT CAST(dim, 'Int8') AS listed_dim, key, count, is_threshold FROM access_tops FINAL
-    ARRAY JOIN arrayPushBack(keys, '') AS key, arrayPushBack(counts, threshold) AS count, arrayPushBack(arrayMap(k -> 0, keys), 1) AS is_threshold
-    WHERE ${DOMAIN} AND dim IN {dimNames:Array(String)} AND (${c.listed})
-  )`,
+      `SELECT e.1 AS list, e.2 AS key, e.3 AS in_short, toUInt64(0) AS in_edge, e.4 AS holders
+  FROM (SELECT arrayJoin(arrayZip({shortLists:Array(Int8)}, {shortKeys:Array(String)}, {shortCounts:Array(UInt64)}, {shortHolders:Array(UInt64)})) AS e)`,
     (short ? c.unlisted : c.built) &&
-      `SELECT CAST(dim, 'Int8') AS list, key, toUInt64(0) AS in_short, requests AS in_edge FROM access_rollups
+      `SELECT CAST(dim, 'Int8') AS list, key, toUInt64(0) AS in_short, requests AS in_edge, toUInt64(0) AS holders FROM access_rollups
   WHERE ${DOMAIN} AND dim IN {dimNames:Array(String)} AND (${short ? c.unlisted : c.built})`,
     c.raw &&
-      `SELECT k.1 AS list, k.2 AS key, toUInt64(0) AS in_short, count() AS in_edge FROM access_logs
+      `SELECT k.1 AS list, k.2 AS key, toUInt64(0) AS in_short, count() AS in_edge, toUInt64(0) AS holders FROM access_logs
   ARRAY JOIN [${DIMENSIONS.map((d) => `(${d.dim}, ${d.column})`).join(', ')}] AS k
   WHERE ${DOMAIN} AND (${c.raw}) AND k.1 IN {lists:Array(Int8)} AND NOT (k.1 = 4 AND k.2 = '')
   GROUP BY k.1, k.2`,
@@ -454,16 +455,25 @@ const NUMERIC = (d: Dimension) => d.name === 'status';
  * The statistics of a planned window for one domain, and with `state` those parts of the window's
  * build state as the same query read them (see queryWindowStats).
  */
-async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plan: WindowPlan, state: StateParts | null): Promise<{ answer: WindowStats; state: BuildState }> {
+async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, planned: WindowPlan, state: StateParts | null): Promise<{ answer: WindowStats; state: BuildState }> {
+  // The listed buckets whose short lists are at hand at the plan's versions; the others are read in full.
+  const listed: ListedBucket[] = [
+    ...planned.listed.days.map((start, i) => ({ span: 'day' as const, start, version: planned.listedVersions.days[i]! })),
+    ...planned.listed.hours.map((start, i) => ({ span: 'hour' as const, start, version: planned.listedVersions.hours[i]! })),
+  ];
+  const sums = listed.length > 0 ? await shortListSums(clickhouse, domainId, listed) : null;
+  const covered = sums?.covered ?? [];
+  const plan = { ...planned, listed: { days: covered.filter((b) => b.span === 'day').map((b) => b.start), hours: covered.filter((b) => b.span === 'hour').map((b) => b.start) } };
   const conditions = planConditions(plan);
   const params = {
     ...buildStateParams(domainId, plan.start, plan.end),
     lists: DIMENSIONS.map((d) => d.dim),
     dimNames: DIMENSIONS.map((d) => d.name),
     ...conditions.params,
+    ...sums?.params,
   };
   const select = <Row = StatsRow>(query: string, extra: Record<string, unknown> = {}) => selectRows<Row>(clickhouse, query, { ...params, ...extra });
-  const listedBuckets = plan.listed.days.length + plan.listed.hours.length;
+  const listedBuckets = covered.length;
   const short = listedBuckets > 0;
   const query = statsQuery(conditions, short, state);
   const rows = query ? await select(query) : [];
