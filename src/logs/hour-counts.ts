@@ -47,18 +47,12 @@ export function statusCountsQuery(
   // Every branch names its columns: the first one present names them for all.
   const sql = unionAll([
     hourFrom < hourTo &&
-      `SELECT toUnixTimestamp(hour) AS hour, sum(matches) AS n
-FROM (
-  SELECT hour, s.1 AS status_code, s.2 AS matches
-  FROM (
-    SELECT hour, sumMap(statuses) AS m FROM access_hour_rows
-    WHERE ${domain} AND hour >= toDateTime(${p.bind('UInt32', hourFrom / 1000)}, 'UTC') AND hour < toDateTime(${p.bind('UInt32', hourTo / 1000)}, 'UTC')
-    GROUP BY hour
-  )
-  ARRAY JOIN arrayZip(m.1, m.2) AS s
-)
-WHERE ${codes}
-GROUP BY hour`,
+      // The filter is written over status_code: here the name of the codes in a lambda over each row's (codes, counts).
+      `SELECT toUnixTimestamp(hour) AS hour, sum(arraySum((status_code, matches) -> if(${codes}, matches, 0), statuses.1, statuses.2)) AS n
+FROM access_hour_rows
+WHERE ${domain} AND hour >= toDateTime(${p.bind('UInt32', hourFrom / 1000)}, 'UTC') AND hour < toDateTime(${p.bind('UInt32', hourTo / 1000)}, 'UTC')
+GROUP BY hour
+HAVING n > 0`,
     raw.length > 0 &&
       `SELECT toUnixTimestamp(toStartOfHour(timestamp)) AS hour, count() AS n
 FROM access_logs
