@@ -1,5 +1,5 @@
 /**
- * An in-memory cache bounded by the summed size of its values (an entry count, not bytes), least
+ * An in-memory cache bounded by the summed size of its values (in a unit the caller chooses), least
  * recently used first out; one per ClickHouse client (`perClient`), so that two stores never share
  * entries. Used for the build states of known-plans.ts and the short lists of short-lists.ts.
  */

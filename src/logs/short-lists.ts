@@ -17,10 +17,13 @@ import { BoundedCache, perClient } from './bounded-cache.js';
 type BucketLists = Map<number, { keys: string[]; counts: number[]; threshold: number }>;
 
 const LISTS = 4;
-/** Keys kept per client at most (each about 100 bytes): a 30-day window's 52 buckets hold about 21,000. */
-const KEPT_KEYS = 1_000_000;
+/**
+ * Bytes of keys kept per client at most, about (each key's length plus 32 for its count and
+ * slot): a 30-day window's 52 buckets hold about 21,000 keys, some 2.5 MB with URLs of 80 bytes.
+ */
+const KEPT_BYTES = 32 * 1024 * 1024;
 const kept = new WeakMap<ClickHouseClient, BoundedCache<BucketLists>>();
-const sizeOf = (lists: BucketLists) => [...lists.values()].reduce((n, l) => n + l.keys.length + 1, 0);
+const sizeOf = (lists: BucketLists) => [...lists.values()].reduce((n, l) => n + l.keys.reduce((b, k) => b + k.length + 32, 32), 0);
 
 /** A listed bucket: span, start (epoch ms) and the version its lists must have. */
 export interface ListedBucket {
@@ -86,7 +89,7 @@ async function fetchLists(clickhouse: ClickHouseClient, domainId: number, bucket
  * were found at the plan's version): at most one query, none when all are in memory.
  */
 export async function shortListSums(clickhouse: ClickHouseClient, domainId: number, listed: ListedBucket[]): Promise<{ covered: ListedBucket[]; params: ShortListParams }> {
-  const cache = perClient(kept, clickhouse, () => new BoundedCache<BucketLists>(KEPT_KEYS, sizeOf));
+  const cache = perClient(kept, clickhouse, () => new BoundedCache<BucketLists>(KEPT_BYTES, sizeOf));
   const missing = listed.filter((b) => !cache.get(keyOf(domainId, b)));
   if (missing.length > 0) await fetchLists(clickhouse, domainId, missing, cache);
   const covered: ListedBucket[] = [];
