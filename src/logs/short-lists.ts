@@ -12,6 +12,7 @@
  */
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { BoundedCache, perClient } from './bounded-cache.js';
+import { inBuckets } from './bucket-sql.js';
 
 /** The four lists of one bucket as built for one version: list (1–4) → keys, counts and the threshold. */
 type BucketLists = Map<number, { keys: string[]; counts: number[]; threshold: number }>;
@@ -45,7 +46,8 @@ export interface ShortListParams {
 
 interface TopsRow {
   span: 'day' | 'hour';
-  bucket: number | string;
+  /** Named apart from the bucket column: an alias would shadow it in WHERE. */
+  start: number | string;
   list: number;
   version: number | string;
   keys: string[];
@@ -57,25 +59,17 @@ const keyOf = (domainId: number, b: ListedBucket) => `${domainId}:${b.span}:${b.
 
 /** Reads the lists of `buckets` (newest build of each) and keeps those whose four lists have the wanted version. */
 async function fetchLists(clickhouse: ClickHouseClient, domainId: number, buckets: ListedBucket[], cache: BoundedCache<BucketLists>): Promise<void> {
-  const seconds = (span: 'day' | 'hour') => buckets.filter((b) => b.span === span).map((b) => b.start / 1000);
+  const starts = (span: 'day' | 'hour') => buckets.filter((b) => b.span === span).map((b) => b.start / 1000);
   const rows = await selectRows<TopsRow>(
     clickhouse,
-    `SELECT toString(span) AS span, toUnixTimestamp(bucket) AS bucket, toInt8(dim) AS list, built_requests AS version, keys, counts, threshold
+    `SELECT span, toUnixTimestamp(bucket) AS start, toInt8(dim) AS list, built_requests AS version, keys, counts, threshold
      FROM access_tops FINAL
-     WHERE domain_id = {domainId:UInt32}
-       AND ((span = 'day' AND toUnixTimestamp(bucket) IN {days:Array(UInt32)}) OR (span = 'hour' AND toUnixTimestamp(bucket) IN {hours:Array(UInt32)}))
-       AND bucket >= toDateTime({from:UInt32}, 'UTC') AND bucket <= toDateTime({to:UInt32}, 'UTC')`,
-    {
-      domainId,
-      days: seconds('day'),
-      hours: seconds('hour'),
-      from: Math.min(...buckets.map((b) => b.start)) / 1000,
-      to: Math.max(...buckets.map((b) => b.start)) / 1000,
-    },
+     WHERE domain_id = {domainId:UInt32} AND ((span = 'day' AND ${inBuckets('bucket', 'days')}) OR (span = 'hour' AND ${inBuckets('bucket', 'hours')}))`,
+    { domainId, days: starts('day'), hours: starts('hour') },
   );
   const found = new Map<string, BucketLists>();
   for (const row of rows) {
-    const bucket: ListedBucket = { span: row.span, start: Number(row.bucket) * 1000, version: Number(row.version) };
+    const bucket: ListedBucket = { span: row.span, start: Number(row.start) * 1000, version: Number(row.version) };
     const key = keyOf(domainId, bucket);
     const lists = found.get(key) ?? new Map();
     lists.set(Number(row.list), { keys: row.keys, counts: row.counts.map(Number), threshold: Number(row.threshold) });
