@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dedupToken, insertAccessBatch, type AccessRow } from '../ingest/sinks/clickhouse.js';
 import { createLogger } from '../src/log.js';
 import { buildRollups, startStatsRollups, type RollupRound } from '../src/logs/rollups.js';
-import { deleteDomainStats, emptyBuildState, planWindow, provenTop, queryBuildState, queryWindowStats, windowBuckets, type WindowStats } from '../src/logs/stats.js';
+import { bucketSetOf, deleteDomainStats, emptyBuildState, planWindow, provenTop, queryBuildState, queryWindowStats, windowBuckets, type WindowStats } from '../src/logs/stats.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, importText, select, timeLocal, until } from './support/ingest.js';
 import { prng } from './support/random.js';
@@ -369,7 +369,7 @@ describe('rollups', () => {
     const plan = planWindow(NOW - 30 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, shop.id, NOW - 30 * DAY, NOW));
     expect(plan.days.length).toBeGreaterThanOrEqual(28);
     expect(plan.hours.length).toBeGreaterThan(0);
-    expect(plan.listed).toEqual({ days: plan.days, hours: plan.hours });
+    expect(bucketSetOf(plan.listed)).toEqual({ days: plan.days, hours: plan.hours });
     expect(plan.raw).toEqual([
       [NOW - 30 * DAY, Math.ceil((NOW - 30 * DAY) / HOUR) * HOUR],
       [Math.floor(NOW / HOUR) * HOUR, NOW + 1],
@@ -517,7 +517,7 @@ describe('rollups', () => {
     const plan = () => queryBuildState(t.runtime.clickhouse, domain.id, from, to).then((state) => planWindow(from, to, state));
     const listedEverywhere = async () => {
       const p = await plan();
-      return p.listed.days.length === p.days.length && p.listed.hours.length === p.hours.length;
+      return p.listed.length === p.days.length + p.hours.length;
     };
     expect(await listedEverywhere()).toBe(true);
     await expectWindowsExact(domain.id, entries, windows);
@@ -528,9 +528,9 @@ describe('rollups', () => {
     await deleteTops(domain.id, 'hour', hour);
     const unlisted = await plan();
     expect(unlisted.days).toContain(day);
-    expect(unlisted.listed.days).not.toContain(day);
+    expect(bucketSetOf(unlisted.listed).days).not.toContain(day);
     expect(unlisted.hours).toContain(hour);
-    expect(unlisted.listed.hours).not.toContain(hour);
+    expect(bucketSetOf(unlisted.listed).hours).not.toContain(hour);
     await expectWindowsExact(domain.id, entries, windows);
     const rebuilt = await buildAll();
     expect([rebuilt.days, rebuilt.hours]).toEqual([1, 1]);
@@ -563,7 +563,7 @@ describe('rollups', () => {
     expect(cut).toEqual([{ n: '4' }]);
     const skewed: [number, number] = [newest - 2 * HOUR, newest + HOUR - 1];
     const plan = planWindow(...skewed, await queryBuildState(t.runtime.clickhouse, domain.id, ...skewed));
-    expect(plan.listed).toEqual({ days: [], hours: [newest - 2 * HOUR, newest - HOUR] });
+    expect(bucketSetOf(plan.listed)).toEqual({ days: [], hours: [newest - 2 * HOUR, newest - HOUR] });
     expect(plan.raw).toEqual([[newest, newest + HOUR]]);
     await expectWindowsExact(domain.id, entries, [
       skewed,
@@ -596,7 +596,7 @@ describe('rollups', () => {
     await buildAll();
     const window: [number, number] = [newest - 3 * HOUR, newest + HOUR - 1];
     const plan = planWindow(...window, await queryBuildState(t.runtime.clickhouse, domain.id, ...window));
-    expect(plan.listed.hours).toHaveLength(3);
+    expect(bucketSetOf(plan.listed).hours).toHaveLength(3);
     const top = (await queryWindowStats(t.runtime.clickhouse, domain.id, ...window)).topUrls;
     expect(top[9]).toEqual({ url: '/steady', requests: 76, percentage: expect.any(Number) });
     await expectWindowsExact(domain.id, entries, [window]);
@@ -665,17 +665,19 @@ describe('rollups', () => {
       [h(4, 1), end + 1],
     ]);
     // A bucket's short top lists are used only when they were built with its current total.
-    expect(plan.listed).toEqual({ days: [], hours: [] });
+    expect(plan.listed).toEqual([]);
     state.topsDays.set(h(2, 0), 239);
     state.topsHours.set(h(3, 4), 10);
     state.topsHours.set(h(3, 5), 10); // not built again yet: raw, whatever its lists say
     state.topsHours.set(h(3, 6), 9);
-    expect(planWindow(start, end, state).listed).toEqual({ days: [], hours: [h(3, 4)] });
+    expect(planWindow(start, end, state).listed).toEqual([{ span: 'hour', start: h(3, 4), version: 10 }]);
     state.topsDays.set(h(2, 0), 240);
-    expect(planWindow(start, end, state).listed).toEqual({ days: [h(2, 0)], hours: [h(3, 4)] });
+    expect(planWindow(start, end, state).listed).toEqual([
+      { span: 'day', start: h(2, 0), version: 240 },
+      { span: 'hour', start: h(3, 4), version: 10 },
+    ]);
     // Without a state, or with more raw ranges than a query should carry, the whole window is raw.
-    expect(planWindow(start, end, state).listedVersions).toEqual({ days: [240], hours: [10] });
-    expect(planWindow(start, end, null)).toEqual({ start, end, days: [], hours: [], raw: [[start, end + 1]], listed: { days: [], hours: [] }, listedVersions: { days: [], hours: [] } });
+    expect(planWindow(start, end, null)).toEqual({ start, end, days: [], hours: [], raw: [[start, end + 1]], listed: [] });
     const patchy = emptyBuildState();
     for (let t0 = h(1, 0); t0 < h(6, 0); t0 += HOUR) {
       patchy.counted.set(t0, 1);

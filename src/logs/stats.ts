@@ -51,10 +51,11 @@ export interface WindowPlan {
   days: number[];
   hours: number[];
   raw: [number, number][];
-  /** The days and hours (of `days`, `hours`) whose short top lists (access_tops) are current. */
-  listed: BucketSet;
-  /** The versions those lists must have (their buckets' built totals), in the order of `listed`. */
-  listedVersions: { days: number[]; hours: number[] };
+  /**
+   * The days and hours (of `days`, `hours`) whose short top lists (access_tops) are current, each
+   * with the version those lists must have (its built total).
+   */
+  listed: ListedBucket[];
 }
 
 /** Day and hour starts (epoch ms). */
@@ -62,6 +63,12 @@ export interface BucketSet {
   days: number[];
   hours: number[];
 }
+
+/** The day and hour starts of some listed buckets. */
+export const bucketSetOf = (buckets: ListedBucket[]): BucketSet => ({
+  days: buckets.filter((b) => b.span === 'day').map((b) => b.start),
+  hours: buckets.filter((b) => b.span === 'hour').map((b) => b.start),
+});
 
 /** The whole days and hours a window could read from rollups: [hourFrom, hourTo) ⊇ [dayFrom, dayTo). */
 export interface WindowBuckets {
@@ -119,7 +126,7 @@ export function planWindow(start: number, end: number, state: BuildState | null)
     if (last && last[1] === from) last[1] = to;
     else raw.push([from, to]);
   };
-  const whole: WindowPlan = { start, end, days: [], hours: [], raw: [[start, end + 1]], listed: { days: [], hours: [] }, listedVersions: { days: [], hours: [] } };
+  const whole: WindowPlan = { start, end, days: [], hours: [], raw: [[start, end + 1]], listed: [] };
   if (!state || b.hourFrom >= b.hourTo) return whole;
   const days: number[] = [];
   const hours: number[] = [];
@@ -140,12 +147,10 @@ export function planWindow(start: number, end: number, state: BuildState | null)
   }
   for (let h = b.dayTo; h < b.hourTo; h += HOUR_MS) hour(h);
   addRaw(b.hourTo, end + 1);
-  const listed = {
-    days: days.filter((d) => state.topsDays.get(d) === state.builtDays.get(d)),
-    hours: hours.filter((h) => state.topsHours.get(h) === state.builtHours.get(h)),
-  };
-  const listedVersions = { days: listed.days.map((d) => state.builtDays.get(d)!), hours: listed.hours.map((h) => state.builtHours.get(h)!) };
-  return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, listed, listedVersions };
+  const listedOf = (span: ListedBucket['span'], starts: number[], built: Map<number, number>, tops: Map<number, number>) =>
+    starts.filter((at) => tops.get(at) === built.get(at)).map((at) => ({ span, start: at, version: built.get(at)! }));
+  const listed = [...listedOf('day', days, state.builtDays, state.topsDays), ...listedOf('hour', hours, state.builtHours, state.topsHours)];
+  return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, listed };
 }
 
 /** The given SELECTs as one UNION ALL, leaving out the pieces a plan does not have. */
@@ -281,11 +286,12 @@ function bucketsCondition(name: string, set: BucketSet, params: Record<string, u
 function planConditions(plan: WindowPlan): PlanConditions {
   const params: Record<string, unknown> = {};
   plan.raw.forEach(([from, to], i) => Object.assign(params, { [`raw${i}from`]: from, [`raw${i}to`]: to }));
-  const unlisted = { days: plan.days.filter((d) => !plan.listed.days.includes(d)), hours: plan.hours.filter((h) => !plan.listed.hours.includes(h)) };
+  const listed = bucketSetOf(plan.listed);
+  const unlisted = { days: plan.days.filter((d) => !listed.days.includes(d)), hours: plan.hours.filter((h) => !listed.hours.includes(h)) };
   return {
     raw: anyOf(plan.raw.map((_, i) => `timestamp >= fromUnixTimestamp64Milli({raw${i}from:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({raw${i}to:Int64}, 'UTC')`)),
     built: bucketsCondition('built', plan, params),
-    listed: bucketsCondition('listed', plan.listed, params),
+    listed: bucketsCondition('listed', listed, params),
     unlisted: bucketsCondition('unlisted', unlisted, params),
     params,
   };
@@ -450,13 +456,9 @@ const NUMERIC = (d: Dimension) => d.name === 'status';
  */
 async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, planned: WindowPlan, state: StateParts | null): Promise<{ answer: WindowStats; state: BuildState }> {
   // The listed buckets whose short lists are at hand at the plan's versions; the others are read in full.
-  const listed: ListedBucket[] = [
-    ...planned.listed.days.map((start, i) => ({ span: 'day' as const, start, version: planned.listedVersions.days[i]! })),
-    ...planned.listed.hours.map((start, i) => ({ span: 'hour' as const, start, version: planned.listedVersions.hours[i]! })),
-  ];
-  const sums = listed.length > 0 ? await shortListSums(clickhouse, domainId, listed) : null;
+  const sums = planned.listed.length > 0 ? await shortListSums(clickhouse, domainId, planned.listed) : null;
   const covered = sums?.covered ?? [];
-  const plan = { ...planned, listed: { days: covered.filter((b) => b.span === 'day').map((b) => b.start), hours: covered.filter((b) => b.span === 'hour').map((b) => b.start) } };
+  const plan = { ...planned, listed: covered };
   const conditions = planConditions(plan);
   const params = {
     ...buildStateParams(domainId, plan.start, plan.end),
