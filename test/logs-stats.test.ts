@@ -5,10 +5,11 @@
  * rows for many windows, also against a plain SQL query, built, partly built and written twice;
  * empty windows; validation; access rules; deduplicated retries.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dedupToken, insertAccessBatch, type AccessRow } from '../ingest/sinks/clickhouse.js';
 import { createLogger } from '../src/log.js';
-import { buildRollups, startStatsRollups, type RollupRound } from '../src/logs/rollups.js';
+import { buildRollups, startRollupBuilder, startStatsRollups, type RollupBuilder, type RollupRound } from '../src/logs/rollups.js';
 import { bucketSetOf, deleteDomainStats, emptyBuildState, planWindow, provenTop, queryBuildState, queryWindowStats, windowBuckets, type WindowStats } from '../src/logs/stats.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, importText, select, timeLocal, until } from './support/ingest.js';
@@ -311,6 +312,13 @@ describe('rollups', () => {
   const builtSpans = (domainId: number) => select<{ span: string; n: string }>(t.runtime.clickhouse, ROLLUP_TOTALS, { d: domainId });
   /** Entries of hours (days) that ended before now, which the builder builds. */
   const complete = (entries: Entry[], unit: number) => String(entries.filter((e) => Math.floor(e.t / unit) * unit + unit <= Date.now() - 1000).length);
+  /** What a second builder would add to a built bucket: the same difference again. */
+  const writeTwice = (domainId: number, span: 'hour' | 'day', bucket: number) =>
+    t.runtime.clickhouse.command({
+      query: `INSERT INTO access_rollups SELECT domain_id, span, dim, bucket, key, requests, errors, response_time_sum, response_time_count, visitors
+              FROM access_rollups WHERE domain_id = {d:UInt32} AND span = {span:String} AND bucket = toDateTime({b:UInt32}, 'UTC')`,
+      query_params: { d: domainId, span, b: bucket / 1000 },
+    });
 
   it('the builder builds every complete hour, and every complete day from its hours', async () => {
     expect(await builtSpans(shop.id)).toEqual([
@@ -445,15 +453,9 @@ describe('rollups', () => {
     await buildAll();
     // What a second builder would add: the same difference again, for one day and one of its hours.
     const day = Math.floor((NOW - 3 * DAY) / DAY) * DAY;
-    const double = (span: string, bucket: number) =>
-      t.runtime.clickhouse.command({
-        query: `INSERT INTO access_rollups SELECT domain_id, span, dim, bucket, key, requests, errors, response_time_sum, response_time_count, visitors
-                FROM access_rollups WHERE domain_id = {d:UInt32} AND span = {span:String} AND bucket = toDateTime({b:UInt32}, 'UTC')`,
-        query_params: { d: domain.id, span, b: bucket / 1000 },
-      });
     const busyHour = Math.floor(entries.find((e) => e.t >= day + HOUR)!.t / HOUR) * HOUR;
-    await double('hour', busyHour);
-    await double('day', day);
+    await writeTwice(domain.id, 'hour', busyHour);
+    await writeTwice(domain.id, 'day', day);
     await expectWindowsExact(domain.id, entries, [[NOW - 7 * DAY, NOW], [day + 10, busyHour + HOUR + 10]]);
     const round = await buildAll();
     expect(round.repaired).toBe(2);
@@ -494,6 +496,49 @@ describe('rollups', () => {
       await first.stop();
       await second.stop();
     }
+  });
+
+  it('an idle builder skips its rounds until a line is stored, and for quietMs at most', async () => {
+    const domain = await createDomain('quiet.example.com', alice.id);
+    const entries = generate(15, 300, true).filter((e) => e.t < NOW - 2 * DAY);
+    await importEntries(domain.name, entries, FORMAT);
+    const hour = Math.floor(entries[0]!.t / HOUR) * HOUR;
+    const hourTotal = async () =>
+      Number((await select<{ n: string }>(t.runtime.clickhouse, "SELECT toString(sum(requests)) AS n FROM access_rollups WHERE domain_id = {d:UInt32} AND span = 'hour' AND dim = 'total' AND bucket = toDateTime({b:UInt32}, 'UTC')", { d: domain.id, b: hour / 1000 }))[0]!.n);
+    const inHour = entries.filter((e) => Math.floor(e.t / HOUR) * HOUR === hour).length;
+    // The settled hour (one of the round's inputs) changes half an hour from now at the earliest, not during the test.
+    const settleS = Math.floor(((Date.now() % HOUR) + HOUR / 2) / 1000);
+    const nothing: RollupRound = { hours: 0, days: 0, repaired: 0, more: false };
+    const withBuilder = async (quietMs: number, use: (builder: RollupBuilder) => Promise<void>) => {
+      const builder = startRollupBuilder({ clickhouse: t.runtime.clickhouse, log: createLogger('silent'), claim: async () => true }, { intervalMs: HOUR, settleS, budgetMs: 60_000, retentionDays: 90, quietMs });
+      try {
+        // Rounds until one finds nothing (the first one also builds what other tests left).
+        await until(async () => isDeepStrictEqual(await builder.runOnce(), nothing), 'a round with nothing to build', 60_000, 0);
+        await use(builder);
+      } finally {
+        await builder.stop();
+      }
+    };
+    await withBuilder(HOUR, async (builder) => {
+      expect(await hourTotal()).toBe(inHour);
+      await writeTwice(domain.id, 'hour', hour);
+      // Nothing the round reads changed: skipped, the bucket stays written twice.
+      expect(await builder.runOnce()).toEqual(nothing);
+      expect(await hourTotal()).toBe(2 * inHour);
+      // A stored line (in another hour) wakes it: the round finds the bucket and repairs it.
+      const late = { ...entries.find((e) => Math.floor(e.t / HOUR) * HOUR !== hour)!, url: '/late' };
+      await importEntries(domain.name, [late], FORMAT);
+      expect(await builder.runOnce()).toMatchObject({ repaired: 1, more: false });
+      expect(await hourTotal()).toBe(inHour);
+    });
+    await withBuilder(2_000, async (builder) => {
+      await writeTwice(domain.id, 'hour', hour);
+      expect(await builder.runOnce()).toEqual(nothing);
+      // Without any line, a round runs again once quietMs has passed.
+      const repaired = await until(async () => ((await builder.runOnce())?.repaired === 1 ? true : undefined), 'a round after quietMs', 30_000, 200);
+      expect(repaired).toBe(true);
+      expect(await hourTotal()).toBe(inHour);
+    });
   });
 
   it('short day lists: a flat distribution they cannot prove, and days without them, still give the exact lists', async () => {

@@ -216,6 +216,21 @@ const dirtyBuckets = (clickhouse: ClickHouseClient, query: string, options: Roll
   selectRows<DirtyBucket>(clickhouse, query, { retentionDays: options.retentionDays, settleS: options.settleS, lookbackS: options.lookbackS ?? EVERYTHING_S });
 
 /**
+ * What the dirty-bucket queries depend on, as one string: the rows counted (their sum and newest
+ * insert, which every stored line changes, and a deleted domain's counts too) and the newest hour
+ * settled by ClickHouse's clock (the day queries' days end on hours). While it stays, a round
+ * finds what the last one found.
+ */
+export async function readRoundInputs(clickhouse: ClickHouseClient, settleS: number): Promise<string> {
+  const [row] = await selectRows<{ inputs: string }>(
+    clickhouse,
+    `SELECT toString((sum(rows), max(last_insert), toStartOfHour(now() - toIntervalSecond({settleS:UInt32})))) AS inputs FROM access_hour_rows`,
+    { settleS },
+  );
+  return row!.inputs;
+}
+
+/**
  * Rows one build statement reads at most (its hours' counts); a single larger hour is built alone.
  * The GROUP BY holds every distinct url, agent and referrer of those rows at once, each with an
  * aggregate state: at 1,000,000 rows (and 31 days per day statement) a 10M-row backlog took the
@@ -304,6 +319,12 @@ export interface RollupBuilderOptions {
   settleS: number;
   budgetMs: number;
   retentionDays: number;
+  /**
+   * After a round that found nothing, rounds are skipped while readRoundInputs stays the same, for
+   * this many ms at most (what the inputs do not show, such as a bucket another builder wrote
+   * twice, waits that long).
+   */
+  quietMs: number;
 }
 
 export interface RollupBuilder {
@@ -315,10 +336,14 @@ export interface RollupBuilder {
 /**
  * Runs rounds every `intervalMs` (at once again while work is left). The first round of a
  * process looks at every hour in the retention; later ones at what was written since the previous
- * round began (plus a minute for inserts in flight then) and at the last three hours.
+ * round began (plus a minute for inserts in flight then) and at the last three hours. An idle
+ * server skips its rounds (see `quietMs`): chDB runs one query at a time, and a round's few
+ * queries (about 50 ms) would hold up the API's.
  */
 export function startRollupBuilder(deps: RollupBuilderDeps, options: RollupBuilderOptions): RollupBuilder {
   let previousStart: number | null = null;
+  /** The inputs a round found nothing for, and when it began. */
+  let quiet: { inputs: string; at: number } | null = null;
   let running: Promise<RollupRound | null> | null = null;
   let timer: NodeJS.Timeout | null = null;
   let stopped = false;
@@ -326,13 +351,18 @@ export function startRollupBuilder(deps: RollupBuilderDeps, options: RollupBuild
   const round = async (): Promise<RollupRound | null> => {
     if (!(await deps.claim())) {
       previousStart = null; // another process built meanwhile; look at everything when this one takes over
+      quiet = null;
       return null;
     }
     const start = Date.now();
+    // Read before the round's own queries, so that lines stored during the round change them.
+    const inputs = await readRoundInputs(deps.clickhouse, options.settleS);
+    if (quiet?.inputs === inputs && start - quiet.at < options.quietMs) return { hours: 0, days: 0, repaired: 0, more: false };
     const lookbackS = previousStart === null ? null : Math.ceil((start - previousStart) / 1000) + 60;
     const result = await buildRollups(deps.clickhouse, { lookbackS, settleS: options.settleS, budgetMs: options.budgetMs, retentionDays: options.retentionDays });
     // A round that left work keeps its start, so the next one still looks back that far.
     if (!result.more) previousStart = start;
+    quiet = result.hours + result.days + result.repaired === 0 && !result.more ? { inputs, at: start } : null;
     if (result.hours + result.days > 0) deps.log.info({ ...result, ms: Date.now() - start }, 'stats rollups built');
     return result;
   };
@@ -364,8 +394,11 @@ export function startRollupBuilder(deps: RollupBuilderDeps, options: RollupBuild
   };
 }
 
-/** How `serve` runs the builder: a round every 5 s, hours built 30 s after they end, 10 s at most per round. */
-export const ROLLUP_SCHEDULE = { intervalMs: 5_000, settleS: 30, budgetMs: 10_000 } as const;
+/**
+ * How `serve` runs the builder: a round every 5 s, hours built 30 s after they end, 10 s at most
+ * per round, idle rounds skipped for a minute at most.
+ */
+export const ROLLUP_SCHEDULE = { intervalMs: 5_000, settleS: 30, budgetMs: 10_000, quietMs: 60_000 } as const;
 /** Six rounds' budget: a holder that stops renewing (it died) is replaced within a minute. */
 const LEASE_MS = 60_000;
 const LEASE = 'stats-rollups';
