@@ -6,7 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createUserAndLogin, startTestApp, type TestApp } from './support/app.js';
-import { select } from './support/ingest.js';
+import { buildRollups } from '../src/logs/rollups.js';
+import { searchableFields } from '../src/logs/search-fields.js';
+import { planWindow, queryBuildState } from '../src/logs/stats.js';
+import type { SearchField } from '../src/logs/store.js';
+import { importText, newDomain, select, timeLocal } from './support/ingest.js';
 import { apiShape, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';
 
 let t: TestApp;
@@ -27,7 +31,7 @@ afterAll(async () => {
   await t?.close();
 });
 
-type Field = 'url' | 'message' | 'userAgent' | 'referrer' | 'ipAddress';
+type Field = SearchField;
 type Entry = GeneratedAccess | GeneratedError;
 
 function search(body: unknown, token = owner.token, domainId = seeded.domain.id) {
@@ -225,5 +229,81 @@ describe('search', () => {
       ['access_logs', 'search_url', 'text'],
       ['error_logs', 'search_message', 'text'],
     ]);
+  });
+});
+
+describe('search on userAgent and referrer with built rollups (src/logs/search-fields.ts)', () => {
+  const HOUR = 3_600_000;
+  const DAY = 86_400_000;
+  /** The day before yesterday (UTC): the window below holds it whole, whole hours on both sides, and partial edges. */
+  const D = Math.floor(Date.now() / DAY) * DAY - 2 * DAY;
+  const start = D - 2 * HOUR + 17_000;
+  const end = D + DAY + 5 * HOUR + 1_800_000;
+  type Line = { t: number; agent: string; referrer: string };
+  /** nginx escapes `"` and `\` in logged values as \xHH. */
+  const escaped = (value: string) => value.replace(/[\\"]/g, (c) => `\\x${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  const lineOf = (l: Line, i: number) =>
+    `203.0.113.${i % 250} - - [${timeLocal(l.t)}] "GET /p/${i} HTTP/1.1" 200 512 "${escaped(l.referrer) || '-'}" "${escaped(l.agent)}" 0.010\n`;
+
+  it('a field is left out only where no row of the range can match: built days and hours, raw edges and late lines all count', async () => {
+    const domain = await newDomain(t.runtime.db, 'agents');
+    const lines: Line[] = [];
+    // Common agents and referrers every 10 minutes from 3 hours before D to 8 hours after the next day began.
+    for (let at = D - 3 * HOUR + 1_000; at < D + DAY + 8 * HOUR; at += 600_000) {
+      lines.push({ t: at, agent: at % 1_200_000 < 600_000 ? 'Mozilla/5.0' : 'curl/8.5.0', referrer: at % 1_800_000 < 600_000 ? 'https://example.org/' : '' });
+    }
+    const needles: Line[] = [
+      { t: D + 5 * HOUR + 2_000, agent: 'Needle-Day/1', referrer: 'https://ref-needle-day.example/' }, // a whole day of the window
+      { t: D + DAY + 2 * HOUR + 3_000, agent: 'Needle-Hour/1', referrer: '' }, // a whole hour after it
+      { t: D - 2 * HOUR + 1_800_000, agent: 'Needle-Edge/1', referrer: '' }, // the partial hour at the start
+      { t: D + DAY + 7 * HOUR, agent: 'Needle-Outside/1', referrer: 'https://ref-outside.example/' }, // after the end
+      { t: D + 6 * HOUR + 5_000, agent: `Meta'Agent\\{x:String}%_"q"`, referrer: '' }, // SQL and LIKE metacharacters, in a built day
+    ];
+    const all = [...lines, ...needles].sort((a, b) => a.t - b.t);
+    expect((await importText(t, domain.name, all.map(lineOf).join(''))).inserted).toBe(all.length);
+    await buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 60_000, retentionDays: 90 });
+    const plan = async () => planWindow(start, end, await queryBuildState(t.runtime.clickhouse, domain.id, start, end));
+    expect(await plan()).toMatchObject({ days: [D], raw: [[start, D - HOUR], [D + DAY + 5 * HOUR, end + 1]] });
+    expect((await plan()).hours).toHaveLength(6);
+
+    const check = (query: string, fields: SearchField[]) =>
+      searchableFields(t.runtime.clickhouse, { domainId: domain.id, query, fields, startDate: new Date(start), endDate: new Date(end) });
+    /** The API's answer against a count over the lines; the check's answer. */
+    const expectFound = async (query: string, fields: SearchField[], stored: Line[]) => {
+      const want = stored.filter((l) => l.t >= start && l.t <= end && fields.some((f) => (f === 'userAgent' ? l.agent : f === 'referrer' ? l.referrer : '').toLowerCase().includes(query.toLowerCase())));
+      const res = await search({ query, fields, startDate: new Date(start).toISOString(), endDate: new Date(end).toISOString(), limit: 100 }, admin, domain.id);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.data.pagination.total, `${query} in ${fields}`).toBe(want.length);
+      expect(res.body.data.logs.map((e: { timestamp: string }) => Date.parse(e.timestamp))).toEqual(want.map((l) => l.t).reverse());
+      return { found: want.length, fields: await check(query, fields) };
+    };
+    // In a built day, a built hour, the raw edge: the field stays, and the rows are found.
+    expect(await expectFound('needle-day', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
+    expect(await expectFound('NEEDLE-HOUR', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
+    expect(await expectFound('needle-edge', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
+    expect(await expectFound('ref-needle-day', ['referrer', 'ipAddress'], all)).toEqual({ found: 1, fields: ['referrer', 'ipAddress'] });
+    // Nowhere in the range (or only outside it): left out; a search without fields reads nothing.
+    expect(await expectFound('needle-absent', ['userAgent'], all)).toEqual({ found: 0, fields: [] });
+    expect(await expectFound('needle-outside', ['userAgent', 'referrer'], all)).toEqual({ found: 0, fields: [] });
+    expect(await expectFound('ref-outside', ['url', 'referrer', 'userAgent'], all)).toEqual({ found: 0, fields: ['url'] });
+    // Metacharacters are literal in the check as in the search, and reach it only as a bound parameter.
+    expect(await expectFound('needle%', ['userAgent'], all)).toEqual({ found: 0, fields: [] });
+    expect(await expectFound('needle_day', ['userAgent'], all)).toEqual({ found: 0, fields: [] });
+    expect(await expectFound(`A'AGENT\\{X:STRING}%_"Q`, ['userAgent', 'referrer'], all)).toEqual({ found: 1, fields: ['userAgent'] });
+    for (const query of ["it's", '\\\\', '{y:String}', "'; DROP TABLE access_rollups; --", '""', '%%', '__']) {
+      expect(await expectFound(query, ['userAgent', 'referrer'], all), query).toEqual({ found: 0, fields: [] });
+    }
+
+    // A late line in the built day: that hour is read raw until it is built again, and its agent is found.
+    const late: Line = { t: D + 10 * HOUR + 4_000, agent: 'Needle-Late/1', referrer: 'https://ref-late.example/' };
+    expect((await importText(t, domain.name, lineOf(late, 9_999))).inserted).toBe(1);
+    expect((await plan()).raw).toContainEqual([D + 10 * HOUR, D + 11 * HOUR]);
+    const stored = [...all, late].sort((a, b) => a.t - b.t);
+    expect(await expectFound('needle-late', ['userAgent'], stored)).toEqual({ found: 1, fields: ['userAgent'] });
+    expect(await expectFound('ref-late', ['referrer'], stored)).toEqual({ found: 1, fields: ['referrer'] });
+    // Built again: from the rollups' keys.
+    await buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 60_000, retentionDays: 90 });
+    expect((await plan()).days).toEqual([D]);
+    expect(await expectFound('needle-late', ['userAgent'], stored)).toEqual({ found: 1, fields: ['userAgent'] });
   });
 });

@@ -3,6 +3,7 @@ import { resolveDomain } from '../domains/service.js';
 import { pagination, type Pagination } from '../http/envelope.js';
 import { accessWhere, errorWhere } from './filters.js';
 import { statusCountsQuery } from './hour-counts.js';
+import { searchableFields } from './search-fields.js';
 import type { AccessListQuery, ErrorListQuery, SearchBody } from './schemas.js';
 import { listAccessEntries, listErrorEntries, searchEntries, type AccessEntry, type ErrorEntry, type SearchEntry } from './store.js';
 
@@ -37,6 +38,8 @@ export async function listErrorLogs(deps: Deps, principal: Principal, domainId: 
 export async function searchLogs(deps: Deps, principal: Principal, domainId: number, body: SearchBody, now = new Date()): Promise<LogPage<SearchEntry>> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
   const request = { domainId, query: body.query, fields: body.fields, startDate: body.startDate, endDate: body.endDate ?? now };
-  const { rows, total } = await searchEntries(deps.clickhouse, request, { offset: offsetOf(body), limit: body.limit });
+  // Fields no row of the range can match are not searched (search-fields.ts).
+  const fields = await searchableFields(deps.clickhouse, request);
+  const { rows, total } = await searchEntries(deps.clickhouse, { ...request, fields }, { offset: offsetOf(body), limit: body.limit });
   return { logs: rows, pagination: pagination(body.page, body.limit, total) };
 }

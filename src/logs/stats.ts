@@ -239,7 +239,7 @@ export async function queryBuildState(clickhouse: ClickHouseClient, domainId: nu
  * A plan's pieces as SQL conditions over bound parameters (the number of pieces is the plan's,
  * never the request's); null where the plan has no such piece, so that its read is left out.
  */
-interface PlanConditions {
+export interface PlanConditions {
   /** access_logs rows of the raw ranges. */
   raw: string | null;
   /** access_rollups (or access_tops) buckets: every built day and hour of the plan … */
@@ -283,7 +283,7 @@ function bucketsCondition(name: string, set: BucketSet, params: Record<string, u
   return anyOf(parts);
 }
 
-function planConditions(plan: WindowPlan): PlanConditions {
+export function planConditions(plan: WindowPlan): PlanConditions {
   const params: Record<string, unknown> = {};
   plan.raw.forEach(([from, to], i) => Object.assign(params, { [`raw${i}from`]: from, [`raw${i}to`]: to }));
   const listed = bucketSetOf(plan.listed);
