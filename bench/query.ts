@@ -24,7 +24,8 @@
  *        GET  …/stats?period=30d and 24h
  *        GET  …/access?statusCode=5xx (page 1 and page 1,000 at the default limit of 20), page 1,000
  *             without a filter, and page 1,000 at limit=1000 (rows 999,001–1,000,000)
- *        POST …/search {"query": <the rare marker>, "startDate": 30 days ago}, and a common word
+ *        POST …/search {"query": <the rare marker>, "startDate": 30 days ago}, a common word, and
+ *             the rare marker in `userAgent` alone and in all five fields
  *   5. an export of 1,000,000 rows (the newest: startDate is the timestamp of the 1,000,000th row,
  *      from the limit=1000 listing): POST …/export, then the download GET timed from request to
  *      last byte, rows counted, while the server's RSS is sampled from /proc/PID/status every
@@ -373,6 +374,9 @@ async function main(): Promise<void> {
     const since = new Date(Date.now() - 30 * DAY_MS).toISOString();
     await step(`search "${NEEDLE}" (rare), 30 days`, 'POST', `${d}/search`, { query: NEEDLE, startDate: since }, total, 300);
     await step(`search "${COMMON}" (common), 30 days`, 'POST', `${d}/search`, { query: COMMON, startDate: since }, total);
+    // The unindexed fields: a user agent no row holds (answered from the rollups' keys), and all five fields at once.
+    await step(`search "${NEEDLE}" in userAgent, 30 days`, 'POST', `${d}/search`, { query: NEEDLE, fields: ['userAgent'], startDate: since }, total);
+    await step(`search "${NEEDLE}" in all five fields, 30 days`, 'POST', `${d}/search`, { query: NEEDLE, fields: ['url', 'message', 'userAgent', 'referrer', 'ipAddress'], startDate: since }, total);
     const queryMs = performance.now() - queryStarted;
     const loadAfterQueries = load();
 
