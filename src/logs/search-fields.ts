@@ -12,7 +12,7 @@
  */
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { likeEscape } from './filters.js';
-import { planConditions, planWindow, queryBuildState, unionAll } from './stats.js';
+import { planConditions, planWindow, queryBuildState, unionAll, windowBuckets } from './stats.js';
 import type { SearchField, SearchRequest } from './store.js';
 
 /** The rollup list (access_rollups.dim) and the access_logs column of each field the check knows. */
@@ -27,8 +27,10 @@ export async function searchableFields(clickhouse: ClickHouseClient, request: Se
   if (keyed.length === 0) return [...request.fields];
   const start = request.startDate.getTime();
   const end = request.endDate.getTime();
+  // Without a whole hour built, the check would read what the search reads.
+  const whole = windowBuckets(start, end);
+  if (whole.hourFrom >= whole.hourTo) return [...request.fields];
   const plan = planWindow(start, end, await queryBuildState(clickhouse, request.domainId, start, end));
-  // Nothing built: the check would read what the search reads.
   if (plan.days.length + plan.hours.length === 0) return [...request.fields];
   const c = planConditions({ ...plan, listed: [] });
   const matches = (expression: string) => `lowerUTF8(${expression}) LIKE lowerUTF8({pattern:String})`;
