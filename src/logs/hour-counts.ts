@@ -8,7 +8,7 @@
  * are one read of a table of a few rows per hour.
  */
 import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
-import { unionAll } from './stats.js';
+import { unionAll } from './shared-sql.js';
 
 const HOUR_MS = 3_600_000;
 /** The open ends of a range: before any row, and after any (DateTime's range ends in 2106); both whole hours. */

@@ -17,8 +17,7 @@ import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { claimLease, releaseLease } from '../db/leases.js';
 import type { Db } from '../db/postgres.js';
 import type { Logger } from '../log.js';
-import { inBuckets } from './bucket-sql.js';
-import { topsVersions } from './stats.js';
+import { inBuckets, topsVersions } from './shared-sql.js';
 
 export interface RollupOptions {
   /** Only hours touched by an insert in the last `lookbackS` seconds, or of the last 3 hours; null: all. */

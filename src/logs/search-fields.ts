@@ -12,7 +12,8 @@
  */
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { likeEscape } from './filters.js';
-import { planConditions, planWindow, queryBuildState, unionAll, windowBuckets } from './stats.js';
+import { unionAll } from './shared-sql.js';
+import { planConditions, planWindow, queryBuildState, windowBuckets } from './stats.js';
 import type { SearchField, SearchRequest } from './store.js';
 
 /** The rollup list (access_rollups.dim) and the access_logs column of each field the check knows. */

@@ -12,7 +12,7 @@
  */
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import { BoundedCache, perClient } from './bounded-cache.js';
-import { inBuckets } from './bucket-sql.js';
+import { inBuckets } from './shared-sql.js';
 
 /** The four lists of one bucket as built for one version: list (1–4) → keys, counts and the threshold. */
 type BucketLists = Map<number, { keys: string[]; counts: number[]; threshold: number }>;

@@ -11,7 +11,7 @@
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
-import { inBuckets } from './bucket-sql.js';
+import { inBuckets, topsVersions, unionAll } from './shared-sql.js';
 import { readWithKnownPlan } from './known-plans.js';
 import { shortListSums, type ListedBucket } from './short-lists.js';
 
@@ -153,9 +153,6 @@ export function planWindow(start: number, end: number, state: BuildState | null)
   return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, listed };
 }
 
-/** The given SELECTs as one UNION ALL, leaving out the pieces a plan does not have. */
-export const unionAll = (selects: (string | null | false)[]) => selects.filter((q): q is string => typeof q === 'string').join('\nUNION ALL\n');
-
 /**
  * What a build-state read covers: the rows counted per whole hour only, or everything (adding the
  * built totals per whole hour and day, and the short lists' versions).
@@ -186,23 +183,8 @@ FROM (${topsVersions(
     )})`,
 ]);
 
-/**
- * Per bucket (`keys`, columns of access_tops) among the rows `where` picks: the requests its short
- * top lists were built for, as `version`; 0 unless all four lists are there, else the oldest
- * list's (each list counts with its newest build). Shared by the readers' build state and the
- * builder's search for buckets to build again (src/logs/rollups.ts).
- */
-export const topsVersions = (keys: string, where: string) => `
-  SELECT ${keys}, if(count() = 4, min(requests), 0) AS version
-  FROM (
-    SELECT ${keys}, dim, argMax(built_requests, built_at) AS requests FROM access_tops
-    WHERE ${where}
-    GROUP BY ${keys}, dim
-  )
-  GROUP BY ${keys}`;
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
-
 
 /** A build-state row: a bucket's span ('counted', 'hour', 'day', 'tops-hour', 'tops-day'), start (seconds) and figures. */
 interface BuildStateRow {
