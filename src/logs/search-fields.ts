@@ -11,20 +11,19 @@
  * that cannot match; what is searched is searched as before.
  */
 import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
-import { likeEscape } from './filters.js';
 import { unionAll } from './shared-sql.js';
 import { planConditions, planWindow, queryBuildState, windowBuckets } from './stats.js';
-import type { SearchField, SearchRequest } from './store.js';
+import { SEARCH_COLUMNS, searchMatches, searchPattern, type SearchField, type SearchRequest } from './store.js';
 
-/** The rollup list (access_rollups.dim) and the access_logs column of each field the check knows. */
-const KEYED: Partial<Record<SearchField, { dim: string; column: string }>> = {
-  userAgent: { dim: 'agent', column: 'user_agent' },
-  referrer: { dim: 'referrer', column: 'referrer' },
-};
+/** The rollup list (access_rollups.dim) of each field the check knows. */
+const KEYED_DIMS: Partial<Record<SearchField, string>> = { userAgent: 'agent', referrer: 'referrer' };
 
 /** The request's fields less the keyed ones no row of its range can match. */
 export async function searchableFields(clickhouse: ClickHouseClient, request: SearchRequest): Promise<SearchField[]> {
-  const keyed = [...new Set(request.fields)].flatMap((f) => KEYED[f] ?? []);
+  const keyed = [...new Set(request.fields)].flatMap((f) => {
+    const dim = KEYED_DIMS[f];
+    return dim ? [{ dim, column: SEARCH_COLUMNS.access_logs[f]! }] : [];
+  });
   if (keyed.length === 0) return [...request.fields];
   const start = request.startDate.getTime();
   const end = request.endDate.getTime();
@@ -34,7 +33,7 @@ export async function searchableFields(clickhouse: ClickHouseClient, request: Se
   const plan = planWindow(start, end, await queryBuildState(clickhouse, request.domainId, start, end));
   if (plan.days.length + plan.hours.length === 0) return [...request.fields];
   const c = planConditions({ ...plan, listed: [] });
-  const matches = (expression: string) => `lowerUTF8(${expression}) LIKE lowerUTF8({pattern:String})`;
+  const matches = (expression: string) => searchMatches(expression, '{pattern:String}');
   const query = unionAll([
     c.built &&
       `SELECT DISTINCT toString(dim) AS dim FROM access_rollups
@@ -45,7 +44,7 @@ export async function searchableFields(clickhouse: ClickHouseClient, request: Se
         `SELECT '${k.dim}' AS dim FROM (SELECT 1 FROM access_logs WHERE domain_id = {domainId:UInt32} AND (${c.raw}) AND ${matches(k.column)} LIMIT 1)`,
     ),
   ]);
-  const params = { ...c.params, domainId: request.domainId, dims: keyed.map((k) => k.dim), pattern: `%${likeEscape(request.query)}%` };
+  const params = { ...c.params, domainId: request.domainId, dims: keyed.map((k) => k.dim), pattern: searchPattern(request.query) };
   const found = new Set((await selectRows<{ dim: string }>(clickhouse, query, params)).map((r) => r.dim));
-  return request.fields.filter((f) => !KEYED[f] || found.has(KEYED[f].dim));
+  return request.fields.filter((f) => !KEYED_DIMS[f] || found.has(KEYED_DIMS[f]));
 }

@@ -233,7 +233,7 @@ export const SEARCH_FIELDS = ['url', 'message', 'userAgent', 'referrer', 'ipAddr
 export type SearchField = (typeof SEARCH_FIELDS)[number];
 
 /** The column of each search field in each table; an entry type without the field never matches on it. */
-const SEARCH_COLUMNS: Record<Table, Partial<Record<SearchField, string>>> = {
+export const SEARCH_COLUMNS: Record<Table, Partial<Record<SearchField, string>>> = {
   access_logs: { url: 'url', userAgent: 'user_agent', referrer: 'referrer', ipAddress: 'ip_address' },
   error_logs: { message: 'message' },
 };
@@ -247,19 +247,24 @@ export interface SearchRequest {
   endDate: Date;
 }
 
+/** The search's needle as one LIKE pattern: `%…%` with its own `%`, `_` and `\` escaped. */
+export const searchPattern = (query: string) => `%${likeEscape(query)}%`;
+
 /**
- * A table's search conditions, or null when none of the fields is one of its columns. The needle
- * is one bound LIKE pattern, `%…%` with its own `%`, `_` and `\` escaped, matched as
- * `lowerUTF8(column) LIKE lowerUTF8(pattern)`: the expression of the text indexes of
+ * `expression` holds the needle (`pattern`, the placeholder of a searchPattern), case-insensitively:
+ * `lowerUTF8(column) LIKE lowerUTF8(pattern)`, the expression of the text indexes of
  * sql/clickhouse/003_search_index.sql, so ClickHouse skips the granules that cannot match.
  */
+export const searchMatches = (expression: string, pattern: string) => `lowerUTF8(${expression}) LIKE lowerUTF8(${pattern})`;
+
+/** A table's search conditions, or null when none of the fields is one of its columns. */
 function searchWhere(table: Table, request: SearchRequest, prefix: string): SqlFilter | null {
   const columns = [...new Set(request.fields.flatMap((f) => SEARCH_COLUMNS[table][f] ?? []))];
   if (columns.length === 0) return null;
   const p = new Params(prefix);
   const conditions = [`domain_id = ${p.bind('UInt32', request.domainId)}`, ...timeConditions(request, p)];
-  const pattern = p.bind('String', `%${likeEscape(request.query)}%`);
-  const matches = columns.map((c) => `lowerUTF8(${c}) LIKE lowerUTF8(${pattern})`);
+  const pattern = p.bind('String', searchPattern(request.query));
+  const matches = columns.map((c) => searchMatches(c, pattern));
   conditions.push(matches.length === 1 ? matches[0]! : `(${matches.join(' OR ')})`);
   return { where: conditions.join(' AND '), params: p.values };
 }
