@@ -220,7 +220,7 @@ const dirtyBuckets = (clickhouse: ClickHouseClient, query: string, options: Roll
  * settled by ClickHouse's clock (the day queries' days end on hours). While it stays, a round
  * finds what the last one found.
  */
-export async function readRoundInputs(clickhouse: ClickHouseClient, settleS: number): Promise<string> {
+async function readRoundInputs(clickhouse: ClickHouseClient, settleS: number): Promise<string> {
   const [row] = await selectRows<{ inputs: string }>(
     clickhouse,
     `SELECT toString((sum(rows), max(last_insert), toStartOfHour(now() - toIntervalSecond({settleS:UInt32})))) AS inputs FROM access_hour_rows`,

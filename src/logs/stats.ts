@@ -159,6 +159,10 @@ export function planWindow(start: number, end: number, state: BuildState | null)
  */
 type StateParts = 'counted' | 'all';
 
+/** The window's whole hours and whole days, as rows of access_rollups or access_tops (span, bucket). */
+const WINDOW_BUCKETS = `((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
+    OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))`;
+
 /**
  * The build state of a window (`parts` of it), without joins. Rows: (span, bucket, counted,
  * built); span 'counted', 'hour', 'day', 'tops-hour' or 'tops-day'.
@@ -169,20 +173,12 @@ WHERE domain_id = {domainId:UInt32} AND hour >= toDateTime({hourFrom:UInt32}, 'U
 GROUP BY hour`,
   parts === 'all' &&
     `SELECT toString(span), toUnixTimestamp(bucket), 0, sum(requests) FROM access_rollups
-WHERE domain_id = {domainId:UInt32} AND dim = 'total'
-  AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
-    OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))
+WHERE domain_id = {domainId:UInt32} AND dim = 'total' AND ${WINDOW_BUCKETS}
 GROUP BY span, bucket`,
   parts === 'all' &&
     `SELECT concat('tops-', toString(span)), toUnixTimestamp(bucket), 0, version
-FROM (${topsVersions(
-      'span, bucket',
-      `domain_id = {domainId:UInt32}
-    AND ((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
-      OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))`,
-    )})`,
+FROM (${topsVersions('span, bucket', `domain_id = {domainId:UInt32} AND ${WINDOW_BUCKETS}`)})`,
 ]);
-
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
