@@ -589,6 +589,21 @@ describe('limits', () => {
     await createOk(body);
   });
 
+  it('holds the hourly limit under 40 concurrent creations: exactly the limit succeeds, the rest is 429', async () => {
+    const user = await freshUser(app, admin, 'racer');
+    const made = await call(app, 'POST', '/api/domains', { token: admin, body: { name: `racer-${process.pid}.example.com`, ownerId: user.id } });
+    const body = { type: 'access', startDate: new Date(T0).toISOString() };
+    const answers = await Promise.all(Array.from({ length: 40 }, () => call(app, 'POST', exportUrl(made.body.data.id), { token: user.token, body })));
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.filter((s) => s === 201)).toHaveLength(EXPORT_LIMITS.perUserPerHour);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(40 - EXPORT_LIMITS.perUserPerHour);
+    const [stored] = await t.runtime.db.query<{ n: number }>(sql`select count(*)::int as n from exports where user_id = ${user.id}`);
+    expect(stored!.n).toBe(EXPORT_LIMITS.perUserPerHour);
+    // Each created export is in the creator's activity, and no refused one is.
+    const [recorded] = await t.runtime.db.query<{ n: number }>(sql`select count(*)::int as n from activity where user_id = ${user.id} and action = 'export.create'`);
+    expect(recorded!.n).toBe(EXPORT_LIMITS.perUserPerHour);
+  });
+
   it('refuses an export above the row limit with a 422 naming the range', async () => {
     const principal = { user: { id: owner.id, role: 'user' }, permissions: { can: () => true } } as never;
     const range = { type: 'access' as const, format: 'csv' as const, startDate: new Date(T0), filters: {}, selection: { type: 'access' as const, filters: {} } };

@@ -6,7 +6,7 @@ import type { Db } from '../db/postgres.js';
 import { resolveDomain } from '../domains/service.js';
 import { ApiError, invalidField } from '../http/errors.js';
 import { selectionOf, type ExportRequest } from './schemas.js';
-import { deleteExpiredExports, findDownload, insertExport, recentExports, type ExportFormat } from './store.js';
+import { deleteExpiredExports, findDownload, insertExport, lockExportQuota, recentExports, type ExportFormat } from './store.js';
 import { exportBytes, exportCountQuery, openExportBody, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan } from './stream.js';
 
 export interface ExportLimits {
@@ -75,11 +75,17 @@ export async function createExport(
   const endDate = body.endDate ?? now;
   if (endDate < body.startDate) throw invalidField('startDate', 'must not be after endDate, which defaults to now');
 
-  const recent = await recentExports(deps.db, principal.user.id, new Date(now.getTime() - HOUR_MS));
-  if (recent.count >= limits.perUserPerHour) {
+  const userId = principal.user.id;
+  const since = new Date(now.getTime() - HOUR_MS);
+  const overQuota = (recent: { count: number; oldest: Date | null }) => {
+    if (recent.count < limits.perUserPerHour) return null;
     const freeAt = (recent.oldest ?? now).getTime() + HOUR_MS;
-    throw tooMany(`Too many exports: at most ${limits.perUserPerHour} an hour`, (freeAt - now.getTime()) / 1000);
-  }
+    return tooMany(`Too many exports: at most ${limits.perUserPerHour} an hour`, (freeAt - now.getTime()) / 1000);
+  };
+  // A first look, so that a user over the limit costs no ClickHouse count; what decides is the
+  // count taken again under the user's lock, right before the insert.
+  const early = overQuota(await recentExports(deps.db, userId, since));
+  if (early) throw early;
 
   const range = { startDate: body.startDate, endDate };
   const rows = await countRows(deps, exportCountQuery(domain.id, body.selection, range));
@@ -88,27 +94,35 @@ export async function createExport(
   }
 
   const token = randomBytes(32).toString('base64url');
-  const record = await insertExport(deps.db, {
-    domainId: domain.id,
-    userId: principal.user.id,
-    type: body.type,
-    format: body.format,
-    filters: body.filters,
-    startDate: body.startDate,
-    endDate,
-    tokenHash: hashToken(token),
-    expiresAt: new Date(now.getTime() + deps.config.exportTtlS * 1000),
+  // Count, insert and activity in one short transaction under the user's lock: concurrent
+  // creations of one user (any process) are counted one after the other, so none overshoots.
+  const record = await deps.db.transaction(async (tx) => {
+    await lockExportQuota(tx, userId);
+    const refusal = overQuota(await recentExports(tx, userId, since));
+    if (refusal) throw refusal;
+    const inserted = await insertExport(tx, {
+      domainId: domain.id,
+      userId,
+      type: body.type,
+      format: body.format,
+      filters: body.filters,
+      startDate: body.startDate,
+      endDate,
+      tokenHash: hashToken(token),
+      expiresAt: new Date(now.getTime() + deps.config.exportTtlS * 1000),
+    });
+    await recordActivity(
+      tx,
+      {
+        userId,
+        action: 'export.create',
+        resource: `domains/${domain.id}/exports/${inserted.id}`,
+        details: `Exported ${rows} ${body.type} log entries of ${domain.name} as ${FORMAT_NAMES[body.format]} (${body.startDate.toISOString()} to ${endDate.toISOString()})`,
+      },
+      client,
+    );
+    return inserted;
   });
-  await recordActivity(
-    deps.db,
-    {
-      userId: principal.user.id,
-      action: 'export.create',
-      resource: `domains/${domain.id}/exports/${record.id}`,
-      details: `Exported ${rows} ${body.type} log entries of ${domain.name} as ${FORMAT_NAMES[body.format]} (${body.startDate.toISOString()} to ${endDate.toISOString()})`,
-    },
-    client,
-  );
   await sweepNowAndThen(deps, now, limits);
   return {
     downloadUrl: `${deps.config.baseUrl}/api/downloads/${token}.${EXTENSIONS[body.format]}`,

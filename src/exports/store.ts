@@ -65,6 +65,22 @@ export async function findDownload(db: Db, tokenHash: string): Promise<DownloadR
   return row ? normalize(row) : undefined;
 }
 
+/**
+ * The namespace of the per-user advisory lock (two-key form: namespace, user id) under which an
+ * export is counted against the hourly limit and inserted; the single-key locks of migrations,
+ * the bootstrap and the alert evaluator live in a separate key space.
+ */
+const EXPORT_QUOTA_LOCK = 74_182_309;
+
+/**
+ * Holds the user's export quota until the transaction ends: a count taken after this and an
+ * insert in the same transaction see every export of that user committed before, and no other
+ * creation of that user can count in between (whatever the process).
+ */
+export async function lockExportQuota(tx: Db, userId: number): Promise<void> {
+  await tx.query(sql`select pg_advisory_xact_lock(${EXPORT_QUOTA_LOCK}::int, ${userId}::int)`);
+}
+
 /** How many exports a user created since `since`, and the oldest of them (for Retry-After). */
 export async function recentExports(db: Db, userId: number, since: Date): Promise<{ count: number; oldest: Date | null }> {
   const [row] = await db.query<{ count: number; oldest: Date | null }>(sql`
