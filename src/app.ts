@@ -1,13 +1,14 @@
 import { OpenAPIHono } from '@hono/zod-openapi';
 import { bodyLimit } from 'hono/body-limit';
 import { secureHeaders } from 'hono/secure-headers';
-import { RESET_PASSWORD_PAGE } from './auth/reset-page.js';
+import { linkPages } from './auth/pages.js';
 import { authRoutes } from './auth/routes.js';
 import type { AppEnv, Services } from './context.js';
 import { docsRoutes } from './docs/routes.js';
 import { alertsRoutes } from './alerts/routes.js';
 import { domainsRoutes } from './domains/routes.js';
 import { downloadRoutes, exportRoutes } from './exports/routes.js';
+import type { ExportLimits } from './exports/service.js';
 import { healthRoutes } from './health/routes.js';
 import { clientInfo } from './http/client-info.js';
 import { handleError, payloadTooLarge } from './http/errors.js';
@@ -20,8 +21,13 @@ const loggedPath = (path: string) => path.replace(/^\/api\/downloads\/[^/]+/, '/
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
+/** What tests may set apart from the services: export and download limits (default EXPORT_LIMITS). */
+export interface AppOptions {
+  exportLimits?: ExportLimits;
+}
+
 /** The whole HTTP API over already-open services; no I/O happens here. */
-export function createApp(services: Services) {
+export function createApp(services: Services, options: AppOptions = {}) {
   const { log, config } = services;
   const app = new OpenAPIHono<AppEnv>();
 
@@ -42,12 +48,12 @@ export function createApp(services: Services) {
   app.route('/api/users', usersRoutes(services));
   app.route('/api/domains', domainsRoutes(services));
   app.route('/api/logs', exportRoutes(services));
-  app.route('/api/downloads', downloadRoutes(services));
+  app.route('/api/downloads', downloadRoutes(services, options.exportLimits));
   app.route('/api/logs', alertsRoutes(services));
   app.route('/api/logs', logStatsRoutes(services));
   app.route('/api/logs', logsRoutes(services));
   app.route('/api/docs', docsRoutes());
-  app.get('/reset-password', (c) => c.html(RESET_PASSWORD_PAGE));
+  app.route('/', linkPages());
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
     type: 'http',

@@ -5,7 +5,7 @@ import { domainIdParams } from '../domains/schemas.js';
 import { commonErrors, dataEnvelope, errorResponse, jsonBody, jsonContent, notFoundResponse, ok } from '../http/envelope.js';
 import { bearerSecurity, createRouter } from '../http/router.js';
 import { downloadParams, exportBody, exportResultSchema } from './schemas.js';
-import { createExport, openDownload } from './service.js';
+import { createExport, EXPORT_LIMITS, openDownload, type ExportLimits } from './service.js';
 
 const routes = {
   create: createRoute({
@@ -38,7 +38,7 @@ const routes = {
       },
       404: errorResponse('Download not found'),
       410: errorResponse('Download link expired'),
-      429: errorResponse('Too many downloads in progress; see Retry-After'),
+      429: errorResponse('Too many downloads in progress, in this process or of the same user\'s exports; see Retry-After'),
     },
   }),
 };
@@ -53,13 +53,13 @@ export function exportRoutes(services: Services) {
   return app;
 }
 
-/** `GET /:file`, mounted under /api/downloads: the link is the credential. */
-export function downloadRoutes(services: Services) {
+/** `GET /:file`, mounted under /api/downloads: the link is the credential. `limits`: tests may narrow the slots and the reader's pace. */
+export function downloadRoutes(services: Services, limits: ExportLimits = EXPORT_LIMITS) {
   const app = createRouter();
   app.openapi(routes.download, async (c) => {
     // Hono answers HEAD with the GET handler and drops the body unread: run the checks only.
     const headOnly = c.req.method === 'HEAD';
-    const download = await openDownload(services, c.req.valid('param').file, { headOnly });
+    const download = await openDownload(services, c.req.valid('param').file, { headOnly, limits });
     const headers = {
       'Content-Type': download.contentType,
       'Content-Disposition': `attachment; filename="${download.filename}"`,

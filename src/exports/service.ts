@@ -7,7 +7,7 @@ import { resolveDomain } from '../domains/service.js';
 import { ApiError, invalidField } from '../http/errors.js';
 import { selectionOf, type ExportRequest } from './schemas.js';
 import { deleteExpiredExports, findDownload, insertExport, lockExportQuota, recentExports, type ExportFormat } from './store.js';
-import { exportBytes, exportCountQuery, openExportBody, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan } from './stream.js';
+import { exportBytes, exportCountQuery, openExportBody, READER_PACE, SlowReaderError, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan, type ReaderPace } from './stream.js';
 
 export interface ExportLimits {
   /** Rows one export may hold, counted when it is created (the stream itself needs no bound). */
@@ -16,6 +16,14 @@ export interface ExportLimits {
   perUserPerHour: number;
   /** Downloads streaming at once in this process (429 with Retry-After beyond). */
   concurrentDownloads: number;
+  /**
+   * Downloads of one user's exports streaming at once in this process (429 with Retry-After
+   * beyond), fewer than `concurrentDownloads`: one user never holds every slot. A link needs no
+   * bearer, so a download counts against the export's creator, whoever fetches it.
+   */
+  concurrentDownloadsPerUser: number;
+  /** The slowest a reader may take a download before it is cut (see ReaderPace). */
+  readerPace: ReaderPace;
   /** How long an expired record is kept, so that its link answers 410 rather than 404. */
   keepExpiredMs: number;
 }
@@ -24,6 +32,8 @@ export const EXPORT_LIMITS: ExportLimits = {
   maxRows: 50_000_000,
   perUserPerHour: 30,
   concurrentDownloads: 4,
+  concurrentDownloadsPerUser: 2,
+  readerPace: READER_PACE,
   keepExpiredMs: 7 * 86_400_000,
 };
 
@@ -157,9 +167,31 @@ export interface Download {
 }
 
 let activeDownloads = 0;
+/** Downloads streaming in this process right now, by the user whose export they are. */
+const activeByUser = new Map<number, number>();
 
 /** Downloads streaming in this process right now. */
 export const downloadsInProgress = () => activeDownloads;
+
+/**
+ * Takes a download slot of the process for an export of `userId`, or refuses with 429 when the
+ * process's slots or the user's share of them are all taken; returns the slot's release.
+ */
+function takeDownloadSlot(userId: number, limits: ExportLimits): () => void {
+  if (activeDownloads >= limits.concurrentDownloads) throw tooMany('Too many downloads in progress; try again shortly', 5);
+  const ofUser = activeByUser.get(userId) ?? 0;
+  if (ofUser >= limits.concurrentDownloadsPerUser) {
+    throw tooMany(`Too many downloads of this user's exports in progress (at most ${limits.concurrentDownloadsPerUser} at once); try again when one ends`, 5);
+  }
+  activeDownloads++;
+  activeByUser.set(userId, ofUser + 1);
+  return () => {
+    activeDownloads--;
+    const left = (activeByUser.get(userId) ?? 1) - 1;
+    if (left > 0) activeByUser.set(userId, left);
+    else activeByUser.delete(userId);
+  };
+}
 
 /**
  * Opens the download behind a file name: 404 when the name is malformed, unknown, of another
@@ -177,18 +209,18 @@ export async function openDownload(deps: DownloadDeps, file: string, options: { 
   const stamp = new Date(record.created_at).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
   const head = { filename: `${record.domain_name}-${record.type}-${stamp}.${EXTENSIONS[record.format]}`, contentType: CONTENT_TYPES[record.format] };
   if (options.headOnly) return { ...head, stream: null };
-  if (activeDownloads >= limits.concurrentDownloads) throw tooMany('Too many downloads in progress; try again shortly', 5);
+  const freeSlot = takeDownloadSlot(record.user_id, limits);
 
   const started = performance.now();
-  const log = deps.log.child({ exportId: record.id, domainId: record.domain_id });
-  activeDownloads++;
+  const log = deps.log.child({ exportId: record.id, domainId: record.domain_id, userId: record.user_id });
   let released = false;
   const release = (result: ExportBodyEnd) => {
     if (released) return;
     released = true;
-    activeDownloads--;
+    freeSlot();
     const ms = Math.round(performance.now() - started);
     if (result.error === undefined) log.info({ bytes: result.bytes, ms }, 'export downloaded');
+    else if (result.error instanceof SlowReaderError) log.warn({ reason: 'slow reader', error: result.error.message, bytes: result.bytes, ms }, 'export download cut');
     else log.warn({ err: result.error, bytes: result.bytes, ms }, 'export download failed');
   };
   try {
@@ -198,7 +230,7 @@ export async function openDownload(deps: DownloadDeps, file: string, options: { 
       range: { startDate: new Date(record.start_date), endDate: new Date(record.end_date) },
       format: record.format,
     };
-    const stream = await openExportBody((signal) => exportBytes(deps.clickhouse, plan, signal), record.type, record.format, release);
+    const stream = await openExportBody((signal) => exportBytes(deps.clickhouse, plan, signal), record.type, record.format, release, limits.readerPace);
     return { ...head, stream };
   } catch (err) {
     release({ bytes: 0, error: err });

@@ -293,8 +293,42 @@ export async function* exportBytes(clickhouse: ClickHouseClient, plan: ExportPla
   }
 }
 
-/** A reader that takes nothing for this long gives up its download (and its ClickHouse query). */
-export const READER_IDLE_MS = 120_000;
+/**
+ * How fast a download's reader must take the file. Over every `windowMs` of the reader's own time
+ * (time during which a piece of the file was ready for it, not time spent waiting for ClickHouse)
+ * it must take at least `minBytesPerS × windowMs / 1000` bytes, else the download is cut and its
+ * slot freed: a reader that trickles, not only one gone silent, gives its slot back.
+ */
+export interface ReaderPace {
+  minBytesPerS: number;
+  windowMs: number;
+}
+
+/**
+ * 16 KiB/s (128 kbit/s) over 30 s windows: below any mobile or broadband link in use, so a real
+ * client is never cut, while a reader slower than that would hold a download slot (and a
+ * ClickHouse query) for hours on a file of a hundred megabytes. A silent reader is cut after 30
+ * to 60 s of silence (the window it falls silent in still counts what it took before).
+ */
+export const READER_PACE: ReaderPace = { minBytesPerS: 16 * 1024, windowMs: 30_000 };
+
+/**
+ * The most handed to the reader at once. A result block is about a megabyte; handed whole, a
+ * reader at the minimum pace would take a minute over one, and its pace would show only block by
+ * block. Pieces are views of the block (no copy).
+ */
+export const PIECE_BYTES = 64 * 1024;
+
+/** Why a download was cut: its reader took too little in a window of its own time. */
+export class SlowReaderError extends Error {
+  constructor(
+    readonly bytes: number,
+    readonly windowMs: number,
+    readonly minBytesPerS: number,
+  ) {
+    super(`download reader took ${bytes} bytes in ${windowMs} ms, below the minimum of ${minBytesPerS} bytes/s`);
+  }
+}
 
 export interface ExportBodyEnd {
   /** Bytes handed to the reader. */
@@ -303,20 +337,25 @@ export interface ExportBodyEnd {
 }
 
 /**
- * The download body: the CSV header row (for CSV), then the result's bytes as they come. `open`
- * starts the source; its signal is aborted when the body ends early, before the source is
- * closed, so that a query under way stops at once where the transport allows. The query runs,
- * and its first chunk is fetched, before this returns, so a failing query is an error of the
- * request rather than a cut download; after that each pull hands on one more chunk.
- * `onEnd` runs once: when the rows are done, the reader cancels or stays idle for `idleMs`, or
- * a later chunk fails (with the error).
+ * The download body: the CSV header row (for CSV), then the result's bytes as they come, in
+ * pieces of at most PIECE_BYTES. `open` starts the source; its signal is aborted when the body
+ * ends early, before the source is closed, so that a query under way stops at once where the
+ * transport allows. The query runs, and its first chunk is fetched, before this returns, so a
+ * failing query is an error of the request rather than a cut download; after that each pull
+ * hands on one more piece.
+ *
+ * The reader's pace (`pace`, see ReaderPace) is measured on its own clock: from the moment a
+ * piece is handed to it (or the body is opened) until it asks for the next one. Waiting for the
+ * next chunk of the query does not count, so a slow query never gets its reader cut.
+ * `onEnd` runs once: when the rows are done, the reader cancels or is cut for its pace (with a
+ * SlowReaderError), or a later chunk fails (with the error).
  */
 export async function openExportBody(
   open: (signal: AbortSignal) => AsyncIterable<Uint8Array>,
   type: ExportType,
   format: ExportFormat,
   onEnd: (end: ExportBodyEnd) => void,
-  idleMs = READER_IDLE_MS,
+  pace: ReaderPace = READER_PACE,
 ): Promise<ReadableStream<Uint8Array>> {
   const abort = new AbortController();
   const chunks = open(abort.signal)[Symbol.asyncIterator]();
@@ -324,12 +363,13 @@ export async function openExportBody(
   /** The source gave its last chunk, or was stopped. */
   let done = false;
   let ended = false;
-  let idle: NodeJS.Timeout | undefined;
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  const clock = readerClock(pace, (error) => void finish(error).then(() => controller.error(error)));
   /** Stops the query (if still running) and reports the end, once. */
   const finish = async (error?: unknown) => {
     const early = !done;
     done = true;
-    clearTimeout(idle);
+    clock.stop();
     if (early) abort.abort();
     await chunks.return?.(undefined).catch(() => {});
     if (ended) return;
@@ -348,34 +388,32 @@ export async function openExportBody(
     throw err;
   }
 
-  let controller!: ReadableStreamDefaultController<Uint8Array>;
-  const waitForReader = () => {
-    clearTimeout(idle);
-    idle = setTimeout(() => {
-      const error = new Error(`download reader idle for ${idleMs} ms`);
-      void finish(error).then(() => controller.error(error));
-    }, idleMs).unref();
-  };
-  const hand = (c: ReadableStreamDefaultController<Uint8Array>, chunk: Uint8Array) => {
-    bytes += chunk.length;
-    c.enqueue(chunk);
-    waitForReader();
+  /** Hands the reader the next piece of the queue's first chunk; its turn starts. */
+  const handNext = (c: ReadableStreamDefaultController<Uint8Array>) => {
+    const chunk = queue.shift()!;
+    const piece = chunk.length > PIECE_BYTES ? chunk.subarray(0, PIECE_BYTES) : chunk;
+    if (piece !== chunk) queue.unshift(chunk.subarray(PIECE_BYTES));
+    bytes += piece.length;
+    c.enqueue(piece);
+    clock.handed(piece.length);
   };
   return new ReadableStream<Uint8Array>(
     {
       start(c) {
         controller = c;
-        waitForReader();
+        clock.handed(0);
       },
       async pull(c) {
-        clearTimeout(idle);
+        if (!clock.asked()) return;
         try {
-          const queued = queue.shift();
-          if (queued) return hand(c, queued);
+          if (queue.length > 0) return handNext(c);
           while (!done) {
             const next = await chunks.next();
             if (next.done) done = true;
-            else if (next.value.length > 0) return hand(c, next.value);
+            else if (next.value.length > 0) {
+              queue.push(next.value);
+              return handNext(c);
+            }
           }
           c.close();
           await finish();
@@ -391,4 +429,70 @@ export async function openExportBody(
     // Nothing is queued ahead of the reader beyond the chunk read ahead: a slow client holds back the query.
     { highWaterMark: 0 },
   );
+}
+
+interface ReaderClock {
+  /** A piece of `size` bytes was handed to the reader: its turn starts. */
+  handed(size: number): void;
+  /** The reader asks for more: its turn ends. False if it was cut meanwhile. */
+  asked(): boolean;
+  stop(): void;
+}
+
+/**
+ * The reader's clock for ReaderPace: consecutive windows of the reader's own time, each of which
+ * must see at least the pace's bytes. A timer ends a window that runs out during the reader's
+ * turn (a reader that stalls never asks again); a turn that ends past the window's end closes it
+ * at once.
+ */
+function readerClock(pace: ReaderPace, cut: (error: SlowReaderError) => void): ReaderClock {
+  const minBytes = (pace.minBytesPerS * pace.windowMs) / 1000;
+  let usedMs = 0;
+  let windowBytes = 0;
+  let turnStart: number | null = null;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  /** Adds the turn so far to the window; true while the reader keeps its pace. */
+  const settle = (): boolean => {
+    if (stopped) return false;
+    const now = performance.now();
+    if (turnStart !== null) {
+      usedMs += now - turnStart;
+      turnStart = now;
+    }
+    if (usedMs < pace.windowMs) return true;
+    if (windowBytes < minBytes) {
+      stop();
+      cut(new SlowReaderError(windowBytes, pace.windowMs, pace.minBytesPerS));
+      return false;
+    }
+    usedMs = 0;
+    windowBytes = 0;
+    return true;
+  };
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      if (settle()) arm();
+    }, pace.windowMs - usedMs).unref();
+  };
+  const stop = () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+  return {
+    handed(size) {
+      if (stopped) return;
+      windowBytes += size;
+      turnStart = performance.now();
+      arm();
+    },
+    asked() {
+      clearTimeout(timer);
+      const keeping = settle();
+      turnStart = null;
+      return keeping;
+    },
+    stop,
+  };
 }
