@@ -21,6 +21,8 @@ export interface Services {
 export interface Principal {
   user: Omit<UserRow, 'password_hash'>;
   permissions: PermissionSet;
+  /** How the caller signed in: an access token from a password login, or a personal access token. */
+  credential: 'session' | 'personal-token';
 }
 
 export type AppEnv = {

@@ -207,88 +207,7 @@ describe('POST /api/auth/login', () => {
   });
 });
 
-describe('login throttling', () => {
-  const expectThrottled = (res: Awaited<ReturnType<typeof tryLogin>>) => {
-    expect(res.status).toBe(429);
-    expect(res.body.success).toBe(false);
-    expect(typeof res.body.error).toBe('string');
-    const retryAfter = res.headers.get('retry-after');
-    expect(retryAfter).toMatch(/^\d+$/);
-    expect(Number(retryAfter)).toBeGreaterThan(0);
-    expect(Number(retryAfter)).toBeLessThanOrEqual(900);
-  };
-
-  it('refuses an e-mail with more than 10 failures in 15 minutes, from any address, even with the right password', async () => {
-    const u = await freshUser(t.app, admin, 'throttle-email');
-    // Each failure from its own address: only the e-mail connects them.
-    for (let i = 1; i <= 10; i++) {
-      const res = await tryLogin(t.app, u.email, `wrong-password-${i}`, nextIp());
-      expect(res.status, `failure ${i}`).toBe(401);
-    }
-    expectThrottled(await tryLogin(t.app, u.email, 'wrong-password-11', nextIp()));
-    expectThrottled(await tryLogin(t.app, u.email, u.password, nextIp()));
-    // The same e-mail spelt differently is the same account.
-    expectThrottled(await tryLogin(t.app, ` ${u.email.toUpperCase()}`, u.password, nextIp()));
-
-    // Another account from another address is unaffected.
-    const other = await freshUser(t.app, admin, 'throttle-bystander');
-    expect((await tryLogin(t.app, other.email, other.password, nextIp())).status).toBe(200);
-  });
-
-  it('refuses a client address with more than 10 failures across different e-mails', async () => {
-    const ip = nextIp();
-    const u = await freshUser(t.app, admin, 'throttle-ip');
-    for (let i = 1; i <= 10; i++) {
-      const res = await tryLogin(t.app, freshEmail('throttle-ip-probe'), 'some-password', ip);
-      expect(res.status, `failure ${i}`).toBe(401);
-    }
-    expectThrottled(await tryLogin(t.app, freshEmail('throttle-ip-probe'), 'some-password', ip));
-    // A correct password from that address is refused too…
-    expectThrottled(await tryLogin(t.app, u.email, u.password, ip));
-    // …also when the client prepends addresses of its own to X-Forwarded-For (the proxy appends the real one).
-    const spoofed = await call(t.app, 'POST', '/api/auth/login', {
-      body: { email: u.email, password: u.password },
-      headers: { 'x-forwarded-for': `${nextIp()}, ${nextIp()}, ${ip}` },
-    });
-    expectThrottled(spoofed);
-    // …while the same account from another address signs in.
-    expect((await tryLogin(t.app, u.email, u.password, nextIp())).status).toBe(200);
-    // And the refused attempt did not count against the account's e-mail.
-    expect((await tryLogin(t.app, u.email, u.password, nextIp())).status).toBe(200);
-  });
-
-  it('does not throttle at 10 failures (the limit is more than 10)', async () => {
-    const u = await freshUser(t.app, admin, 'throttle-edge');
-    for (let i = 1; i <= 9; i++) expect((await tryLogin(t.app, u.email, `wrong-${i}-password`, nextIp())).status).toBe(401);
-    // The tenth attempt is still checked (and fails); only the eleventh is refused unchecked.
-    expect((await tryLogin(t.app, u.email, 'wrong-10-password', nextIp())).status).toBe(401);
-    expectThrottled(await tryLogin(t.app, u.email, u.password, nextIp()));
-  });
-
-  it('counts only failures of the last 15 minutes', async () => {
-    const u = await freshUser(t.app, admin, 'throttle-window');
-    const ip = nextIp();
-    for (let i = 1; i <= 10; i++) expect((await tryLogin(t.app, u.email, `wrong-${i}-password`, ip)).status).toBe(401);
-    expectThrottled(await tryLogin(t.app, u.email, u.password, nextIp()));
-    // Arrange: the failures happened 16 minutes ago.
-    await t.runtime.db.query(sql`update login_failures set failed_at = now() - interval '16 minutes' where email = ${u.email}`);
-    expect((await tryLogin(t.app, u.email, u.password, ip)).status).toBe(200);
-  });
-
-  it('gives a Retry-After that counts down from the oldest failure in the window', async () => {
-    const u = await freshUser(t.app, admin, 'throttle-retry');
-    for (let i = 1; i <= 10; i++) expect((await tryLogin(t.app, u.email, `wrong-${i}-password`, nextIp())).status).toBe(401);
-    // Arrange: the oldest failure happened 10 minutes ago, so about 5 minutes remain.
-    await t.runtime.db.query(sql`
-      update login_failures set failed_at = now() - interval '10 minutes'
-      where id = (select min(id) from login_failures where email = ${u.email})`);
-    const res = await tryLogin(t.app, u.email, u.password, nextIp());
-    expectThrottled(res);
-    const retryAfter = Number(res.headers.get('retry-after'));
-    expect(retryAfter).toBeGreaterThan(240);
-    expect(retryAfter).toBeLessThanOrEqual(300);
-  });
-});
+// Throttling: test/auth-throttle.test.ts.
 
 describe('hostile input', () => {
   const HOSTILE = [
@@ -322,9 +241,8 @@ describe('hostile input', () => {
         { email: value, password: victim.password },
         { email: victim.email, password: value },
       ]) {
-        // A fresh address each time, and the victim's failures forgotten: the point is the
-        // answer, not the throttle.
-        await t.runtime.db.query(sql`delete from login_failures where email = ${victim.email}`);
+        // A fresh address each time, and every count forgotten: the point is the answer, not the throttle.
+        await t.runtime.db.query(sql`delete from auth_throttles`);
         const res = await call(t.app, 'POST', '/api/auth/login', { body, ip: nextIp() });
         statuses.push(res.status);
         expect([401, 422], `${JSON.stringify(body)} -> ${res.status} ${JSON.stringify(res.body)}`).toContain(res.status);

@@ -1,6 +1,4 @@
-import fs from 'node:fs/promises';
-import path from 'node:path';
-import { simpleParser, type ParsedMail } from 'mailparser';
+import type { ParsedMail } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomToken, tokenHash } from '../src/auth/tokens.js';
 import { sql } from '../src/db/sql.js';
@@ -12,6 +10,8 @@ import {
   expectRefreshRefused,
   expectValidation,
   freshUser,
+  mailRecipients,
+  outboxFor as outboxForDir,
   refresh,
   tryLogin,
 } from './support/auth.js';
@@ -30,15 +30,7 @@ afterAll(async () => {
 
 const LINK = /http:\/\/tailhouse\.test\/reset-password\?token=([A-Za-z0-9_%.~-]+)/;
 
-/** Every message in DATA_DIR/outbox addressed to `email`, parsed. */
-async function outboxFor(email: string): Promise<ParsedMail[]> {
-  const dir = path.join(t.dataDir, 'outbox');
-  const files = (await fs.readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.eml')).sort();
-  const mails = await Promise.all(files.map(async (f) => simpleParser(await fs.readFile(path.join(dir, f)))));
-  return mails.filter((m) => addresses(m).includes(email));
-}
-
-const addresses = (mail: ParsedMail) => [mail.to ?? []].flat().flatMap((a) => a.value.map((v) => v.address));
+const outboxFor = (email: string) => outboxForDir(t.dataDir, email);
 
 const requestReset = (id: number, email: string, token = admin) => call(t.app, 'POST', `/api/users/${id}/reset-password`, { token, body: { email } });
 
@@ -70,7 +62,7 @@ describe('password reset through an e-mailed link', () => {
     const mails = await outboxFor(u.email);
     expect(mails).toHaveLength(1);
     const mail = mails[0]!;
-    expect(addresses(mail)).toEqual([u.email]);
+    expect(mailRecipients(mail)).toEqual([u.email]);
     expect(mail.subject).toMatch(/reset/i);
     const match = LINK.exec(mail.text ?? '');
     expect(match, mail.text).not.toBeNull();
@@ -142,6 +134,27 @@ describe('password reset through an e-mailed link', () => {
     const loser = winner === 'race-winner-a1' ? 'race-winner-b2' : 'race-winner-a1';
     expect((await tryLogin(t.app, u.email, winner)).status).toBe(200);
     expect((await tryLogin(t.app, u.email, loser)).status).toBe(401);
+  });
+
+  it('voids an older link when a newer one is sent', async () => {
+    const u = await freshUser(t.app, admin, 'reset-newer');
+    const older = (await resetTokenFor(u.id, u.email)).token;
+    const newer = (await resetTokenFor(u.id, u.email)).token;
+    expectValidation(await useReset(older, 'older-link-pw-1'), ['token']);
+    expect((await useReset(newer, 'newer-link-pw-1')).status).toBe(200);
+    expect((await tryLogin(t.app, u.email, 'newer-link-pw-1')).status).toBe(200);
+  });
+
+  it('voids an outstanding link once the password is changed', async () => {
+    const u = await freshUser(t.app, admin, 'reset-voided');
+    const link = (await resetTokenFor(u.id, u.email)).token;
+    const changed = await call(t.app, 'PUT', `/api/users/${u.id}/password`, {
+      token: u.token,
+      body: { currentPassword: u.password, newPassword: 'changed-pw-123', confirmPassword: 'changed-pw-123' },
+    });
+    expect(changed.status).toBe(200);
+    expectValidation(await useReset(link, 'stale-link-pw-1'), ['token']);
+    expect((await tryLogin(t.app, u.email, 'changed-pw-123')).status).toBe(200);
   });
 
   it('refuses an unknown token with 422 on token', async () => {

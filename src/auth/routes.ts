@@ -1,12 +1,14 @@
 import { createRoute } from '@hono/zod-openapi';
 import type { Services } from '../context.js';
-import { commonErrors, dataEnvelope, errorEnvelope, jsonBody, jsonContent, message, messageEnvelope, ok } from '../http/envelope.js';
+import { commonErrors, dataEnvelope, errorEnvelope, errorResponse, jsonBody, jsonContent, message, messageEnvelope, ok } from '../http/envelope.js';
 import { createRouter } from '../http/router.js';
-import { loginBody, refreshBody, resetPasswordBody, sessionSchema } from './schemas.js';
+import { confirmEmailChange } from '../users/service.js';
+import { confirmEmailBody, loginBody, refreshBody, resetPasswordBody, sessionSchema } from './schemas.js';
 import * as auth from './service.js';
 
 const { 401: unauthorized, 400: badBody, 413: tooLarge, 422: invalid } = commonErrors;
 const base = { tags: ['Auth'] };
+const tooManyLinks = errorResponse('Too many unknown links from this address; see Retry-After');
 
 const routes = {
   login: createRoute({
@@ -31,12 +33,25 @@ const routes = {
   resetPassword: createRoute({
     ...base, method: 'post', path: '/reset-password', summary: 'Set a new password with the token of a reset e-mail',
     request: jsonBody(resetPasswordBody),
-    responses: { 200: jsonContent(messageEnvelope, 'Password set'), 400: badBody, 413: tooLarge, 422: invalid },
+    responses: { 200: jsonContent(messageEnvelope, 'Password set'), 400: badBody, 413: tooLarge, 422: invalid, 429: tooManyLinks },
+  }),
+  confirmEmail: createRoute({
+    ...base, method: 'post', path: '/confirm-email', summary: 'Apply an e-mail change with the token mailed to the new address',
+    request: jsonBody(confirmEmailBody),
+    responses: {
+      200: jsonContent(messageEnvelope, 'E-mail address changed'),
+      400: badBody, 409: errorResponse('The address was taken meanwhile'), 413: tooLarge, 422: invalid, 429: tooManyLinks,
+    },
   }),
 };
 
 export function authRoutes(services: Services) {
   const app = createRouter();
+  // Answers here carry tokens or concern secrets: no cache, shared or private, is to keep them.
+  app.use('*', async (c, next) => {
+    await next();
+    c.header('Cache-Control', 'no-store');
+  });
   app.openapi(routes.login, async (c) => c.json(ok(await auth.login(services, c.req.valid('json'), c.var.client)), 200));
   app.openapi(routes.refresh, async (c) => c.json(ok(await auth.refresh(services, c.req.valid('json').refreshToken)), 200));
   app.openapi(routes.logout, async (c) => {
@@ -47,6 +62,10 @@ export function authRoutes(services: Services) {
     const { token, newPassword } = c.req.valid('json');
     await auth.resetPasswordWithToken(services, token, newPassword, c.var.client);
     return c.json(message('Password set; sign in with the new password'), 200);
+  });
+  app.openapi(routes.confirmEmail, async (c) => {
+    const email = await confirmEmailChange(services, c.req.valid('json').token, c.var.client);
+    return c.json(message(`E-mail address changed to ${email}; sign in with it from now on`), 200);
   });
   return app;
 }

@@ -9,6 +9,8 @@ const tokenField = z.string({ message: 'is required' }).min(1, { message: 'is re
 
 export const refreshBody = z.strictObject({ refreshToken: tokenField }).openapi('Refresh');
 
+export const confirmEmailBody = z.strictObject({ token: tokenField }).openapi('EmailConfirmation');
+
 export const resetPasswordBody = z.strictObject({ token: tokenField, newPassword: passwordField }).openapi('PasswordReset');
 
 export const sessionSchema = z

@@ -7,16 +7,18 @@ import { PermissionSet } from '../users/permissions.js';
 import { findUserByEmail, findUserById, findUserWithPermissions, normaliseEmail, recordLogin, setPasswordHash, toUser, type User } from '../users/store.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import {
-  clearLoginFailures,
+  cancelPasswordResets,
   findRefreshToken,
   insertRefreshToken,
-  recordLoginFailure,
+  isKnownLoginAddress,
+  isLivePasswordReset,
+  rememberLoginAddress,
   revokeFamily,
   spendPasswordReset,
   spendRefreshToken,
-  throttleDelay,
   useApiToken,
 } from './store.js';
+import { addressKey, beginAttempt } from './throttle.js';
 import { ACCESS_TOKEN_TTL_S, PERSONAL_TOKEN_PREFIX, REFRESH_TOKEN_TTL_S, randomToken, signAccessToken, tokenHash, verifyAccessToken } from './tokens.js';
 
 type AuthDeps = Pick<Services, 'db' | 'jwtSecret' | 'log'>;
@@ -46,19 +48,32 @@ async function issueSession(deps: AuthDeps, user: { id: number; token_version: n
 
 /**
  * Wrong e-mail, wrong password and inactive account answer alike, after the same argon2 work.
- * Throttled by e-mail and by client address before any password is checked.
+ * Counted before any password is checked (throttle.ts): per e-mail and address, per address, and
+ * per e-mail from addresses the account never signed in from; an unknown e-mail is counted
+ * exactly like a known one, so a 429 reveals nothing either.
  */
 export async function login(deps: AuthDeps, credentials: { email: string; password: string }, client: ClientInfo): Promise<Session> {
   const email = normaliseEmail(credentials.email);
-  const wait = await throttleDelay(deps.db, email, client.ipAddress);
-  if (wait > 0) {
-    deps.log.warn({ email, ip: client.ipAddress }, 'login throttled');
-    throw new ApiError(429, 'Too many failed login attempts; try again later', undefined, { 'Retry-After': String(wait) });
+  const address = addressKey(client.ipAddress);
+  let attempt;
+  try {
+    attempt = await beginAttempt(
+      deps.db,
+      [
+        { scope: 'login-pair', key: JSON.stringify([email, address]) },
+        { scope: 'login-address', key: address },
+        { scope: 'login-account', key: email },
+      ],
+      { refusal: 'Too many failed login attempts; try again later', exempt: { 'login-account': () => isKnownLoginAddress(deps.db, email, address) } },
+    );
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 429) deps.log.warn({ email, ip: client.ipAddress }, 'login throttled');
+    throw err;
   }
   const user = await findUserByEmail(deps.db, email);
   const passwordOk = await verifyPassword(user?.password_hash, credentials.password);
   if (!user || !passwordOk || !user.active) {
-    await recordLoginFailure(deps.db, email, client.ipAddress);
+    await attempt.failed();
     if (user) {
       const reason = passwordOk ? 'account is deactivated' : 'wrong password';
       await recordActivity(deps.db, { userId: user.id, action: 'login.failed', resource: `users/${user.id}`, details: `Failed login: ${reason}` }, client);
@@ -66,7 +81,8 @@ export async function login(deps: AuthDeps, credentials: { email: string; passwo
     deps.log.info({ email, ip: client.ipAddress }, 'login failed');
     throw invalidLogin();
   }
-  await clearLoginFailures(deps.db, email);
+  await attempt.succeeded();
+  await rememberLoginAddress(deps.db, user.id, address);
   const updated = (await recordLogin(deps.db, user.id)) ?? user;
   await recordActivity(deps.db, { userId: user.id, action: 'login.succeeded', resource: `users/${user.id}`, details: 'Logged in' }, client);
   return issueSession(deps, updated, randomUUID(), toUser(updated));
@@ -98,15 +114,29 @@ export async function logout(deps: AuthDeps, refreshToken: string, client: Clien
   await recordActivity(deps.db, { userId: known.user_id, action: 'session.logout', resource: `users/${known.user_id}`, details: 'Logged out' }, client);
 }
 
-/** Sets a new password through a single-use reset link; ends every session of the user. */
+/**
+ * Sets a new password through a single-use reset link; ends every session of the user and voids
+ * its other links. The token is checked (a hash lookup) before the new password is hashed, and
+ * unknown tokens are throttled per client address, so junk tokens cost no argon2 work.
+ */
 export async function resetPasswordWithToken(deps: AuthDeps, token: string, newPassword: string, client: ClientInfo): Promise<void> {
+  const attempt = await beginAttempt(deps.db, [{ scope: 'link-address', key: addressKey(client.ipAddress) }], { refusal: 'Too many invalid links; try again later' });
+  const hash = tokenHash(token);
+  const invalidToken = () => invalidField('token', 'Reset link is unknown, already used or expired');
+  if (!(await isLivePasswordReset(deps.db, hash))) {
+    await attempt.failed();
+    throw invalidToken();
+  }
   const passwordHash = await hashPassword(newPassword);
   await deps.db.transaction(async (tx) => {
-    const userId = await spendPasswordReset(tx, tokenHash(token));
-    if (userId === undefined) throw invalidField('token', 'Reset link is unknown, already used or expired');
+    // Spent here, atomically: of two concurrent uses of one link, one wins.
+    const userId = await spendPasswordReset(tx, hash);
+    if (userId === undefined) throw invalidToken();
     await setPasswordHash(tx, userId, passwordHash);
+    await cancelPasswordResets(tx, userId);
     await recordActivity(tx, { userId, action: 'password.reset', resource: `users/${userId}`, details: 'Password set through a reset link' }, client);
   });
+  await attempt.succeeded();
 }
 
 /**
@@ -117,9 +147,10 @@ export async function authenticate(deps: AuthDeps, header: string | undefined): 
   const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
   if (!match) throw unauthorized();
   const token = match[1]!;
+  const credential = token.startsWith(PERSONAL_TOKEN_PREFIX) ? 'personal-token' : 'session';
   let userId: number | undefined;
   let version: number | undefined;
-  if (token.startsWith(PERSONAL_TOKEN_PREFIX)) {
+  if (credential === 'personal-token') {
     userId = await useApiToken(deps.db, tokenHash(token));
   } else {
     const claims = await verifyAccessToken(deps.jwtSecret, token);
@@ -127,12 +158,12 @@ export async function authenticate(deps: AuthDeps, header: string | undefined): 
     version = claims?.version;
   }
   if (userId === undefined) throw unauthorized();
-  return principalFor(deps.db, userId, version);
+  return principalFor(deps.db, userId, version, credential);
 }
 
-async function principalFor(db: Db, userId: number, version: number | undefined): Promise<Principal> {
+async function principalFor(db: Db, userId: number, version: number | undefined, credential: Principal['credential']): Promise<Principal> {
   const row = await findUserWithPermissions(db, userId);
   if (!row || !row.active || (version !== undefined && row.token_version !== version)) throw unauthorized();
   const { password_hash: _hash, permissions, ...user } = row;
-  return { user, permissions: new PermissionSet(row.role, permissions) };
+  return { user, permissions: new PermissionSet(row.role, permissions), credential };
 }

@@ -1,5 +1,5 @@
 import type { Db } from '../db/postgres.js';
-import { sql } from '../db/sql.js';
+import { join, sql } from '../db/sql.js';
 
 export interface RefreshTokenRow {
   id: string | number;
@@ -77,6 +77,17 @@ export async function insertPasswordReset(db: Db, reset: { userId: number; hash:
   await db.query(sql`insert into password_resets (user_id, token_hash, expires_at) values (${reset.userId}, ${reset.hash}, ${reset.expiresAt})`);
 }
 
+/** Voids every reset link of the user not yet used (a newer link, a new password or e-mail). */
+export async function cancelPasswordResets(db: Db, userId: number): Promise<void> {
+  await db.query(sql`delete from password_resets where user_id = ${userId} and used_at is null`);
+}
+
+/** Whether a reset token is live (unknown, used and expired ones are not): a lookup, nothing spent. */
+export async function isLivePasswordReset(db: Db, hash: string): Promise<boolean> {
+  const rows = await db.query(sql`select 1 from password_resets where token_hash = ${hash} and used_at is null and expires_at > now()`);
+  return rows.length > 0;
+}
+
 /** Spends a live reset token once; undefined for an unknown, used or expired one. */
 export async function spendPasswordReset(db: Db, hash: string): Promise<number | undefined> {
   const [row] = await db.query<{ user_id: number }>(sql`
@@ -85,41 +96,73 @@ export async function spendPasswordReset(db: Db, hash: string): Promise<number |
   return row?.user_id;
 }
 
-// --- login throttling ---
+// --- throttles (policy in throttle.ts) ---
 
-export const THROTTLE_WINDOW_S = 15 * 60;
-export const THROTTLE_MAX_FAILURES = 10;
+export interface ThrottleKey {
+  scope: string;
+  key: string;
+}
+
+export interface ThrottleCount extends ThrottleKey {
+  /** attempts counted in the current window, this one included */
+  attempts: number;
+  /** seconds until the current window ends */
+  freeIn: number;
+}
 
 /**
- * Seconds until the client may try again, or 0: blocked while the e-mail or the address has
- * THROTTLE_MAX_FAILURES failures in the window, until the oldest of those leaves it.
+ * Counts one attempt against each key, in one statement: each counter row is locked while it is
+ * incremented, so N concurrent attempts see N distinct counts. A window older than `windowS`
+ * starts again at 1. Rows are locked in the order given; every caller lists its scopes in one
+ * global order (see throttle.ts), so two attempts cannot wait on each other.
  */
-export async function throttleDelay(db: Db, email: string, ipAddress: string): Promise<number> {
-  const [row] = await db.query<{ by_email: number; by_ip: number; email_free_in: number | null; ip_free_in: number | null }>(sql`
-    with recent as (
-      select email, ip_address, failed_at from login_failures
-      where (email = ${email} or ip_address = ${ipAddress}) and failed_at > now() - make_interval(secs => ${THROTTLE_WINDOW_S})
-    )
-    select
-      count(*) filter (where email = ${email})::int as by_email,
-      count(*) filter (where ip_address = ${ipAddress})::int as by_ip,
-      extract(epoch from min(failed_at) filter (where email = ${email}) + make_interval(secs => ${THROTTLE_WINDOW_S}) - now())::float8 as email_free_in,
-      extract(epoch from min(failed_at) filter (where ip_address = ${ipAddress}) + make_interval(secs => ${THROTTLE_WINDOW_S}) - now())::float8 as ip_free_in
-    from recent`);
-  if (!row) return 0;
-  const waits = [
-    row.by_email >= THROTTLE_MAX_FAILURES ? Number(row.email_free_in) : 0,
-    row.by_ip >= THROTTLE_MAX_FAILURES ? Number(row.ip_free_in) : 0,
-  ];
-  return Math.max(0, Math.ceil(Math.max(...waits)));
+export async function countAttempt(db: Db, keys: ThrottleKey[], windowS: number): Promise<ThrottleCount[]> {
+  const rows = join(keys.map((k) => sql`(${k.scope}, ${k.key})`), sql`, `);
+  const expired = sql`t.window_start <= now() - make_interval(secs => ${windowS})`;
+  const counted = await db.query<{ scope: string; key: string; attempts: number; free_in: number }>(sql`
+    insert into auth_throttles as t (scope, key, window_start, attempts)
+    select scope, key, now(), 1 from (values ${rows}) as v (scope, key)
+    on conflict (scope, key) do update set
+      window_start = case when ${expired} then now() else t.window_start end,
+      attempts = case when ${expired} then 1 else t.attempts + 1 end
+    returning scope, key, attempts, extract(epoch from window_start + make_interval(secs => ${windowS}) - now())::float8 as free_in`);
+  return counted.map((r) => ({ scope: r.scope, key: r.key, attempts: Number(r.attempts), freeIn: Number(r.free_in) }));
 }
 
-export async function recordLoginFailure(db: Db, email: string, ipAddress: string): Promise<void> {
-  await db.query(sql`insert into login_failures (email, ip_address) values (${email}, ${ipAddress})`);
-  // Keep the table to the window's size.
-  await db.query(sql`delete from login_failures where failed_at < now() - make_interval(secs => ${THROTTLE_WINDOW_S})`);
+/**
+ * Takes back one counted attempt (it was refused, or it succeeded), or with `clear` all of the
+ * key's attempts. One row per statement, so no two statements hold each other's locks.
+ */
+export async function uncountAttempt(db: Db, key: ThrottleKey, clear: boolean): Promise<void> {
+  await db.query(sql`
+    update auth_throttles set attempts = ${clear ? sql`0` : sql`greatest(attempts - 1, 0)`}
+    where scope = ${key.scope} and key = ${key.key}`);
 }
 
-export async function clearLoginFailures(db: Db, email: string): Promise<void> {
-  await db.query(sql`delete from login_failures where email = ${email}`);
+/** Drops counters whose window is over; rows another statement holds are left for next time. */
+export async function pruneThrottles(db: Db, windowS: number): Promise<void> {
+  await db.query(sql`
+    delete from auth_throttles t using (
+      select scope, key from auth_throttles where window_start < now() - make_interval(secs => ${windowS})
+      limit 1000 for update skip locked
+    ) old
+    where t.scope = old.scope and t.key = old.key`);
+}
+
+// --- addresses an account signed in from ---
+
+export const KNOWN_ADDRESS_TTL_DAYS = 30;
+
+export async function rememberLoginAddress(db: Db, userId: number, address: string): Promise<void> {
+  await db.query(sql`
+    insert into login_known_addresses (user_id, address) values (${userId}, ${address})
+    on conflict (user_id, address) do update set last_login_at = now()`);
+}
+
+/** Whether the account with this e-mail signed in from the address within KNOWN_ADDRESS_TTL_DAYS. */
+export async function isKnownLoginAddress(db: Db, email: string, address: string): Promise<boolean> {
+  const rows = await db.query(sql`
+    select 1 from login_known_addresses k join users u on u.id = k.user_id
+    where u.email = ${email} and k.address = ${address} and k.last_login_at > now() - make_interval(days => ${KNOWN_ADDRESS_TTL_DAYS})`);
+  return rows.length > 0;
 }

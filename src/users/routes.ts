@@ -1,7 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { requireAuth } from '../auth/middleware.js';
 import type { Services } from '../context.js';
-import { commonErrors, conflictResponse, dataEnvelope, jsonBody, jsonContent, message, messageEnvelope, notFoundResponse, ok, pagination, paginationSchema } from '../http/envelope.js';
+import { commonErrors, conflictResponse, dataEnvelope, errorResponse, jsonBody, jsonContent, message, messageEnvelope, notFoundResponse, ok, pagination, paginationSchema } from '../http/envelope.js';
 import { bearerSecurity, createRouter } from '../http/router.js';
 import {
   activityQuery,
@@ -39,8 +39,18 @@ const routes = {
   }),
   update: createRoute({
     ...base, method: 'put', path: '/{id}', summary: 'Update a user (partial)',
+    description:
+      "Changing one's own e-mail needs `currentPassword` and a signed-in session (403 with a personal access token); it applies once the link mailed to the new address is used. " +
+      'Until then `data` shows the old address and `message` says where the link went, whether or not that address is taken.',
     request: { params: userIdParams, ...jsonBody(updateUserBody) },
-    responses: { 200: jsonContent(dataEnvelope(userSchema), 'The updated user'), ...commonErrors, ...userNotFound, 409: conflictResponse('E-mail in use, or last active administrator') },
+    responses: {
+      200: jsonContent(dataEnvelope(userSchema).extend({ message: z.string().optional() }), 'The updated user; `message` when an e-mail change waits for its confirmation link'),
+      ...commonErrors,
+      ...userNotFound,
+      409: conflictResponse("E-mail in use (another user's change), or last active administrator"),
+      429: errorResponse('Too many wrong current passwords or e-mail change requests; see Retry-After'),
+      503: errorResponse('The confirmation e-mail could not be sent'),
+    },
   }),
   delete: createRoute({
     ...base, method: 'delete', path: '/{id}', summary: 'Delete a user',
@@ -50,7 +60,12 @@ const routes = {
   password: createRoute({
     ...base, method: 'put', path: '/{id}/password', summary: 'Change a password',
     request: { params: userIdParams, ...jsonBody(passwordBody) },
-    responses: { 200: jsonContent(messageEnvelope, 'Changed; the user must sign in again'), ...commonErrors, ...userNotFound },
+    responses: {
+      200: jsonContent(messageEnvelope, 'Changed; the user must sign in again'),
+      ...commonErrors,
+      ...userNotFound,
+      429: errorResponse('Too many wrong current passwords; see Retry-After'),
+    },
   }),
   resetPassword: createRoute({
     ...base, method: 'post', path: '/{id}/reset-password', summary: 'E-mail a password reset link (admin only)',
@@ -92,8 +107,11 @@ export function usersRoutes(services: Services) {
   });
 
   app.openapi(routes.update, async (c) => {
-    const { name, email, role, active } = c.req.valid('json');
-    return c.json(ok(await users.updateUser(services, c.var.principal, c.req.valid('param').id, { name, email, role, active }, c.var.client)), 200);
+    const { name, email, role, active, currentPassword } = c.req.valid('json');
+    const outcome = await users.updateUser(services, c.var.principal, c.req.valid('param').id, { name, email, role, active, currentPassword }, c.var.client);
+    if (outcome.pendingEmail === undefined) return c.json(ok(outcome.user), 200);
+    const notice = `A confirmation link was sent to ${outcome.pendingEmail}; the e-mail address changes when it is opened (valid one hour)`;
+    return c.json({ ...ok(outcome.user), message: notice }, 200);
   });
 
   app.openapi(routes.delete, async (c) => {

@@ -71,6 +71,7 @@ export const updateUserBody = z
     email: emailField.optional(),
     role: roleField.optional(),
     active: activeField.optional(),
+    currentPassword: z.string().max(1024).optional().openapi({ description: "required to change one's own e-mail", format: 'password' }),
     ...readOnlyFields,
   })
   .openapi('UpdateUser');

@@ -1,20 +1,25 @@
 import { recordActivity, listActivity, type ActivityFilter, type ClientInfo } from '../activity/store.js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
-import { insertPasswordReset } from '../auth/store.js';
+import { cancelPasswordResets, insertPasswordReset } from '../auth/store.js';
+import { addressKey, beginAttempt } from '../auth/throttle.js';
 import { randomToken, tokenHash } from '../auth/tokens.js';
 import type { Principal, Services } from '../context.js';
 import { isUniqueViolation, type Db } from '../db/postgres.js';
 import { ApiError, conflict, forbidden, invalidField, notFound } from '../http/errors.js';
 import { ALL_PERMISSIONS, type Action, type PermissionEntry } from './permissions.js';
 import {
+  cancelEmailChanges,
   deleteUser as deleteUserRow,
+  findUserByEmail,
   findUserById,
+  insertEmailChange,
   insertUser,
   listUsers as listUserRows,
   lockActiveAdmins,
   readPermissions,
   replacePermissions,
   setPasswordHash,
+  spendEmailChange,
   toUser,
   updateUser as updateUserRow,
   type NewUser,
@@ -27,6 +32,7 @@ import {
 type Deps = Pick<Services, 'db' | 'log' | 'mailer' | 'config'>;
 
 export const RESET_LINK_TTL_S = 3600;
+export const EMAIL_LINK_TTL_S = 3600;
 
 const isAdmin = (principal: Principal) => principal.user.role === 'admin';
 
@@ -96,7 +102,41 @@ async function guardLastAdmin(tx: Db, target: UserRow, losesAdmin: boolean): Pro
   if (admins.length <= 1 && admins.includes(target.id)) throw conflict('Cannot remove the last active administrator');
 }
 
-export async function updateUser(deps: Deps, principal: Principal, id: number, patch: UserPatch, client: ClientInfo): Promise<User> {
+export interface UpdateOutcome {
+  user: User;
+  /** A self-service e-mail change waiting for its confirmation link (the caller is told so). */
+  pendingEmail?: string;
+}
+
+/**
+ * Updates a user. Someone else's e-mail changes at once (409 when taken: whoever may change
+ * other users may list them). One's own e-mail needs the current password and a signed-in
+ * session (not a personal access token, which must not be able to take the account over), and
+ * changes only once the link e-mailed to the new address is used; the answer is the same
+ * whether or not that address belongs to someone, so it cannot be used to probe addresses.
+ */
+export async function updateUser(
+  deps: Deps,
+  principal: Principal,
+  id: number,
+  body: UserPatch & { currentPassword?: string | undefined },
+  client: ClientInfo,
+): Promise<UpdateOutcome> {
+  const { currentPassword, ...patch } = body;
+  const newOwnEmail = principal.user.id === id && patch.email !== undefined && patch.email !== principal.user.email ? patch.email : undefined;
+  if (newOwnEmail !== undefined) {
+    if (principal.credential === 'personal-token') {
+      throw new ApiError(403, 'A personal access token cannot change its own e-mail address; sign in with the password to do so');
+    }
+    await checkCurrentPassword(deps, await existingUser(deps.db, id), currentPassword);
+  }
+  const user = await applyUpdate(deps, principal, id, newOwnEmail === undefined ? patch : { ...patch, email: undefined }, client);
+  if (newOwnEmail === undefined) return { user };
+  await requestEmailChange(deps, user, newOwnEmail, client);
+  return { user, pendingEmail: newOwnEmail };
+}
+
+async function applyUpdate(deps: Deps, principal: Principal, id: number, patch: UserPatch, client: ClientInfo): Promise<User> {
   demandSelfOr(principal, id, 'update');
   const row = await deps.db.transaction(async (tx) => {
     const target = await existingUser(tx, id);
@@ -108,6 +148,8 @@ export async function updateUser(deps: Deps, principal: Principal, id: number, p
     try {
       const updated = await updateUserRow(tx, id, patch, roleChanges || (activeChanges && patch.active === false));
       const changed = (['name', 'email', 'role', 'active'] as const).filter((f) => patch[f] !== undefined && patch[f] !== target[f]);
+      // A new address: links mailed to the old one must not work any more.
+      if (changed.includes('email')) await cancelPasswordResets(tx, id);
       await recordActivity(
         tx,
         { userId: principal.user.id, action: 'user.update', resource: `users/${id}`, details: changed.length ? `Changed ${changed.join(', ')} of user ${id}` : `Saved user ${id} unchanged` },
@@ -120,6 +162,122 @@ export async function updateUser(deps: Deps, principal: Principal, id: number, p
     }
   });
   return toUser(row);
+}
+
+/**
+ * The signed-in user's own password, checked before a password or e-mail change. Wrong guesses
+ * are throttled per user (throttle.ts), so a stolen session cannot be used to find the password.
+ */
+async function checkCurrentPassword(deps: Deps, user: UserRow, currentPassword: string | undefined): Promise<void> {
+  if (!currentPassword) throw invalidField('currentPassword', 'is required');
+  const attempt = await beginAttempt(deps.db, [{ scope: 'current-password', key: String(user.id) }], { refusal: 'Too many wrong current passwords; try again later' });
+  if (!(await verifyPassword(user.password_hash, currentPassword))) {
+    await attempt.failed();
+    throw invalidField('currentPassword', 'is incorrect');
+  }
+  await attempt.succeeded();
+}
+
+const mailFailed = () => new ApiError(503, 'The confirmation e-mail could not be sent; try again later');
+
+/**
+ * Mails a confirmation link to a free address, or, to an address that already belongs to an
+ * account, a note that nothing changed: one mail either way, so the answer and its time do not
+ * tell the two apart.
+ */
+async function requestEmailChange(deps: Deps, user: User, newEmail: string, client: ClientInfo): Promise<void> {
+  const quota = await beginAttempt(deps.db, [{ scope: 'email-change', key: String(user.id) }], { refusal: 'Too many e-mail change requests; try again later' });
+  const greeting = `Hello${user.name ? ` ${user.name}` : ''},`;
+  let mail: { to: string; subject: string; text: string };
+  if (await findUserByEmail(deps.db, newEmail)) {
+    mail = {
+      to: newEmail,
+      subject: '[tailhouse] Your address was entered for another account',
+      text: [
+        'Hello,',
+        '',
+        `A tailhouse user (${deps.config.baseUrl}) asked to use this e-mail address for their account. It already`,
+        'belongs to a tailhouse account, so nothing was changed.',
+        '',
+        'If that was you, sign in with this address instead. Otherwise you can ignore this message.',
+      ].join('\r\n'),
+    };
+  } else {
+    const token = randomToken();
+    await deps.db.transaction(async (tx) => {
+      await cancelEmailChanges(tx, user.id);
+      await insertEmailChange(tx, { userId: user.id, newEmail, hash: tokenHash(token), expiresAt: new Date(Date.now() + EMAIL_LINK_TTL_S * 1000) });
+    });
+    mail = {
+      to: newEmail,
+      subject: '[tailhouse] Confirm your new e-mail address',
+      text: [
+        greeting,
+        '',
+        `You asked tailhouse (${deps.config.baseUrl}) to use this address for your account instead of ${user.email}.`,
+        'Open this link within one hour to confirm it:',
+        '',
+        `${deps.config.baseUrl}/confirm-email?token=${encodeURIComponent(token)}`,
+        '',
+        'Until then you sign in with your old address. If you did not ask for this, ignore this message.',
+      ].join('\r\n'),
+    };
+  }
+  try {
+    await deps.mailer.send(mail);
+  } catch (err) {
+    deps.log.error({ err: (err as Error).message, userId: user.id }, 'e-mail change message could not be sent');
+    throw mailFailed();
+  }
+  await quota.succeeded();
+  await recordActivity(deps.db, { userId: user.id, action: 'user.email_change_request', resource: `users/${user.id}`, details: `Asked to change the e-mail address to ${newEmail}` }, client);
+}
+
+/**
+ * Applies a self-service e-mail change through the link mailed to the new address; voids the
+ * user's reset links (sent to the old address) and tells the old address. Unknown links are
+ * throttled per client address.
+ */
+export async function confirmEmailChange(deps: Deps, token: string, client: ClientInfo): Promise<string> {
+  const attempt = await beginAttempt(deps.db, [{ scope: 'link-address', key: addressKey(client.ipAddress) }], { refusal: 'Too many invalid links; try again later' });
+  const changed = await deps.db.transaction(async (tx) => {
+    const change = await spendEmailChange(tx, tokenHash(token));
+    if (!change) return undefined;
+    const before = await existingUser(tx, change.user_id);
+    try {
+      await updateUserRow(tx, change.user_id, { email: change.new_email }, false);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw emailInUse();
+      throw err;
+    }
+    await cancelPasswordResets(tx, change.user_id);
+    await cancelEmailChanges(tx, change.user_id);
+    await recordActivity(tx, { userId: change.user_id, action: 'user.email_change', resource: `users/${change.user_id}`, details: `Changed the e-mail address from ${before.email} to ${change.new_email}` }, client);
+    return { user: before, newEmail: change.new_email };
+  });
+  if (!changed) {
+    await attempt.failed();
+    throw invalidField('token', 'Confirmation link is unknown, already used or expired');
+  }
+  await attempt.succeeded();
+  const { user, newEmail } = changed;
+  try {
+    await deps.mailer.send({
+      to: user.email,
+      subject: '[tailhouse] Your e-mail address was changed',
+      text: [
+        `Hello${user.name ? ` ${user.name}` : ''},`,
+        '',
+        `The e-mail address of your tailhouse account (${deps.config.baseUrl}) is now ${newEmail}; this address no longer signs in.`,
+        '',
+        'If you did not do this, tell your tailhouse administrator at once.',
+      ].join('\r\n'),
+    });
+  } catch (err) {
+    // The change is made; only the courtesy note failed.
+    deps.log.error({ err: (err as Error).message, userId: user.id }, 'e-mail change notice to the old address could not be sent');
+  }
+  return newEmail;
 }
 
 export async function deleteUser(deps: Deps, principal: Principal, id: number, client: ClientInfo): Promise<void> {
@@ -135,7 +293,7 @@ export async function deleteUser(deps: Deps, principal: Principal, id: number, c
   });
 }
 
-/** Own password with the current one; another user's only as an admin, without it. Ends the user's sessions. */
+/** Own password with the current one; another user's only as an admin, without it. Ends the user's sessions and voids reset links. */
 export async function changePassword(
   deps: Deps,
   principal: Principal,
@@ -146,14 +304,12 @@ export async function changePassword(
   const self = principal.user.id === id;
   if (!self) demandAdmin(principal);
   const target = await existingUser(deps.db, id);
-  if (self) {
-    if (!body.currentPassword) throw invalidField('currentPassword', 'is required');
-    if (!(await verifyPassword(target.password_hash, body.currentPassword))) throw invalidField('currentPassword', 'is incorrect');
-  }
+  if (self) await checkCurrentPassword(deps, target, body.currentPassword);
   // Hashed before the transaction: argon2 takes milliseconds that a held connection need not wait.
   const passwordHash = await hashPassword(body.newPassword);
   await deps.db.transaction(async (tx) => {
     await setPasswordHash(tx, id, passwordHash);
+    await cancelPasswordResets(tx, id);
     await recordActivity(tx, { userId: principal.user.id, action: 'password.change', resource: `users/${id}`, details: self ? 'Changed own password' : `Changed the password of user ${id}` }, client);
   });
 }
@@ -164,7 +320,11 @@ export async function requestPasswordReset(deps: Deps, principal: Principal, id:
   const target = await existingUser(deps.db, id);
   if (target.email !== email) throw invalidField('email', "does not match the user's e-mail address");
   const token = randomToken();
-  await insertPasswordReset(deps.db, { userId: id, hash: tokenHash(token), expiresAt: new Date(Date.now() + RESET_LINK_TTL_S * 1000) });
+  // A newer link voids the older ones: only the latest e-mail works.
+  await deps.db.transaction(async (tx) => {
+    await cancelPasswordResets(tx, id);
+    await insertPasswordReset(tx, { userId: id, hash: tokenHash(token), expiresAt: new Date(Date.now() + RESET_LINK_TTL_S * 1000) });
+  });
   const link = `${deps.config.baseUrl}/reset-password?token=${encodeURIComponent(token)}`;
   try {
     await deps.mailer.send({

@@ -165,3 +165,24 @@ export async function replacePermissions(db: Db, userId: number, entries: Permis
     insert into user_permissions (user_id, resource, action)
     select ${userId}, p->>'resource', p->>'action' from jsonb_array_elements(${JSON.stringify(pairs)}::text::jsonb) p`);
 }
+
+// --- self-service e-mail changes, confirmed through a link sent to the new address ---
+
+export async function insertEmailChange(db: Db, change: { userId: number; newEmail: string; hash: string; expiresAt: Date }): Promise<void> {
+  await db.query(sql`
+    insert into email_changes (user_id, new_email, token_hash, expires_at)
+    values (${change.userId}, ${normaliseEmail(change.newEmail)}, ${change.hash}, ${change.expiresAt})`);
+}
+
+/** Voids the user's pending e-mail changes (a newer request, or one confirmed). */
+export async function cancelEmailChanges(db: Db, userId: number): Promise<void> {
+  await db.query(sql`delete from email_changes where user_id = ${userId} and used_at is null`);
+}
+
+/** Spends a live confirmation token once; undefined for an unknown, used or expired one. */
+export async function spendEmailChange(db: Db, hash: string): Promise<{ user_id: number; new_email: string } | undefined> {
+  const [row] = await db.query<{ user_id: number; new_email: string }>(sql`
+    update email_changes set used_at = now()
+    where token_hash = ${hash} and used_at is null and expires_at > now() returning user_id, new_email`);
+  return row;
+}

@@ -1,3 +1,6 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { simpleParser, type ParsedMail } from 'mailparser';
 import { expect } from 'vitest';
 import type { Activity } from '../../src/activity/store.js';
 import type { App } from '../../src/app.js';
@@ -80,3 +83,13 @@ export async function activityOf(app: App, admin: string, userId: number): Promi
 export const USER_FIELDS = ['active', 'createdAt', 'email', 'id', 'lastLoginAt', 'name', 'role', 'updatedAt'];
 
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** Every message in DATA_DIR/outbox (the embedded mailer) addressed to `email`, parsed, oldest first. */
+export async function outboxFor(dataDir: string, email: string): Promise<ParsedMail[]> {
+  const dir = path.join(dataDir, 'outbox');
+  const files = (await fs.readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.eml')).sort();
+  const mails = await Promise.all(files.map(async (f) => simpleParser(await fs.readFile(path.join(dir, f)))));
+  return mails.filter((m) => mailRecipients(m).includes(email));
+}
+
+export const mailRecipients = (mail: ParsedMail) => [mail.to ?? []].flat().flatMap((a) => a.value.map((v) => v.address));
