@@ -37,7 +37,9 @@ export function createApp(services: Services, options: AppOptions = {}) {
     await next();
     log.info({ method: c.req.method, path: loggedPath(c.req.path), status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10, ip: c.var.client.ipAddress }, 'request');
   });
-  app.use('*', secureHeaders({ crossOriginResourcePolicy: false }));
+  // Every answer gets the usual headers (nosniff, no-referrer, …) and, unless its handler set one
+  // (the API reference, the link pages), a CSP that lets it load and run nothing, nor be framed.
+  app.use('*', secureHeaders({ crossOriginResourcePolicy: false, contentSecurityPolicy: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] }, overwrite: false }));
   const limitBody = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: payloadTooLarge });
   // GET and HEAD handlers never read a body; merely asking whether there is one makes the node
   // adapter build a full Request object, a tenth of the CPU of an authenticated GET (bench/auth).
