@@ -308,11 +308,97 @@ describe('other variables', () => {
     });
   });
 
-  it('$remote_user: unquoted, a value with a space does not match (quote free text)', () => {
-    expect(entryOf(combined, '203.0.113.7 - alice [21/Nov/2026:08:15:30 +0100] "GET / HTTP/1.1" 200 5 "-" "-"').ipAddress).toBe('203.0.113.7');
-    expect(reasonOf(combined, '203.0.113.7 - alice smith [21/Nov/2026:08:15:30 +0100] "GET / HTTP/1.1" 200 5 "-" "-"')).toBe(
-      'expected " [" after $remote_user at column 20, found " smith [21/Nov/2026:08:15:30 +0100] \\"GET"…',
+});
+
+describe('unquoted free text: runs to the literal after it wherever the rest of its stretch pins it', () => {
+  /** A combined line whose $remote_user nginx logged as `user`, the rest fixed. */
+  const withUser = (user: string) => `203.0.113.7 - ${user} [21/Nov/2026:08:15:30 +0100] "GET /a b HTTP/1.1" 200 5 "-" "curl/8"`;
+  const fixed: AccessEntry = { timestamp: T, ipAddress: '203.0.113.7', method: 'GET', url: '/a b', protocol: 'HTTP/1.1', statusCode: 200, responseSize: 5, referrer: '', userAgent: 'curl/8', responseTime: null, host: null };
+
+  it('$remote_user in combined and main: spaces, brackets, escaped quotes, fake times, 8 KiB', () => {
+    const main = compileAccessFormat('main');
+    const users = [
+      'alice', '-', 'bob smith', ' ', '  ', '[', ']', ' [ ', '] [', 'a ] [ [', 'x [21/Nov/2026:08:15:30 +0100] y',
+      String.raw`a [b] \x22c\x22`, String.raw`\x22 [21/Nov/2026:08:15:30 +0100] \x22GET / HTTP/1.1\x22 200 5 \x22-\x22 \x22-\x22`,
+      String.raw`\x5C [`, 'caf\\xC3\\xA9 [\\xE6\\x97\\xA5]', `${' ['.repeat(2048)}u${'] '.repeat(2048)}`,
+    ];
+    for (const user of users) {
+      expect(combined(withUser(user)), user).toEqual({ ok: true, entry: fixed });
+      expect(main(`${withUser(user)} "198.51.100.2, 10.0.0.1"`), user).toEqual({ ok: true, entry: fixed });
+    }
+  });
+
+  it('any format: the last free variable of a stretch, pinned by what follows it up to the next quote or the end', () => {
+    const vhost = compileAccessFormat('$host $remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time');
+    expect(entryOf(vhost, 'shop.example.com 203.0.113.7 - bob smith [21/Nov/2026:08:15:30 +0100] "GET / HTTP/1.1" 200 5 "-" "-" 0.002')).toMatchObject({ host: 'shop.example.com', ipAddress: '203.0.113.7', responseTime: 2 });
+    // Typed values between the free one and the literal that ends the stretch.
+    const timed = compileAccessFormat('$remote_addr - $remote_user $request_time $status [$time_local] "$request"');
+    expect(entryOf(timed, '203.0.113.7 - 1 2 - 0.5 404 0.250 200 [21/Nov/2026:08:15:30 +0100] "GET / HTTP/1.1"')).toMatchObject({ responseTime: 250, statusCode: 200, timestamp: T });
+    // An unquoted $request with a space in its target, ended by typed values.
+    const request = compileAccessFormat('[$time_local] $request $status $body_bytes_sent');
+    expect(entryOf(request, '[21/Nov/2026:08:15:30 +0100] GET /a b [c] HTTP/1.1 200 5')).toMatchObject({ method: 'GET', url: '/a b [c]', protocol: 'HTTP/1.1', statusCode: 200, responseSize: 5 });
+    // Without a literal between the free value and the typed one after it.
+    const glued = compileAccessFormat('[$time_local] "$request" $http_x_user$status');
+    expect(entryOf(glued, '[21/Nov/2026:08:15:30 +0100] "GET / HTTP/1.1" a b 1 200')).toMatchObject({ statusCode: 200 });
+    // Between quotes, with typed values after it.
+    const quoted = compileAccessFormat('[$time_local] "$http_referer $status"');
+    expect(entryOf(quoted, '[21/Nov/2026:08:15:30 +0100] "https://a.example/x y 200 404"')).toMatchObject({ referrer: 'https://a.example/x y 200', statusCode: 404 });
+  });
+
+  it('two free values between the same two quotes: only the last runs past a space (the line cannot say more)', () => {
+    const parse = compileAccessFormat('[$time_local] $http_referer $http_user_agent $status');
+    expect(entryOf(parse, '[21/Nov/2026:08:15:30 +0100] https://a.example/ b c d 200')).toMatchObject({ referrer: 'https://a.example/', userAgent: 'b c d', statusCode: 200 });
+  });
+
+  it('a line that fits neither way names what is wrong, past the free value', () => {
+    expect(reasonOf(combined, '203.0.113.7 - bob smith [21/Nov/2026:08:15:30 +0100] "GET / HTTP/1.1" 2x0 5 "-" "-"')).toBe(
+      '$status at column 71: expected a 3-digit status, found "2x0 5 \\"-\\" \\"-\\""',
     );
+    expect(reasonOf(combined, '203.0.113.7 - bob smith [yesterday] "GET / HTTP/1.1" 200 5 "-" "-"')).toBe(
+      '$time_local at column 26: expected a time like 21/Nov/2026:08:15:30 +0100, found "yesterday] \\"GET / HTTP/1.1\\" 200 5 \\"-\\" \\"-"…',
+    );
+    expect(reasonOf(combined, '203.0.113.7 - bob smith [21/Nov/2026:08:15:30 +0100]x "GET / HTTP/1.1" 200 5 "-" "-"')).toBe(
+      'expected "] " after $time_local at column 52, found "]x \\"GET / HTTP/1.1\\" 200 5 \\"-\\" \\"-\\""',
+    );
+    expect(reasonOf(combined, '203.0.113.7 - bob smith "GET / HTTP/1.1" 200 5 "-" "-"')).toBe(
+      'expected " [" after $remote_user at column 15, found "bob smith \\"GET / HTTP/1.1\\" 200 5 \\"-\\" \\"-\\"" (nowhere before column 25)',
+    );
+  });
+
+  /*
+   * A hostile value must cost no more than its length. Each parse of a 64 KiB line (the longest a
+   * file line may be) is timed against the first expression reading a plain line of that length
+   * (a linear scan of it), best of several interleaved runs. The bound leaves a wide margin both
+   * ways: the hostile lines take under 100× the scan here, while trying every place a value could
+   * end (quadratic) takes more than 10,000× (about a second) on the format with a list.
+   */
+  it('a 64 KiB hostile line parses, or is rejected, in time linear in its length', () => {
+    const N = 64 * 1024 - 200;
+    const fill = (unit: string) => unit.repeat(Math.ceil(N / unit.length)).slice(0, N);
+    const time = '21/Nov/2026:08:15:30 +0100';
+    const listed = compileAccessFormat('$remote_addr - $remote_user $upstream_response_time [$time_local] "$request" $status');
+    const scan = { parse: combined, line: `203.0.113.7 - - [${time}] "GET / HTTP/1.1" 200 5 "-" "${fill('Mozilla ')}"`, ok: true };
+    const hostile = [
+      { parse: combined, line: withUser(fill(` [${time}] \\x22 [`)), ok: true },
+      { parse: combined, line: withUser(fill(' ')), ok: true },
+      { parse: combined, line: `203.0.113.7 - ${fill(` [${time}] \\x22 [`)} [${time}]x "GET / HTTP/1.1" 200 5 "-" "-"`, ok: false },
+      { parse: listed, line: `203.0.113.7 - ${fill('1, 1 : ')} 0.001, 0.002 [${time}] "GET / HTTP/1.1" 200`, ok: true },
+      { parse: listed, line: `203.0.113.7 - ${fill('1, 1 : ')} 0.001, 0.002 [${time}x "GET / HTTP/1.1" 200`, ok: false },
+    ];
+    const best = (c: typeof scan) => {
+      let ms = Infinity;
+      for (let i = 0; i < 7; i++) {
+        const started = performance.now();
+        const result = c.parse(c.line);
+        ms = Math.min(ms, performance.now() - started);
+        expect(result.ok, c.line.slice(0, 80)).toBe(c.ok);
+      }
+      return ms;
+    };
+    for (const c of hostile) {
+      const [scanMs, hostileMs] = [best(scan), best(c)];
+      expect(hostileMs, `${c.line.slice(0, 60)}…: ${hostileMs.toFixed(3)} ms against a ${scanMs.toFixed(3)} ms scan`).toBeLessThan(Math.max(scanMs, 0.01) * 1000);
+    }
   });
 });
 
@@ -540,6 +626,11 @@ function expected(w: World, names: Set<string>): AccessEntry {
   };
 }
 
+/** Variables nginx writes in an exact shape, and addresses: every other one is free text (access-format.ts). */
+const SHAPED = new Set([...TIME_VARIABLES.map((v) => v.name), 'remote_addr', 'remote_port', 'status', 'body_bytes_sent', 'bytes_sent', 'request_time', 'upstream_response_time', 'upstream_connect_time', 'upstream_status', 'upstream_addr', 'request_length', 'connection', 'pipe', 'gzip_ratio']);
+/** Shapes holding spaces anywhere: lists of upstream values. */
+const LISTS = new Set(['upstream_response_time', 'upstream_connect_time', 'upstream_status', 'upstream_addr']);
+
 // Separators between fields: nginx formats separate unquoted fields by spaces.
 const SEPARATORS = [' ', '  ', ' - ', ' | ', ' ; ', ' "x" '];
 
@@ -567,6 +658,53 @@ describe('property: generated formats and values round-trip', () => {
         variables.forEach((v, i) => {
           const separator = i === 0 ? f.prefix : f.separators[i]!;
           const [open, close] = v.quoted ? ['"', '"'] : f.brackets[i] ? ['[', ']'] : ['', ''];
+          formatString += separator + open + (f.braces[i] ? `\${${v.name}}` : `$${v.name}`) + close;
+          line += separator + open + v.render(w) + close;
+        });
+        formatString += f.suffix;
+        line += f.suffix;
+        const result = compileAccessFormat(formatString)(line);
+        expect(result, `format ${formatString}\nline   ${line}`).toEqual({ ok: true, entry: expected(w, new Set(variables.map((v) => v.name))) });
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('free text written unquoted, as the last free variable between two quotes, parses back to its values', () => {
+    fc.assert(
+      fc.property(format, world, fc.array(fc.boolean(), { minLength: 40, maxLength: 40 }), (f, w, unquote) => {
+        const variables = [...f.others];
+        variables.splice(f.position % (variables.length + 1), 0, f.time);
+        fc.pre(w.protocol !== null || !variables.some((v) => v.name === 'request') || !/ HTTP\//.test(nginxEscape(w.url)));
+        // The variables the table quotes (their values are hostile text), some left unquoted.
+        const quoted = variables.map((v, i) => v.quoted && !unquote[i]);
+        // Which stretch (between two quotes of the line) each variable is in.
+        const stretchOf = () => {
+          let quotes = 0;
+          return variables.map((_, i) => {
+            if (i > 0 && f.separators[i]!.includes('"')) quotes += 2;
+            const id = quotes + (quoted[i] ? 1 : 0);
+            if (quoted[i]) quotes += 2;
+            return id;
+          });
+        };
+        // An unquoted hostile value needs the rest of its stretch to pin it: it must be the last free
+        // variable there, and no list (whose items are separated by spaces) may share the stretch.
+        for (let changed = true; changed; ) {
+          changed = false;
+          const stretch = stretchOf();
+          variables.forEach((v, i) => {
+            if (!v.quoted || quoted[i]) return;
+            const mates = variables.filter((_, j) => j !== i && stretch[j] === stretch[i]);
+            const freeAfter = variables.some((u, j) => j > i && stretch[j] === stretch[i] && !SHAPED.has(u.name));
+            if (freeAfter || mates.some((u) => LISTS.has(u.name))) [quoted[i], changed] = [true, true];
+          });
+        }
+        let formatString = '';
+        let line = '';
+        variables.forEach((v, i) => {
+          const separator = i === 0 ? f.prefix : f.separators[i]!;
+          const [open, close] = quoted[i] ? ['"', '"'] : f.brackets[i] ? ['[', ']'] : ['', ''];
           formatString += separator + open + (f.braces[i] ? `\${${v.name}}` : `$${v.name}`) + close;
           line += separator + open + v.render(w) + close;
         });
