@@ -48,6 +48,13 @@ describe('login throttles hold under concurrency', () => {
     expect((await tryLogin(t.app, u.email, u.password, nextIp())).status).toBe(200);
   });
 
+  it('concurrent right-password logins of one account from one address all succeed: attempts under way wait for a place, they are not refused', async () => {
+    const u = await freshUser(t.app, admin, 'pair-busy');
+    const ip = nextIp();
+    const results = await together(40, () => tryLogin(t.app, u.email, u.password, ip));
+    expect(statuses(results)).toEqual({ 200: 40 });
+  });
+
   it('one address spraying many accounts: of 40 concurrent attempts exactly 30 are checked', async () => {
     const ip = nextIp();
     const results = await together(40, () => tryLogin(t.app, freshEmail('spray'), 'Password123', ip));

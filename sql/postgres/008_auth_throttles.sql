@@ -1,15 +1,18 @@
 -- Auth throttles counted atomically (src/auth/throttle.ts), e-mail changes confirmed by a link to
 -- the new address, and the addresses each account has signed in from.
 
--- One counter per throttled key (login per e-mail+address, per address, per e-mail; reset and
--- confirmation links per address; current-password checks per user). An attempt is counted by
--- one upsert before the work it guards, so concurrent attempts cannot all pass a check made
--- before any of them was counted. The window starts at the first attempt and lasts 15 minutes.
+-- One row per throttled key (login per e-mail+address, per address, per e-mail; reset and
+-- confirmation links per address; current-password checks and e-mail change requests per user).
+-- An attempt is counted in `in_flight` by one upsert before the work it guards, so concurrent
+-- attempts cannot all pass a check made before any of them was counted; when it ends it leaves
+-- `in_flight` and, if it failed, adds to `failures`. The window starts at the first attempt and
+-- lasts 15 minutes.
 create table auth_throttles (
   scope text not null,
   key text not null,
   window_start timestamptz(3) not null,
-  attempts integer not null,
+  failures integer not null,
+  in_flight integer not null,
   primary key (scope, key)
 );
 create index auth_throttles_window_idx on auth_throttles (window_start);

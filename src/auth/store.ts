@@ -104,38 +104,44 @@ export interface ThrottleKey {
 }
 
 export interface ThrottleCount extends ThrottleKey {
-  /** attempts counted in the current window, this one included */
-  attempts: number;
+  /** failed attempts of the current window */
+  failures: number;
+  /** attempts under way, this one included */
+  inFlight: number;
   /** seconds until the current window ends */
   freeIn: number;
 }
 
 /**
- * Counts one attempt against each key, in one statement: each counter row is locked while it is
+ * Counts one attempt under way against each key, in one statement: each row is locked while it is
  * incremented, so N concurrent attempts see N distinct counts. A window older than `windowS`
- * starts again at 1. Rows are locked in the order given; every caller lists its scopes in one
- * global order (see throttle.ts), so two attempts cannot wait on each other.
+ * starts again empty (attempts still under way from before it are forgotten: at a boundary the
+ * new window may see a few more). Rows are locked in the order given; every caller lists its
+ * scopes in one global order (see throttle.ts), so two attempts cannot wait on each other.
  */
-export async function countAttempt(db: Db, keys: ThrottleKey[], windowS: number): Promise<ThrottleCount[]> {
+export async function reserveAttempt(db: Db, keys: ThrottleKey[], windowS: number): Promise<ThrottleCount[]> {
   const rows = join(keys.map((k) => sql`(${k.scope}, ${k.key})`), sql`, `);
   const expired = sql`t.window_start <= now() - make_interval(secs => ${windowS})`;
-  const counted = await db.query<{ scope: string; key: string; attempts: number; free_in: number }>(sql`
-    insert into auth_throttles as t (scope, key, window_start, attempts)
-    select scope, key, now(), 1 from (values ${rows}) as v (scope, key)
+  const counted = await db.query<{ scope: string; key: string; failures: number; in_flight: number; free_in: number }>(sql`
+    insert into auth_throttles as t (scope, key, window_start, failures, in_flight)
+    select scope, key, now(), 0, 1 from (values ${rows}) as v (scope, key)
     on conflict (scope, key) do update set
       window_start = case when ${expired} then now() else t.window_start end,
-      attempts = case when ${expired} then 1 else t.attempts + 1 end
-    returning scope, key, attempts, extract(epoch from window_start + make_interval(secs => ${windowS}) - now())::float8 as free_in`);
-  return counted.map((r) => ({ scope: r.scope, key: r.key, attempts: Number(r.attempts), freeIn: Number(r.free_in) }));
+      failures = case when ${expired} then 0 else t.failures end,
+      in_flight = case when ${expired} then 1 else t.in_flight + 1 end
+    returning scope, key, failures, in_flight, extract(epoch from window_start + make_interval(secs => ${windowS}) - now())::float8 as free_in`);
+  return counted.map((r) => ({ scope: r.scope, key: r.key, failures: Number(r.failures), inFlight: Number(r.in_flight), freeIn: Number(r.free_in) }));
 }
 
 /**
- * Takes back one counted attempt (it was refused, or it succeeded), or with `clear` all of the
- * key's attempts. One row per statement, so no two statements hold each other's locks.
+ * Ends an attempt counted by reserveAttempt: it leaves `in_flight`, and `failures` grows by one
+ * (`count`), is cleared (`clear`), or stays (`none`). One row per statement, so no two
+ * statements hold each other's locks.
  */
-export async function uncountAttempt(db: Db, key: ThrottleKey, clear: boolean): Promise<void> {
+export async function settleAttempt(db: Db, key: ThrottleKey, failures: 'count' | 'clear' | 'none'): Promise<void> {
+  const next = { count: sql`failures + 1`, clear: sql`0`, none: sql`failures` }[failures];
   await db.query(sql`
-    update auth_throttles set attempts = ${clear ? sql`0` : sql`greatest(attempts - 1, 0)`}
+    update auth_throttles set failures = ${next}, in_flight = greatest(in_flight - 1, 0)
     where scope = ${key.scope} and key = ${key.key}`);
 }
 

@@ -1,39 +1,44 @@
 import { isIPv6 } from 'node:net';
 import type { Db } from '../db/postgres.js';
 import { ApiError } from '../http/errors.js';
-import { countAttempt, pruneThrottles, uncountAttempt } from './store.js';
+import { pruneThrottles, reserveAttempt, settleAttempt } from './store.js';
 
 /**
  * The auth throttles. An attempt is counted before the expensive work it guards (argon2, a token
- * check), in one atomic statement, and refused when its count passes the limit: concurrent
- * attempts cannot all slip through a check made before any of them was counted. A refused
- * attempt and a successful one are taken back, so only failures (and attempts still running)
- * use up a limit. Counters live in Postgres, shared by every API process.
+ * check), in one atomic statement, and leaves the count when it ends, adding a failure if it
+ * failed. A key refuses attempts (429) once its failures reach the limit, and makes an attempt
+ * wait while failures plus attempts under way would pass it: whatever the concurrency, no more
+ * attempts than the limit can fail in a window, yet concurrent attempts that succeed (many
+ * logins of one account from one host) only wait for a free place instead of being refused.
+ * Counters live in Postgres, shared by every API process.
  */
 
 export const THROTTLE_WINDOW_S = 15 * 60;
+/** How long an attempt waits for a place while a key is busy with attempts under way. */
+export const BUSY_WAIT_MS = 10_000;
+/** A place freed by another process wakes no one here: waiters look again this often. */
+const BUSY_POLL_MS = 100;
 
 /**
- * What is counted, and how many attempts a 15-minute window (starting at its first attempt)
+ * What is counted, and how many failures a 15-minute window (starting at its first attempt)
  * allows. The order is the order counter rows are locked in, the same for every caller.
- * `onSuccess`: `refund` takes a successful attempt back (only failures use up the limit);
- * `clear` also forgets the key's earlier failures (the success proved the secret); `keep`
- * counts every attempt (a quota).
+ * `onSuccess`: `none` leaves the failures as they are (a success is not a failure); `clear`
+ * forgets them (the success proved the secret); `count` counts a success too (a quota).
  */
 export const THROTTLES = {
   /** one address guessing one account's password */
   'login-pair': { max: 10, onSuccess: 'clear' },
   /** one address trying many accounts (password spraying); room for a shared NAT */
-  'login-address': { max: 30, onSuccess: 'refund' },
+  'login-address': { max: 30, onSuccess: 'none' },
   /** many addresses guessing one account (distributed guessing); addresses the owner signed in from are exempt */
-  'login-account': { max: 50, onSuccess: 'refund' },
+  'login-account': { max: 50, onSuccess: 'none' },
   /** reset and e-mail confirmation links tried from one address */
-  'link-address': { max: 10, onSuccess: 'refund' },
+  'link-address': { max: 10, onSuccess: 'none' },
   /** current-password checks (password and e-mail change) of one signed-in user */
   'current-password': { max: 10, onSuccess: 'clear' },
   /** e-mail change requests of one user: each sends a mail to an address the user typed */
-  'email-change': { max: 5, onSuccess: 'keep' },
-} as const satisfies Record<string, { max: number; onSuccess: 'refund' | 'clear' | 'keep' }>;
+  'email-change': { max: 5, onSuccess: 'count' },
+} as const satisfies Record<string, { max: number; onSuccess: 'none' | 'clear' | 'count' }>;
 
 export type ThrottleScope = keyof typeof THROTTLES;
 const LOCK_ORDER = Object.keys(THROTTLES) as ThrottleScope[];
@@ -44,9 +49,9 @@ export interface ThrottledKey {
 }
 
 export interface Attempt {
-  /** The guarded work succeeded: the attempt is taken back, forgotten with the key's failures, or kept (see THROTTLES). */
+  /** The guarded work succeeded (see THROTTLES' `onSuccess`). */
   succeeded(): Promise<void>;
-  /** The guarded work failed: the attempt stays counted. */
+  /** The guarded work failed: one more failure for every key. */
   failed(): Promise<void>;
 }
 
@@ -57,31 +62,84 @@ export interface AttemptOptions {
   exempt?: Partial<Record<ThrottleScope, () => Promise<boolean>>>;
 }
 
-/** Counts an attempt against every key, or throws 429 with Retry-After when one is over its limit. */
+/**
+ * Counts an attempt against every key, waiting up to BUSY_WAIT_MS while attempts under way fill a
+ * key's remaining failures; throws 429 with Retry-After when a key's failures reached its limit
+ * (until its window ends) or the wait ran out (1 s).
+ */
 export async function beginAttempt(db: Db, keys: ThrottledKey[], options: AttemptOptions): Promise<Attempt> {
   const ordered = [...keys].sort((a, b) => LOCK_ORDER.indexOf(a.scope) - LOCK_ORDER.indexOf(b.scope));
-  const counts = await countAttempt(db, ordered, THROTTLE_WINDOW_S);
-  let refusedFor: number | undefined;
-  for (const count of counts) {
-    const scope = count.scope as ThrottleScope;
-    if (count.attempts <= THROTTLES[scope].max) continue;
-    if (await options.exempt?.[scope]?.()) continue;
-    // At most the window: window_start is stored to the millisecond, rounded, so may lie just ahead of now().
-    refusedFor = Math.max(refusedFor ?? 1, Math.min(THROTTLE_WINDOW_S, Math.ceil(count.freeIn)));
-  }
-  if (refusedFor !== undefined) {
-    for (const key of ordered) await uncountAttempt(db, key, false);
-    throw new ApiError(429, options.refusal, undefined, { 'Retry-After': String(refusedFor) });
-  }
-  return {
-    async succeeded() {
-      for (const key of ordered) {
-        const { onSuccess } = THROTTLES[key.scope];
-        if (onSuccess !== 'keep') await uncountAttempt(db, key, onSuccess === 'clear');
-      }
-    },
-    failed: () => pruneThrottles(db, THROTTLE_WINDOW_S),
+  const exemptions = new Map<ThrottleScope, Promise<boolean>>();
+  const isExempt = (scope: ThrottleScope) => {
+    const check = options.exempt?.[scope];
+    if (!check) return Promise.resolve(false);
+    if (!exemptions.has(scope)) exemptions.set(scope, check());
+    return exemptions.get(scope)!;
   };
+  /** `admitted`: the attempt did its work, so its place frees for a waiter (a withdrawn one held none). */
+  const settle = async (failures: (scope: ThrottleScope) => 'count' | 'clear' | 'none', admitted: boolean) => {
+    for (const key of ordered) {
+      await settleAttempt(db, key, failures(key.scope));
+      if (admitted) placeFreed(key);
+    }
+  };
+  const deadline = performance.now() + BUSY_WAIT_MS;
+  for (;;) {
+    const counts = await reserveAttempt(db, ordered, THROTTLE_WINDOW_S);
+    let refusedFor: number | undefined;
+    const busy: ThrottledKey[] = [];
+    for (const count of counts) {
+      const scope = count.scope as ThrottleScope;
+      const { max } = THROTTLES[scope];
+      if (count.failures + count.inFlight <= max || (await isExempt(scope))) continue;
+      // At most the window: window_start is stored to the millisecond, rounded, so may lie just ahead of now().
+      if (count.failures >= max) refusedFor = Math.max(refusedFor ?? 1, Math.min(THROTTLE_WINDOW_S, Math.ceil(count.freeIn)));
+      else busy.push({ scope, key: count.key });
+    }
+    if (refusedFor === undefined && busy.length === 0) {
+      return {
+        succeeded: () => settle((scope) => THROTTLES[scope].onSuccess, true),
+        async failed() {
+          await settle(() => 'count', true);
+          await pruneThrottles(db, THROTTLE_WINDOW_S);
+        },
+      };
+    }
+    await settle(() => 'none', false);
+    const left = deadline - performance.now();
+    if (refusedFor !== undefined || left <= 0) throw new ApiError(429, options.refusal, undefined, { 'Retry-After': String(refusedFor ?? 1) });
+    await placeFreedOrTimeout(busy, Math.min(left, BUSY_POLL_MS));
+  }
+}
+
+/** Attempts of this process waiting for a place, per key, first come first woken. */
+const waiting = new Map<string, (() => void)[]>();
+const waitKey = (key: ThrottledKey) => `${key.scope}\n${key.key}`;
+
+/** An attempt on the key ended here: the first waiter looks again (one place, one waiter). */
+function placeFreed(key: ThrottledKey): void {
+  waiting.get(waitKey(key))?.shift()?.();
+}
+
+function placeFreedOrTimeout(keys: ThrottledKey[], ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const wake = () => {
+      clearTimeout(timer);
+      for (const key of keys) {
+        const queue = waiting.get(waitKey(key));
+        const at = queue?.indexOf(wake) ?? -1;
+        if (at >= 0) queue!.splice(at, 1);
+        if (queue?.length === 0) waiting.delete(waitKey(key));
+      }
+      resolve();
+    };
+    const timer = setTimeout(wake, ms);
+    for (const key of keys) {
+      const queue = waiting.get(waitKey(key)) ?? [];
+      queue.push(wake);
+      waiting.set(waitKey(key), queue);
+    }
+  });
 }
 
 /**
