@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import path from 'node:path';
 import { loadJwtSecret } from './auth/tokens.js';
 import type { Config } from './config.js';
 import type { Services } from './context.js';
+import { lockDataDir } from './data-dir-lock.js';
 import { migrateClickhouse, openClickhouse, type ClickHouseClient } from './db/clickhouse.js';
 import { migratePostgres } from './db/migrate.js';
 import { openDb, type Db } from './db/postgres.js';
@@ -14,42 +14,6 @@ import { createUserRecord } from './users/service.js';
 
 export interface Runtime extends Services {
   close(): Promise<void>;
-}
-
-/**
- * Embedded PGlite and chDB each bind their data directory to one process; a pid file makes a
- * second process fail with a clear message instead of corrupting the stores.
- */
-function lockDataDir(dataDir: string): () => void {
-  fs.mkdirSync(dataDir, { recursive: true });
-  const file = path.join(dataDir, 'tailhouse.pid');
-  try {
-    const holder = Number(fs.readFileSync(file, 'utf8'));
-    if (holder && holder !== process.pid && isAlive(holder)) {
-      throw new Error(
-        `DATA_DIR ${dataDir} is in use by process ${holder}: the embedded stores allow one process; stop it first, or use DATABASE_URL and CLICKHOUSE_URL`,
-      );
-    }
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  fs.writeFileSync(file, String(process.pid));
-  return () => {
-    try {
-      if (Number(fs.readFileSync(file, 'utf8')) === process.pid) fs.unlinkSync(file);
-    } catch {
-      // Already gone.
-    }
-  };
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /**
@@ -87,7 +51,8 @@ export interface Stores {
  */
 export async function openStores(config: Config, log: Logger): Promise<Stores> {
   const embedded = !config.databaseUrl || !config.clickhouseUrl;
-  const closers: (() => Promise<void> | void)[] = [embedded ? lockDataDir(config.dataDir) : () => {}];
+  // The embedded stores bind DATA_DIR to one process (src/data-dir-lock.ts).
+  const closers: (() => Promise<void> | void)[] = [embedded ? await lockDataDir(config.dataDir) : () => {}];
   // Closing twice (a signal during shutdown, a test's cleanup) is harmless.
   let closing: Promise<void> | undefined;
   const close = () =>

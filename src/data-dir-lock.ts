@@ -1,0 +1,139 @@
+/**
+ * The DATA_DIR lock: embedded PGlite and chDB each bind their data directory to one process, and a
+ * second process must stop at once with a message naming the holder instead of corrupting them.
+ *
+ * The lock is a listening Unix socket in `DATA_DIR/run/`, which the kernel closes when its process
+ * dies, whatever the death (SIGKILL included). Why that and not the alternatives:
+ * - a pid file and `kill(pid, 0)`: a killed process stays "alive" until its parent reaps it (a
+ *   zombie), so a restart right after `kill -9` was refused; the pid can also have been reused,
+ *   and means nothing across containers (pid namespaces);
+ * - flock/fcntl: Node has no binding, and the packages adding one compile C at install (node-gyp:
+ *   python, make, a compiler), which `npm install` as the only set-up step and the slim Docker
+ *   image do not have;
+ * - an abstract-namespace socket: needs no file, but is per network namespace (two containers
+ *   sharing the volume would not see each other) and Linux only. A socket file is seen by every
+ *   process that sees the directory.
+ *
+ * A connection to a live socket is accepted (by the kernel, even while its process is busy); to a
+ * dead one's file it is refused. A single fixed socket name would have to be unlinked after a crash
+ * and bound again, and two starters doing that at once could both believe they hold it. So every
+ * process binds a socket of its own (`<pid>-<random>.sock`, listening before it gets that name, so a
+ * file with such a name is either live or dead, never half-made) and only then looks at the others:
+ * any live one is a holder, or another process starting at the same moment, and this one backs off;
+ * dead ones are removed (their names are never reused, so removing one cannot hit a live socket).
+ * Two processes starting together see each other at least one way round, so at most one goes on
+ * (both may stop; starting again then works). `DATA_DIR/tailhouse.pid` is still written, for people.
+ *
+ * The socket answers a connection with its pid; its directory is private (0700), so it can grow into
+ * the control socket a CLI talks to beside a running server.
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+/** sun_path holds 108 bytes with its final NUL; libuv silently cuts longer paths. */
+const MAX_SOCKET_PATH_BYTES = 107;
+const SOCKET_NAME = /^(\d+)-[0-9a-f]+\.sock$/;
+/** A half-made socket (a process killed between its bind and its rename) older than this is litter. */
+const STALE_TEMP_MS = 60_000;
+
+export class DataDirInUseError extends Error {}
+
+/**
+ * Takes the lock of `dataDir` for this process; resolves with its release. Throws DataDirInUseError
+ * naming the holder when another live process (or this one) has it.
+ */
+export async function lockDataDir(dataDir: string): Promise<() => void> {
+  const runDir = path.join(dataDir, 'run');
+  fs.mkdirSync(runDir, { recursive: true, mode: 0o700 });
+  const token = `${process.pid}-${randomBytes(4).toString('hex')}`;
+  const own = path.join(runDir, `${token}.sock`);
+  const temp = path.join(runDir, `.${token}.tmp`);
+  if (Buffer.byteLength(own) > MAX_SOCKET_PATH_BYTES) {
+    throw new Error(`DATA_DIR ${dataDir} is too long for its lock socket (${own} has ${Buffer.byteLength(own)} bytes, at most ${MAX_SOCKET_PATH_BYTES}): choose a shorter path`);
+  }
+  const server = net.createServer((socket) => {
+    // A prober hangs up at once: its reset is no error of ours.
+    socket.on('error', () => {});
+    socket.end(`${process.pid}\n`);
+  });
+  server.on('error', () => {});
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(temp, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  // Never keeps the process alive on its own.
+  server.unref();
+  const release = () => {
+    server.close();
+    for (const file of [own, temp]) fs.rmSync(file, { force: true });
+  };
+  try {
+    fs.chmodSync(temp, 0o600);
+    fs.renameSync(temp, own);
+    const holder = await liveHolder(runDir, path.basename(own));
+    if (holder) {
+      throw new DataDirInUseError(
+        `DATA_DIR ${dataDir} is in use by process ${holder}: the embedded stores allow one process; stop it first, or use DATABASE_URL and CLICKHOUSE_URL`,
+      );
+    }
+    fs.writeFileSync(path.join(dataDir, 'tailhouse.pid'), `${process.pid}\n`);
+  } catch (err) {
+    release();
+    throw err;
+  }
+  return () => {
+    release();
+    const pidFile = path.join(dataDir, 'tailhouse.pid');
+    try {
+      if (Number(fs.readFileSync(pidFile, 'utf8')) === process.pid) fs.unlinkSync(pidFile);
+    } catch {
+      // Already gone.
+    }
+  };
+}
+
+/** The pid of another live lock socket in `runDir`, removing dead ones on the way; null if none. */
+async function liveHolder(runDir: string, ownName: string): Promise<string | null> {
+  for (const name of fs.readdirSync(runDir)) {
+    const file = path.join(runDir, name);
+    const match = SOCKET_NAME.exec(name);
+    if (!match) {
+      if (name.endsWith('.tmp') && isOlderThan(file, STALE_TEMP_MS)) fs.rmSync(file, { force: true });
+      continue;
+    }
+    if (name === ownName) continue;
+    const state = await probe(file);
+    if (state === 'dead') fs.rmSync(file, { force: true });
+    else if (state === 'live') return match[1]!;
+  }
+  return null;
+}
+
+/** Connects to a lock socket: accepted means live; refused means its process is gone. */
+function probe(file: string): Promise<'live' | 'dead' | 'gone'> {
+  return new Promise((resolve) => {
+    const socket = net.connect(file);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve('live');
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => {
+      socket.destroy();
+      // Anything but "refused" or "no such file" (a full backlog: EAGAIN) is a holder that is busy.
+      resolve(err.code === 'ECONNREFUSED' ? 'dead' : err.code === 'ENOENT' ? 'gone' : 'live');
+    });
+  });
+}
+
+function isOlderThan(file: string, ms: number): boolean {
+  try {
+    return Date.now() - fs.statSync(file).mtimeMs > ms;
+  } catch {
+    return false;
+  }
+}
