@@ -3,7 +3,9 @@
  * alerts:read/create/update/delete permissions, activity, and PUT (beyond the specification).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALERTS_PER_DOMAIN } from '../src/alerts/service.js';
 import { sql } from '../src/db/sql.js';
+import { PUBLIC_ADDRESSES, REFUSED_ADDRESSES } from './support/addresses.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { activityOf } from './support/auth.js';
 import { api, expectError, ISO_MS, makeActor, type Actor } from './support/users.js';
@@ -203,5 +205,72 @@ describe('who may do what', () => {
     expect((await api(t.app, 'DELETE', `/api/domains/${doomed}`, { token: admin })).status).toBe(200);
     const [row] = await t.runtime.db.query<{ n: number }>(sql`select count(*)::int as n from alerts where domain_id = ${doomed}`);
     expect(row!.n).toBe(0);
+  });
+});
+
+describe('abuse limits', () => {
+  // A user of their own: earlier tests change the owner's permissions.
+  let creator: Actor;
+  let ownDomain: number;
+  beforeAll(async () => {
+    creator = await makeActor(t.app, admin, 'user');
+    ownDomain = await newDomain(`abuse-${process.pid}.example.com`, creator.id);
+  });
+
+  it(`holds a domain to ${ALERTS_PER_DOMAIN} alerts under 60 concurrent creations (409 beyond), and has room again once one is deleted`, async () => {
+    const crowded = await newDomain(`crowded-${process.pid}.example.com`, creator.id);
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => api(t.app, 'POST', alertsOf(crowded), { token: creator.token, body: { ...valid, name: `Alert ${i}`, notificationTarget: `oncall-${i}@example.com` } })),
+    );
+    const created = answers.filter((a) => a.status === 201);
+    expect(created).toHaveLength(ALERTS_PER_DOMAIN);
+    const refused = answers.filter((a) => a.status !== 201);
+    expect(refused).toHaveLength(60 - ALERTS_PER_DOMAIN);
+    for (const r of refused) expectError(r, 409, `The domain already has ${ALERTS_PER_DOMAIN} alerts, the most a domain may have; delete one to add another`);
+    const [row] = await t.runtime.db.query<{ n: number }>(sql`select count(*)::int as n from alerts where domain_id = ${crowded}`);
+    expect(row!.n).toBe(ALERTS_PER_DOMAIN);
+    // Another domain is not held back by it.
+    expect((await api(t.app, 'POST', alertsOf(ownDomain), { token: creator.token, body: valid })).status).toBe(201);
+
+    expect((await api(t.app, 'DELETE', `${alertsOf(crowded)}/${created[0]!.body.data.id}`, { token: creator.token })).status).toBe(200);
+    expect((await api(t.app, 'POST', alertsOf(crowded), { token: creator.token, body: valid })).status).toBe(201);
+    expectError(await api(t.app, 'POST', alertsOf(crowded), { token: creator.token, body: valid }), 409);
+  });
+
+  const webhook = (target: string) => ({ ...valid, notificationMethod: 'webhook', notificationTarget: target });
+  const literalUrl = (address: string) => `https://${address.includes(':') ? `[${address}]` : address}:9/hook`;
+
+  it.each(REFUSED_ADDRESSES)('refuses a webhook target on %s (%s) when the alert is created or its target changed (422)', async (address, range) => {
+    const res = await api(t.app, 'POST', alertsOf(ownDomain), { token: creator.token, body: webhook(literalUrl(address)) });
+    expectError(res, 422, 'Validation failed');
+    expect(res.body.details).toEqual({ notificationTarget: `must reach a public address; ${new URL(literalUrl(address)).hostname} is not one (${range})` });
+
+    const made = await api(t.app, 'POST', alertsOf(ownDomain), { token: creator.token, body: webhook('https://93.184.216.34/hook') });
+    expect(made.status).toBe(201);
+    const changed = await api(t.app, 'PUT', `${alertsOf(ownDomain)}/${made.body.data.id}`, { token: admin, body: { notificationTarget: literalUrl(address) } });
+    expectError(changed, 422, 'Validation failed');
+    expect(changed.body.details).toHaveProperty('notificationTarget');
+    // An e-mail alert switched to the webhook method is checked too.
+    const mail = await api(t.app, 'POST', alertsOf(ownDomain), { token: creator.token, body: valid });
+    const switched = await api(t.app, 'PUT', `${alertsOf(ownDomain)}/${mail.body.data.id}`, { token: admin, body: { notificationMethod: 'webhook', notificationTarget: literalUrl(address) } });
+    expectError(switched, 422, 'Validation failed');
+    for (const id of [made.body.data.id, mail.body.data.id]) expect((await api(t.app, 'DELETE', `${alertsOf(ownDomain)}/${id}`, { token: admin })).status).toBe(200);
+  });
+
+  it('refuses a host name that resolves to a non-public address now; accepts public addresses and names that do not resolve now', async () => {
+    const local = await api(t.app, 'POST', alertsOf(ownDomain), { token: creator.token, body: webhook('https://localhost:8443/hook') });
+    expectError(local, 422, 'Validation failed');
+    expect(local.body.details.notificationTarget).toMatch(/^must reach a public address; localhost resolves to (127\.0\.0\.1 \(loopback\)|::1 \(loopback\))$/);
+
+    const ids: number[] = [];
+    for (const target of [...PUBLIC_ADDRESSES.map(literalUrl), 'https://hooks.example.com/services/T0/B0']) {
+      const res = await api(t.app, 'POST', alertsOf(ownDomain), { token: creator.token, body: webhook(target) });
+      expect(res.status, `${target}: ${JSON.stringify(res.body)}`).toBe(201);
+      ids.push(res.body.data.id);
+    }
+    // A target stored before this check (or a name that resolves elsewhere since) does not stop other changes.
+    await t.runtime.db.query(sql`update alerts set notification_target = 'https://127.0.0.1:9/hook' where id = ${ids[0]!}`);
+    expect((await api(t.app, 'PUT', `${alertsOf(ownDomain)}/${ids[0]}`, { token: admin, body: { enabled: false } })).status).toBe(200);
+    for (const id of ids) expect((await api(t.app, 'DELETE', `${alertsOf(ownDomain)}/${id}`, { token: admin })).status).toBe(200);
   });
 });

@@ -10,13 +10,15 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { publicAddresses } from '../src/alerts/delivery.js';
+import { nonPublicAddressOf, nonPublicRange } from '../src/alerts/addresses.js';
+import { PUBLIC_ADDRESSES, REFUSED_ADDRESSES } from './support/addresses.js';
+import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from '../src/alerts/delivery.js';
 import type { AlertEvaluator, AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
 import { notificationsOf } from '../src/alerts/store.js';
 import { sql } from '../src/db/sql.js';
 import { createLogger } from '../src/log.js';
 import { createMailer } from '../src/mail/mailer.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { importText, newDomain as registerDomain, timeLocal } from './support/ingest.js';
 import { freePort } from './support/ports.js';
 import { alertJson, evaluatorOf, postAlert } from './support/alerts.js';
@@ -117,6 +119,8 @@ async function webhookReceiver(answer: (n: number) => number | 'hang') {
 
 const linesOf = (alertId: number) => logLines.filter((l) => l.alertId === alertId);
 
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 // ---------------------------------------------------------------------------------------------
 
 describe('e-mail delivery', () => {
@@ -129,7 +133,7 @@ describe('e-mail delivery', () => {
     try {
       await ingest(domain.name, 20, 502);
       await round(ev);
-      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0 });
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0, held: 0 });
       const firedAt = now;
       let [firing] = await notificationsOf(t.runtime.db, alert.id);
       expect(firing).toMatchObject({ kind: 'firing', status: 'pending', attempts: 1, last_error: expect.stringMatching(/ECONNREFUSED/) });
@@ -143,13 +147,13 @@ describe('e-mail delivery', () => {
 
       // Not due yet: nothing is tried.
       now += 10_000;
-      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0 });
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0, held: 0 });
 
       // Recovery while the firing e-mail still waits: the resolution queues behind it.
       now = firedAt + 300_000;
       await ingest(domain.name, 20, 200);
       await round(ev);
-      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0 });
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0, held: 0 });
       const rows = await notificationsOf(t.runtime.db, alert.id);
       expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
         ['firing', 'pending', 2],
@@ -161,15 +165,15 @@ describe('e-mail delivery', () => {
       const smtp = await startSmtpSink(port);
       try {
         now += 60_000;
-        expect(await ev.deliverDue()).toEqual({ delivered: 2, failed: 0, gaveUp: 0 });
-        expect(smtp.messages.map((m) => m.subject)).toEqual([`[tailhouse] FIRING: Errors on ${domain.name}`, `[tailhouse] RESOLVED: Errors on ${domain.name}`]);
+        expect(await ev.deliverDue()).toEqual({ delivered: 2, failed: 0, gaveUp: 0, held: 0 });
+        expect(smtp.messages.map((m) => m.subject)).toEqual([`[tailhouse] FIRING: alert "Errors" on ${domain.name}`, `[tailhouse] RESOLVED: alert "Errors" on ${domain.name}`]);
         expect(smtp.messages[0]!.text).toContain('https://tailhouse.example.com/api/logs/domains/');
         firing = (await notificationsOf(t.runtime.db, alert.id))[0];
         expect(firing).toMatchObject({ status: 'delivered', attempts: 3 });
         const [cleared] = await t.runtime.db.query<{ last_delivery_error: string | null }>(sql`select last_delivery_error from alerts where id = ${alert.id}`);
         expect(cleared!.last_delivery_error).toBeNull();
         expect(await alertJson(t, admin, domain.id, alert.id)).toMatchObject({ lastDeliveryError: null, lastDeliveredAt: new Date(now).toISOString() });
-        expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0 });
+        expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0, held: 0 });
         expect(smtp.messages).toHaveLength(2);
       } finally {
         await smtp.close();
@@ -207,12 +211,127 @@ describe('e-mail delivery', () => {
         await ingest(domain.name, 3, 200);
         await round(ev);
         expect(await ev.deliverDue()).toMatchObject({ delivered: 1 });
-        expect(smtp.messages.map((m) => m.subject)).toEqual([`[tailhouse] RESOLVED: Site silent on ${domain.name}`]);
+        expect(smtp.messages.map((m) => m.subject)).toEqual([`[tailhouse] RESOLVED: alert "Site silent" on ${domain.name}`]);
       } finally {
         await smtp.close();
       }
     } finally {
       mailer.close();
+      await deleteAlert(domain.id, alert.id);
+    }
+  });
+});
+
+describe('abuse limits', () => {
+  it(`sends at most ${NOTIFICATIONS_PER_TARGET_PER_HOUR} notifications an hour to one target, counted atomically by concurrent deliverers; the rest is held, not lost, and sent when the hour has room`, async () => {
+    const smtp = await startSmtpSink();
+    const mailer = createMailer({ smtpUrl: smtp.url, from: 'tailhouse <tailhouse@localhost>', outboxDir: path.join(t.dataDir, 'unused'), log });
+    const victim = `${unique('victim')}@example.com`;
+    const bystander = `${unique('bystander')}@example.com`;
+    const to = (address: string) => smtp.messages.filter((m) => !Array.isArray(m.to) && m.to?.value[0]?.address === address);
+    const OVER = 5;
+    const domain = await newDomain();
+    const other = await newDomain();
+    const alerts: { id: number }[] = [];
+    for (let i = 0; i < NOTIFICATIONS_PER_TARGET_PER_HOUR + OVER; i++) alerts.push(await newAlert(domain.id, { name: `Silent ${i}`, notificationTarget: victim }));
+    // Another target is not held back by the victim's limit.
+    const unrelated = await newAlert(other.id, { notificationTarget: bystander });
+    // Four deliverers side by side, claiming three rows at a time: with a Postgres server their
+    // claims run in parallel transactions.
+    const deliverers = Array.from({ length: 4 }, () => evaluator({ mailer, delivery: { batch: 3 } }));
+    try {
+      await round(deliverers[0]!);
+      const sentAt = now;
+      const results = await Promise.all(deliverers.map((d) => d.deliverDue()));
+      const total = (key: 'delivered' | 'held' | 'failed' | 'gaveUp') => results.reduce((sum, r) => sum + r[key], 0);
+      expect({ delivered: total('delivered'), held: total('held'), failed: total('failed'), gaveUp: total('gaveUp') }).toEqual({
+        delivered: NOTIFICATIONS_PER_TARGET_PER_HOUR + 1,
+        held: OVER,
+        failed: 0,
+        gaveUp: 0,
+      });
+      expect(to(victim)).toHaveLength(NOTIFICATIONS_PER_TARGET_PER_HOUR);
+      expect(to(bystander)).toHaveLength(1);
+
+      // The held ones wait, pending, for the hour's oldest send to age out; a hold is not an attempt.
+      const rows = (await Promise.all(alerts.map((a) => notificationsOf(t.runtime.db, a.id)))).flat();
+      const held = rows.filter((r) => r.status === 'pending');
+      expect(held).toHaveLength(OVER);
+      for (const r of held) expect(r).toMatchObject({ attempts: 0, next_attempt_at: new Date(sentAt + 3_600_000) });
+      const [heldAt] = await t.runtime.db.query<{ n: number }>(sql`select count(*)::int as n from alert_notifications where held_since = ${new Date(sentAt)}`);
+      expect(heldAt!.n).toBe(OVER);
+      const heldAlert = held[0]!.alert_id;
+      expect((await alertJson(t, admin, domain.id, heldAlert)).lastDeliveryError).toBe(
+        `held back: its target received ${NOTIFICATIONS_PER_TARGET_PER_HOUR} notifications in the last hour, the most it may; due again at ${new Date(sentAt + 3_600_000).toISOString()}`,
+      );
+      expect(linesOf(heldAlert).filter((l) => l.msg === 'alert notification held: its target reached the hourly limit')).toEqual([
+        expect.objectContaining({ level: 'warn', perTargetPerHour: NOTIFICATIONS_PER_TARGET_PER_HOUR, nextAttemptAt: new Date(sentAt + 3_600_000).toISOString() }),
+      ]);
+
+      // Later in the same hour nothing more goes to the victim.
+      now += 30 * 60_000;
+      expect(await deliverers[1]!.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0, held: 0 });
+      expect(to(victim)).toHaveLength(NOTIFICATIONS_PER_TARGET_PER_HOUR);
+
+      // An hour after the first sends the target has room: the held ones go, saying since when they waited.
+      now = sentAt + 3_600_000;
+      expect(await deliverers[2]!.deliverDue()).toMatchObject({ delivered: OVER, held: 0 });
+      const late = to(victim).slice(NOTIFICATIONS_PER_TARGET_PER_HOUR);
+      expect(late).toHaveLength(OVER);
+      for (const m of late) {
+        expect(m.text).toContain(
+          `Sent late: this notification was held back from ${new Date(sentAt).toISOString()}, because this address had received ${NOTIFICATIONS_PER_TARGET_PER_HOUR} notifications from this service in the hour before, the most it may.`,
+        );
+      }
+      expect((await alertJson(t, admin, domain.id, heldAlert)).lastDeliveryError).toBeNull();
+    } finally {
+      mailer.close();
+      await smtp.close();
+      for (const a of [...alerts, unrelated]) await deleteAlert(a === unrelated ? other.id : domain.id, a.id);
+    }
+  });
+
+  it('the e-mail names who configured the alert and for which domain, and quotes the alert name as that user\'s text', async () => {
+    const smtp = await startSmtpSink();
+    const mailer = createMailer({ smtpUrl: smtp.url, from: 'tailhouse <tailhouse@localhost>', outboxDir: path.join(t.dataDir, 'unused'), log });
+    const ev = evaluator({ mailer });
+    const malloryEmail = `${unique('mallory')}@example.com`;
+    const mallory = await createUserAndLogin(t.app, admin, { email: malloryEmail, name: 'Mallory Example' });
+    const made = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name: `${unique('relay')}.example.com`, ownerId: mallory.id } });
+    expect(made.status).toBe(201);
+    const domain: { id: number; name: string } = made.body.data;
+    // A name written to pass for a message of the operator: a quote, line breaks, a link, a right-to-left override.
+    const name = 'Your password expired"\n\nLog in at https://evil.example/login to keep your account \u202egnp.exe';
+    const shown = '"Your password expired\\"\\n\\nLog in at https://evil.example/login to keep your account \\u202egnp.exe"';
+    const victim = `${unique('victim')}@example.com`;
+    const alert = await postAlert(t, mallory.token, domain.id, { name, condition: 'requestCount', operator: 'lessThan', threshold: 1, duration: 300, notificationMethod: 'email', notificationTarget: victim });
+    try {
+      await round(ev);
+      expect(await ev.deliverDue()).toMatchObject({ delivered: 1 });
+      const [mail] = smtp.messages;
+      expect(mail!.subject).toBe(`[tailhouse] FIRING: alert ${shown} on ${domain.name}`);
+      expect(mail!.text).toContain(`The alert ${shown} on ${domain.name} is FIRING.`);
+      expect(mail!.text).toContain(
+        `This alert was configured on https://tailhouse.example.com by "Mallory Example" <${malloryEmail}>, for the domain ${domain.name}, with this address as the recipient of its notifications.`,
+      );
+      expect(mail!.text).toContain(`The alert's name, ${shown}, is text that user chose; this service did not write or check it.`);
+      expect(mail!.text).toContain(`If you do not want these messages, ask "Mallory Example" <${malloryEmail}> to remove this address from the alert, or write to the operator of https://tailhouse.example.com.`);
+      // The name makes no line of its own and hides nothing.
+      expect(mail!.text!.split('\n').some((l) => l.startsWith('Log in'))).toBe(false);
+      expect(mail!.text).not.toContain('\u202e');
+
+      // Whoever changes the alert last is named from then on.
+      const put = await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${alert.id}`, { token: admin, body: { name: 'Site silent' } });
+      expect(put.status).toBe(200);
+      now += 300_000;
+      await ingest(domain.name, 3, 200);
+      await round(ev);
+      expect(await ev.deliverDue()).toMatchObject({ delivered: 1 });
+      expect(smtp.messages[1]!.subject).toBe(`[tailhouse] RESOLVED: alert "Site silent" on ${domain.name}`);
+      expect(smtp.messages[1]!.text).toContain(`This alert was configured on https://tailhouse.example.com by "Administrator" <${ADMIN_EMAIL}>, for the domain ${domain.name}`);
+    } finally {
+      mailer.close();
+      await smtp.close();
       await deleteAlert(domain.id, alert.id);
     }
   });
@@ -269,14 +388,14 @@ describe('permanent refusals', () => {
     smtp.refuse = (at, address) => (at === stage && address === alert.target ? { code, message: text } : undefined);
     try {
       const firstTry = now;
-      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0 });
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0, held: 0 });
       // The back-off still spaces the attempts: nothing before the 30 s are up.
       now += 29_000;
-      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0 });
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0, held: 0 });
       now = firstTry + 30_000;
-      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0 });
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0, held: 0 });
       now += 60_000;
-      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 1 });
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 1, held: 0 });
       expect(smtp.refusals.filter((r) => r.address === alert.target).map((r) => [r.stage, r.code])).toEqual([
         [stage, code],
         [stage, code],
@@ -307,7 +426,7 @@ describe('permanent refusals', () => {
       });
       // Given up: never tried again.
       now += 3_600_000;
-      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0 });
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 0, gaveUp: 0, held: 0 });
       expect(smtp.refusals.filter((r) => r.address === alert.target)).toHaveLength(3);
       expect(smtp.messages).toHaveLength(0);
     } finally {
@@ -336,8 +455,8 @@ describe('permanent refusals', () => {
       expect((await alertJson(t, admin, domain.id, alert.id)).lastDeliveryError).toContain(`${code} ${text}`);
       // The operator fixes the mail set-up (or the mailbox frees up): delivered, the error cleared.
       smtp.refuse = undefined;
-      expect(await ev.deliverDue()).toEqual({ delivered: 1, failed: 0, gaveUp: 0 });
-      expect(smtp.messages.map((m) => m.subject)).toEqual([`[tailhouse] FIRING: Site silent on ${domain.name}`]);
+      expect(await ev.deliverDue()).toEqual({ delivered: 1, failed: 0, gaveUp: 0, held: 0 });
+      expect(smtp.messages.map((m) => m.subject)).toEqual([`[tailhouse] FIRING: alert "Site silent" on ${domain.name}`]);
       expect(await alertJson(t, admin, domain.id, alert.id)).toMatchObject({ lastDeliveryError: null, lastDeliveredAt: new Date(now).toISOString() });
     } finally {
       await close();
@@ -365,11 +484,11 @@ describe('permanent refusals', () => {
         now += 30 * 60_000;
       }
       expect(outcomes).toEqual([
-        { delivered: 0, failed: 2, gaveUp: 0 },
-        { delivered: 0, failed: 2, gaveUp: 0 },
-        { delivered: 0, failed: 1, gaveUp: 1 },
-        { delivered: 0, failed: 1, gaveUp: 0 },
-        { delivered: 1, failed: 0, gaveUp: 0 },
+        { delivered: 0, failed: 2, gaveUp: 0, held: 0 },
+        { delivered: 0, failed: 2, gaveUp: 0, held: 0 },
+        { delivered: 0, failed: 1, gaveUp: 1, held: 0 },
+        { delivered: 0, failed: 1, gaveUp: 0, held: 0 },
+        { delivered: 1, failed: 0, gaveUp: 0, held: 0 },
       ]);
       expect(gone.received).toHaveLength(3);
       expect(busy.received).toHaveLength(5);
@@ -400,10 +519,10 @@ describe('webhook delivery', () => {
     try {
       await round(ev);
       const firedAt = new Date(now).toISOString();
-      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0 });
+      expect(await ev.deliverDue()).toEqual({ delivered: 0, failed: 1, gaveUp: 0, held: 0 });
       expect((await notificationsOf(t.runtime.db, alert.id))[0]).toMatchObject({ status: 'pending', last_error: 'webhook answered HTTP 503' });
       now += 30_000;
-      expect(await ev.deliverDue()).toEqual({ delivered: 1, failed: 0, gaveUp: 0 });
+      expect(await ev.deliverDue()).toEqual({ delivered: 1, failed: 0, gaveUp: 0, held: 0 });
       expect(receiver.received).toHaveLength(2);
       const [, hit] = receiver.received;
       expect(hit!.method).toBe('POST');
@@ -425,6 +544,8 @@ describe('webhook delivery', () => {
         firingSince: firedAt,
         time: firedAt,
         statsUrl: `https://tailhouse.example.com/api/logs/domains/${domain.id}/stats?period=1h`,
+        configuredBy: { name: 'Administrator', email: ADMIN_EMAIL },
+        heldSince: null,
       });
       // The first attempt carried the same notification.
       expect(receiver.received[0]!.body).toEqual(hit!.body);
@@ -470,33 +591,44 @@ describe('webhook delivery', () => {
     }
   });
 
-  it('an https target on an internal address is refused before any connection (no SSRF), and the refusal is a recorded attempt', async () => {
+  it('a target on a non-public address is refused before any connection (no SSRF), every address of REFUSED_ADDRESSES, and the refusal is a recorded attempt', async () => {
     const domain = await newDomain();
-    const alert = await newAlert(domain.id, { notificationMethod: 'webhook', notificationTarget: 'https://127.0.0.1:9/hook' });
+    // Such targets are refused when an alert is saved (test/alerts-crud.test.ts); one stored
+    // before that check, or a name whose addresses changed since, meets this check at delivery.
+    const alerts: { id: number; url: URL; range: string }[] = [];
+    for (const [address, range] of REFUSED_ADDRESSES) {
+      const alert = await newAlert(domain.id, { notificationMethod: 'webhook', notificationTarget: 'https://placeholder.example.com/hook' });
+      const url = new URL(`https://${address.includes(':') ? `[${address}]` : address}:9/hook`);
+      await t.runtime.db.query(sql`update alerts set notification_target = ${url.href} where id = ${alert.id}`);
+      alerts.push({ id: alert.id, url, range });
+    }
     try {
       const strict = evaluator();
       await round(strict);
-      expect(await strict.deliverDue()).toMatchObject({ failed: 1 });
-      expect((await notificationsOf(t.runtime.db, alert.id))[0]!.last_error).toBe('webhook host 127.0.0.1 is a non-public address (127.0.0.1): refused');
+      expect(await strict.deliverDue()).toMatchObject({ delivered: 0, failed: REFUSED_ADDRESSES.length });
+      for (const a of alerts) {
+        const [row] = await notificationsOf(t.runtime.db, a.id);
+        expect(row!.last_error).toMatch(new RegExp(`^webhook host ${escapeRegExp(a.url.hostname)} is a non-public address \\(\\S+: ${escapeRegExp(a.range)}\\): refused$`));
+      }
     } finally {
-      await deleteAlert(domain.id, alert.id);
+      for (const a of alerts) await deleteAlert(domain.id, a.id);
     }
   });
 });
 
 describe('webhook target addresses', () => {
-  const resolvingTo = (...addresses: string[]) => (async () => addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))) as never;
+  const resolvingTo = (...addresses: string[]) => async () => addresses;
+  const literal = (address: string) => (address.includes(':') ? `[${address}]` : address);
 
-  it.each([
-    '127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1',
-    '::1', '::', 'fd00::1', 'fe80::1', '::ffff:10.0.0.1', '::ffff:127.0.0.1',
-  ])('refuses %s, as a literal and as what a name resolves to', async (address) => {
-    await expect(publicAddresses(address.includes(':') ? `[${address}]` : address)).rejects.toThrow(/non-public address/);
-    await expect(publicAddresses('hooks.example.com', resolvingTo('93.184.216.34', address))).rejects.toThrow(/non-public address/);
+  it.each(REFUSED_ADDRESSES)('refuses %s (%s), as a literal and as what a name resolves to', async (address, range) => {
+    expect(nonPublicRange(address)).toBe(range);
+    expect(await nonPublicAddressOf(literal(address))).toEqual({ address, range });
+    expect(await nonPublicAddressOf('hooks.example.com', resolvingTo('93.184.216.34', address))).toEqual({ address, range });
   });
 
-  it('accepts public addresses', async () => {
-    await expect(publicAddresses('93.184.216.34')).resolves.toBeUndefined();
-    await expect(publicAddresses('hooks.example.com', resolvingTo('93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946'))).resolves.toBeUndefined();
+  it.each(PUBLIC_ADDRESSES)('accepts the public address %s', async (address) => {
+    expect(nonPublicRange(address)).toBeNull();
+    expect(await nonPublicAddressOf(literal(address))).toBeNull();
+    expect(await nonPublicAddressOf('hooks.example.com', resolvingTo('2606:2800:220:1:248:1893:25c8:1946', address))).toBeNull();
   });
 });

@@ -136,7 +136,7 @@ describe('alert evaluation', () => {
     const firedAt = new Date(now).toISOString();
     expect(mailsTo(alert.target)).toHaveLength(1);
     const mail = mailsTo(alert.target, 'FIRING:')[0]!;
-    expect(mail.subject).toBe(`[tailhouse] FIRING: Too many errors on ${domain.name}`);
+    expect(mail.subject).toBe(`[tailhouse] FIRING: alert "Too many errors" on ${domain.name}`);
     expect(mail.text).toContain('0.5000 (50.00 %');
     expect(mail.text).toContain('Threshold: 0.1');
     expect(mail.text).toContain('greaterThan');
@@ -157,7 +157,7 @@ describe('alert evaluation', () => {
     await tick(ev);
     expect(mailsTo(alert.target)).toHaveLength(2);
     const resolved = mailsTo(alert.target, 'RESOLVED:')[0]!;
-    expect(resolved.subject).toBe(`[tailhouse] RESOLVED: Too many errors on ${domain.name}`);
+    expect(resolved.subject).toBe(`[tailhouse] RESOLVED: alert "Too many errors" on ${domain.name}`);
     expect(resolved.text).toContain('0.0000');
     expect(resolved.text).toContain(`it fired from ${firedAt}`);
     expect(await alertOf(domain.id, alert.id)).toMatchObject({ state: 'ok', lastTriggeredAt: firedAt });
@@ -187,7 +187,7 @@ describe('alert evaluation', () => {
     await tick(ev);
     const reminders = mailsTo(alert.target, 'FIRING (reminder):');
     expect(reminders).toHaveLength(1);
-    expect(reminders[0]!.subject).toBe(`[tailhouse] FIRING (reminder): Site silent on ${domain.name}`);
+    expect(reminders[0]!.subject).toBe(`[tailhouse] FIRING (reminder): alert "Site silent" on ${domain.name}`);
     expect(reminders[0]!.text).toContain(`STILL FIRING (since ${new Date(firedAt).toISOString()})`);
     await tick(ev);
     await tick(ev, 3_600_000);

@@ -14,6 +14,12 @@
  *   notification has had `permanentFailureAttempts` attempts, then given up the same loud way:
  *   asking a server that said "never" every half hour for a day helps nobody, while the few
  *   retries cover a receiver that refused by mistake for a moment.
+ * - At most NOTIFICATIONS_PER_TARGET_PER_HOUR notifications go to one target (e-mail address or
+ *   webhook URL) in any hour, whatever alerts, domains or users they come from, counted atomically
+ *   by the claim (see claimNotifications). One over the limit is held, never dropped: it stays
+ *   pending until the target's hour has room, the alert's last_delivery_error says so, a warning
+ *   is logged, and the message it finally sends says since when it was held. One held for
+ *   `giveUpAfterMs` is given up like a failed one.
  * - At least once: a process that dies after the mail server accepted a message but before the row
  *   was marked leaves it to be sent again when its lease ends. Webhook receivers get the
  *   notification's id (body `id`, header X-Tailhouse-Notification) to deduplicate on.
@@ -21,13 +27,12 @@
  * Logs never hold an e-mail body or a webhook URL's path or query (which often carries a secret):
  * a webhook is named by its origin.
  */
-import { lookup } from 'node:dns/promises';
-import { BlockList, isIP } from 'node:net';
 import type { Db } from '../db/postgres.js';
 import type { Logger } from '../log.js';
 import type { Mailer } from '../mail/mailer.js';
-import { emailOf, webhookBodyOf, type NotificationPayload } from './notifications.js';
-import { claimNotifications, markDelivered, markFailed, type ClaimedNotification } from './store.js';
+import { nonPublicAddressOf } from './addresses.js';
+import { emailOf, webhookBodyOf, type DeliveryFacts, type NotificationPayload } from './notifications.js';
+import { claimNotifications, markDelivered, markFailed, markHeld, type ClaimedNotification, type HeldNotification } from './store.js';
 
 export interface DeliveryOptions {
   db: Db;
@@ -35,7 +40,7 @@ export interface DeliveryOptions {
   log: Logger;
   /**
    * The fetch used for webhooks (tests may inject one). With the default fetch, a target whose
-   * host resolves to a private, loopback or link-local address is refused (see publicAddresses).
+   * host is, or resolves to, a non-public address is refused (see addresses.ts).
    */
   fetch?: typeof fetch;
   /** A webhook answer must arrive within this (default 10 s). */
@@ -56,7 +61,16 @@ export interface DeliveryOptions {
   batch?: number;
   /** A permanent refusal on this attempt or a later one gives the notification up (default 3). */
   permanentFailureAttempts?: number;
+  /** Notifications one target may receive in any hour (default NOTIFICATIONS_PER_TARGET_PER_HOUR). */
+  perTargetPerHour?: number;
 }
+
+/**
+ * 20 an hour to one e-mail address or webhook URL: more than an on-call address receives from one
+ * provider in a bad hour (a firing and a resolution for each of ten incidents), while no address
+ * can be sent more than 480 a day through this server, whoever configures alerts for it.
+ */
+export const NOTIFICATIONS_PER_TARGET_PER_HOUR = 20;
 
 export interface Backoff {
   initialMs: number;
@@ -73,6 +87,8 @@ export interface DeliveryResult {
   delivered: number;
   failed: number;
   gaveUp: number;
+  /** Held back by the per-target limit (pending, due when the target's hour has room). */
+  held: number;
 }
 
 /** The delay before retry number `attempts` + 1. */
@@ -144,33 +160,6 @@ export interface Deliverer {
   abort(): void;
 }
 
-// Addresses a webhook must not reach: a user's URL would otherwise make the server call its own
-// network (loopback, private ranges, link-local and cloud metadata, carrier NAT, multicast, reserved).
-const NON_PUBLIC = new BlockList();
-for (const [net, prefix] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4]] as const) {
-  NON_PUBLIC.addSubnet(net, prefix, 'ipv4');
-}
-for (const [net, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96]] as const) NON_PUBLIC.addSubnet(net, prefix, 'ipv6');
-
-/** A v4-mapped IPv6 address (::ffff:10.0.0.1) is judged as the IPv4 address it maps. */
-function isPublic(address: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return !NON_PUBLIC.check(mapped[1]!, 'ipv4');
-  return !NON_PUBLIC.check(address, isIP(address) === 6 ? 'ipv6' : 'ipv4');
-}
-
-/**
- * Refuses a webhook host that is, or resolves to, a non-public address. The connection resolves
- * the name again (a DNS answer that changes in between is not caught: pinning the address would
- * need a custom HTTP agent), so this stops plain mistakes and direct use of internal addresses.
- */
-export async function publicAddresses(hostname: string, resolve: typeof lookup = lookup): Promise<void> {
-  const host = hostname.replace(/^\[|\]$/g, '');
-  const addresses = isIP(host) ? [host] : (await resolve(host, { all: true })).map((a) => a.address);
-  const internal = addresses.find((a) => !isPublic(a));
-  if (internal !== undefined) throw new Error(`webhook host ${hostname} is a non-public address (${internal}): refused`);
-}
-
 export function createDeliverer(options: DeliveryOptions): Deliverer {
   const { db, mailer } = options;
   const log = options.log.child({ component: 'alerts' });
@@ -182,13 +171,18 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
   const leaseMs = options.leaseMs ?? 2 * 60_000;
   const batch = options.batch ?? 20;
   const permanentAttempts = options.permanentFailureAttempts ?? PERMANENT_FAILURE_ATTEMPTS;
+  const perTargetPerHour = options.perTargetPerHour ?? NOTIFICATIONS_PER_TARGET_PER_HOUR;
   const stop = new AbortController();
 
-  async function sendWebhook(n: ClaimedNotification, payload: NotificationPayload): Promise<void> {
+  async function sendWebhook(n: ClaimedNotification, payload: NotificationPayload, facts: DeliveryFacts): Promise<void> {
     const url = new URL(n.notification_target);
     const allowedInsecure = url.protocol === 'http:' && insecure.has(url.origin);
     if (url.protocol !== 'https:' && !allowedInsecure) throw new Error('webhook targets must be https URLs');
-    if (!options.fetch && !allowedInsecure) await publicAddresses(url.hostname);
+    if (!options.fetch && !allowedInsecure) {
+      // The connection resolves the name again: a DNS answer that changes in between is not caught.
+      const internal = await nonPublicAddressOf(url.hostname);
+      if (internal) throw new Error(`webhook host ${url.hostname} is a non-public address (${internal.address}: ${internal.range}): refused`);
+    }
     const response = await fetchImpl(url, {
       method: 'POST',
       headers: {
@@ -197,7 +191,7 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
         'x-tailhouse-notification': String(n.id),
         'x-tailhouse-event': n.kind,
       },
-      body: webhookBodyOf(String(n.id), payload),
+      body: webhookBodyOf(String(n.id), payload, facts),
       // A redirect is an answer we do not follow: a webhook is one POST to the URL the user gave.
       redirect: 'manual',
       signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), stop.signal]),
@@ -215,12 +209,17 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
     const method = n.notification_method;
     const facts = { alertId: n.alert_id, notificationId: String(n.id), kind: n.kind, method, attempt: n.attempts };
     const target = method === 'webhook' ? { target: originOf(n.notification_target) } : {};
+    const delivery: DeliveryFacts = {
+      configuredBy: n.configured_by_name === null || n.configured_by_email === null ? null : { name: n.configured_by_name, email: n.configured_by_email },
+      heldSince: n.held_since === null ? null : new Date(n.held_since).toISOString(),
+      perTargetPerHour,
+    };
     try {
       if (method === 'email') {
         // The mailer logs the recipient and subject; the body is never logged.
-        await withTimeout(mailer.send({ to: n.notification_target, ...emailOf(payload) }), mailTimeoutMs, 'the mail server did not accept the message in time');
+        await withTimeout(mailer.send({ to: n.notification_target, ...emailOf(payload, delivery) }), mailTimeoutMs, 'the mail server did not accept the message in time');
       } else {
-        await sendWebhook(n, payload);
+        await sendWebhook(n, payload, delivery);
       }
     } catch (err) {
       const error = describe(err, n.notification_target);
@@ -243,17 +242,35 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
     return 'delivered';
   }
 
+  /** A notification the per-target limit held back: noted on its alert and logged once, given up when held too long. */
+  async function held(n: HeldNotification, nowMs: number): Promise<'held' | 'gaveUp'> {
+    const facts = { alertId: n.alert_id, notificationId: String(n.id), kind: n.kind, method: n.notification_method, ...(n.notification_method === 'webhook' ? { target: originOf(n.notification_target) } : {}) };
+    const nextAttemptAt = new Date(n.next_attempt_at);
+    const reason = `held back: its target received ${perTargetPerHour} notifications in the last hour, the most it may`;
+    if (nextAttemptAt.getTime() - new Date(n.created_at).getTime() > backoff.giveUpAfterMs) {
+      await markFailed(db, n.id, new Date(nowMs), `${reason} (given up: it would wait past the time notifications are retried for)`, null);
+      log.error({ ...facts, reason: 'held too long' }, 'alert notification given up after repeated failures');
+      return 'gaveUp';
+    }
+    if (n.newly_held) {
+      await markHeld(db, n.alert_id, new Date(nowMs), `${reason}; due again at ${nextAttemptAt.toISOString()}`);
+      log.warn({ ...facts, perTargetPerHour, nextAttemptAt: nextAttemptAt.toISOString() }, 'alert notification held: its target reached the hourly limit');
+    }
+    return 'held';
+  }
+
   return {
     async deliverDue(nowMs) {
-      const result: DeliveryResult = { delivered: 0, failed: 0, gaveUp: 0 };
+      const result: DeliveryResult = { delivered: 0, failed: 0, gaveUp: 0, held: 0 };
       // Each pass claims what is due now; a claimed row is not due again until its lease ends or it
-      // is marked, so the loop ends when every due row has been tried once.
+      // is marked, and a held one is due later, so the loop ends when every due row has been
+      // tried or held once.
       for (;;) {
         if (stop.signal.aborted) break;
-        const claimed = await claimNotifications(db, new Date(nowMs), new Date(nowMs + leaseMs), batch);
-        if (claimed.length === 0) break;
+        const claim = await claimNotifications(db, new Date(nowMs), new Date(nowMs + leaseMs), batch, { perHour: perTargetPerHour });
+        if (claim.claimed.length === 0 && claim.held.length === 0) break;
         // One per alert in a batch, so delivering them side by side keeps each alert's order.
-        const outcomes = await Promise.all(claimed.map((n) => deliverOne(n, nowMs)));
+        const outcomes = await Promise.all([...claim.claimed.map((n) => deliverOne(n, nowMs)), ...claim.held.map((n) => held(n, nowMs))]);
         for (const o of outcomes) result[o]++;
       }
       return result;

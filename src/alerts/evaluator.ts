@@ -293,7 +293,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
   async function deliver(nowMs: number): Promise<DeliveryResult> {
     if (nowMs - lastPruneMs > 3_600_000) {
       lastPruneMs = nowMs;
-      const pruned = await pruneNotifications(db, new Date(nowMs - KEEP_NOTIFICATIONS_MS));
+      const pruned = await pruneNotifications(db, new Date(nowMs - KEEP_NOTIFICATIONS_MS), new Date(nowMs));
       if (pruned > 0) log.info({ pruned }, 'old alert notifications pruned');
     }
     return deliverer.deliverDue(nowMs);

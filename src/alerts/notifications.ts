@@ -2,6 +2,14 @@
  * What a notification says: the facts recorded when the state changed (the outbox payload), and
  * their renderings as an e-mail and as a webhook's JSON body. Rendering happens at delivery, from
  * the stored facts, so a retry sends the same words.
+ *
+ * A notification goes to whatever address or URL a user typed, and carries the alert's name,
+ * free text of that user's choosing. So that it cannot pass for a message of the operator or of
+ * anyone else, the e-mail says who configured the alert (their name and e-mail address as stored
+ * when they created or last changed it: the recipient needs to know whom to ask, and they are the
+ * operator's own users, accountable for where they send mail), for which domain, and on which
+ * tailhouse; and it shows the name only quoted, with its quotes, line breaks and invisible
+ * characters escaped, labelled as text that user chose.
  */
 import type { Condition, Operator } from './schemas.js';
 import type { NotificationKind } from './store.js';
@@ -24,6 +32,26 @@ export interface NotificationPayload {
   firingSince: string | null;
   /** BASE_URL/api/logs/domains/<id>/stats?period=…, the smallest period covering the window. */
   statsUrl: string;
+}
+
+/** What delivery adds to the stored facts: read when the notification goes out. */
+export interface DeliveryFacts {
+  /** Who set the alert's current definition, as named then; null: not recorded (an alert older than that record). */
+  configuredBy: { name: string; email: string } | null;
+  /** When the per-target limit first held this notification back (ISO 8601); null: never. */
+  heldSince: string | null;
+  /** The per-target limit, for the words about a hold. */
+  perTargetPerHour: number;
+}
+
+/**
+ * User text as a quoted string that cannot break out of its quotes or fake lines: JSON's escapes
+ * (quotes, backslashes, control characters), plus the characters that change how text around
+ * them reads without being seen (C1 controls, bidirectional and other format characters, line
+ * and paragraph separators), as \u escapes.
+ */
+export function quoted(text: string): string {
+  return JSON.stringify(text).replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, '0')}`);
 }
 
 /** The stats endpoint's periods (CONTRACT §5), the smallest one that covers `durationS`. */
@@ -74,12 +102,16 @@ const SUBJECT_PREFIX: Record<NotificationKind, string> = {
   resolved: 'RESOLVED',
 };
 
-export function emailOf(p: NotificationPayload): { subject: string; text: string } {
-  const subject = headerSafe(`[tailhouse] ${SUBJECT_PREFIX[p.kind]}: ${p.alert.name} on ${p.domain.name}`);
+/** `Jane Doe <jane@example.com>`, or the address alone when the user has no name. */
+const personOf = (p: { name: string; email: string }) => (p.name.trim() === '' ? p.email : `${quoted(p.name.trim())} <${p.email}>`);
+
+export function emailOf(p: NotificationPayload, delivery: DeliveryFacts): { subject: string; text: string } {
+  const name = quoted(p.alert.name);
+  const subject = headerSafe(`[tailhouse] ${SUBJECT_PREFIX[p.kind]}: alert ${name} on ${p.domain.name}`);
   const headline = {
-    firing: `The alert "${p.alert.name}" on ${p.domain.name} is FIRING.`,
-    reminder: `The alert "${p.alert.name}" on ${p.domain.name} is STILL FIRING (since ${p.firingSince ?? 'an earlier round'}).`,
-    resolved: `The alert "${p.alert.name}" on ${p.domain.name} is RESOLVED${p.firingSince ? ` (it fired from ${p.firingSince})` : ''}.`,
+    firing: `The alert ${name} on ${p.domain.name} is FIRING.`,
+    reminder: `The alert ${name} on ${p.domain.name} is STILL FIRING (since ${p.firingSince ?? 'an earlier round'}).`,
+    resolved: `The alert ${name} on ${p.domain.name} is RESOLVED${p.firingSince ? ` (it fired from ${p.firingSince})` : ''}.`,
   }[p.kind];
   const noData =
     p.value === null
@@ -87,6 +119,8 @@ export function emailOf(p: NotificationPayload): { subject: string; text: string
         ? ` (${p.requests} requests, fewer than the ${p.minRequests ?? 0} an error rate needs)`
         : ' (no request in the window carries a response time)'
       : '';
+  const service = new URL(p.statsUrl).origin;
+  const who = delivery.configuredBy ? personOf(delivery.configuredBy) : 'a user of this service (not recorded: the alert predates that record)';
   const lines = [
     headline,
     '',
@@ -100,14 +134,25 @@ export function emailOf(p: NotificationPayload): { subject: string; text: string
     '',
     `Statistics: ${p.statsUrl}`,
     '',
+    ...(delivery.heldSince
+      ? [
+          `Sent late: this notification was held back from ${delivery.heldSince}, because this address had received ${delivery.perTargetPerHour} notifications from this service in the hour before, the most it may.`,
+          '',
+        ]
+      : []),
+    'Why you receive this',
+    `This alert was configured on ${service} by ${who}, for the domain ${p.domain.name}, with this address as the recipient of its notifications.`,
+    `The alert's name, ${name}, is text that user chose; this service did not write or check it.`,
+    `If you do not want these messages, ask ${who} to remove this address from the alert, or write to the operator of ${service}.`,
+    '',
     `-- tailhouse (alert ${p.alert.id}, domain ${p.domain.id})`,
     '',
   ];
   return { subject, text: lines.join('\n') };
 }
 
-/** The webhook's JSON body: the same facts, plus the notification's id for deduplication. */
-export function webhookBodyOf(notificationId: string, p: NotificationPayload): string {
+/** The webhook's JSON body: the same facts, plus the notification's id for deduplication, who configured it and any hold. */
+export function webhookBodyOf(notificationId: string, p: NotificationPayload, delivery: DeliveryFacts): string {
   return JSON.stringify({
     id: notificationId,
     event: p.kind,
@@ -122,5 +167,7 @@ export function webhookBodyOf(notificationId: string, p: NotificationPayload): s
     firingSince: p.firingSince,
     time: p.window.end,
     statsUrl: p.statsUrl,
+    configuredBy: delivery.configuredBy,
+    heldSince: delivery.heldSince,
   });
 }

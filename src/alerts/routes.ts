@@ -2,10 +2,11 @@ import { createRoute, z } from '@hono/zod-openapi';
 import { requireAuth } from '../auth/middleware.js';
 import type { Services } from '../context.js';
 import { domainIdParams } from '../domains/schemas.js';
-import { commonErrors, dataEnvelope, jsonBody, jsonContent, message, messageEnvelope, notFoundResponse, ok } from '../http/envelope.js';
+import { commonErrors, dataEnvelope, errorResponse, jsonBody, jsonContent, message, messageEnvelope, notFoundResponse, ok } from '../http/envelope.js';
 import { bearerSecurity, createRouter } from '../http/router.js';
 import { alertParams, alertSchema, createAlertBody, updateAlertBody } from './schemas.js';
 import * as alerts from './service.js';
+import { ALERTS_PER_DOMAIN } from './service.js';
 
 const base = { tags: ['Alerts'], security: bearerSecurity };
 const domainNotFound = { 404: notFoundResponse('Domain') };
@@ -20,7 +21,12 @@ const routes = {
   create: createRoute({
     ...base, method: 'post', path: '/domains/{domainId}/alerts', summary: 'Define an alert (alerts:create)',
     request: { params: domainIdParams, ...jsonBody(createAlertBody) },
-    responses: { 201: jsonContent(dataEnvelope(alertSchema), 'The new alert'), ...commonErrors, ...domainNotFound },
+    responses: {
+      201: jsonContent(dataEnvelope(alertSchema), 'The new alert'),
+      ...commonErrors,
+      ...domainNotFound,
+      409: errorResponse(`The domain already has ${ALERTS_PER_DOMAIN} alerts, the most a domain may have`),
+    },
   }),
   update: createRoute({
     ...base, method: 'put', path: '/domains/{domainId}/alerts/{alertId}', summary: 'Change an alert, or enable or disable it (alerts:update)',

@@ -2,6 +2,7 @@ import { z } from '@hono/zod-openapi';
 import { EMAIL_ADDRESS, NO_NUL } from '../formats.js';
 import { domainIdParams } from '../domains/schemas.js';
 import { idParam } from '../http/query.js';
+import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './delivery.js';
 
 export const CONDITIONS = ['errorRate', 'requestCount', 'averageResponseTime'] as const;
 export const OPERATORS = ['greaterThan', 'greaterThanOrEqual', 'lessThan', 'lessThanOrEqual'] as const;
@@ -118,7 +119,7 @@ export const alertSchema = z
     // Beyond the specification: how the alert's notifications fare (src/alerts/delivery.ts).
     lastDeliveryError: z.string().nullable().openapi({
       description:
-        'Beyond the specification: the error of the last failed delivery of a notification of this alert (ends with "(given up after N attempts)" once retries stopped); null when none failed since the last success',
+        `Beyond the specification: the error of the last failed delivery of a notification of this alert (ends with "(given up after N attempts)" once retries stopped), or why its notification is held back (at most ${NOTIFICATIONS_PER_TARGET_PER_HOUR} notifications an hour go to one target); null when none failed or was held since the last success`,
     }),
     lastDeliveredAt: z.string().nullable().openapi({
       description: 'Beyond the specification: when a notification of this alert was last delivered (ISO 8601, UTC, ms); null: never',

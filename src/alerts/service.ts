@@ -3,10 +3,59 @@ import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
 import { ApiError, notFound } from '../http/errors.js';
 import type { Action } from '../users/permissions.js';
+import { nonPublicAddressOf, systemResolve, type ResolveAll } from './addresses.js';
 import { definitionProblems, type AlertDefinition } from './schemas.js';
-import { definitionOf, deleteAlert as deleteAlertRow, findAlert, insertAlert, listAlerts as listAlertRows, toAlert, updateAlert as updateAlertRow, type Alert } from './store.js';
+import {
+  definitionOf,
+  deleteAlert as deleteAlertRow,
+  findAlert,
+  insertAlertWithinCap,
+  listAlerts as listAlertRows,
+  toAlert,
+  updateAlert as updateAlertRow,
+  type Alert,
+  type Configurer,
+} from './store.js';
 
 type Deps = Pick<Services, 'db'>;
+
+/**
+ * The most alerts one domain may hold (409 beyond): a domain needs a few conditions times a few
+ * recipients, far fewer than 50, while every alert is a way to send mail to an address its
+ * creator chose (see NOTIFICATIONS_PER_TARGET_PER_HOUR for the other half of that limit).
+ */
+export const ALERTS_PER_DOMAIN = 50;
+
+/** How long a webhook target's DNS answer is waited for when an alert is saved. */
+const TARGET_LOOKUP_TIMEOUT_MS = 3_000;
+
+/**
+ * Why a webhook target is refused when an alert is created or changed (422 on
+ * notificationTarget), or null: a literal non-public address, or a name that resolves now to any
+ * non-public address (addresses.ts). A name that does not resolve now (not yet in DNS, or the
+ * resolver is slow or down) is accepted: delivery checks the addresses again at every attempt,
+ * and refusing would make an alert's creation depend on DNS being up.
+ */
+export async function webhookTargetProblem(target: string, resolve: ResolveAll = systemResolve): Promise<string | null> {
+  const host = new URL(target).hostname;
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<null>((resolveTimeout) => (timer = setTimeout(() => resolveTimeout(null), TARGET_LOOKUP_TIMEOUT_MS)));
+  const internal = await Promise.race([nonPublicAddressOf(host, resolve).catch(() => null), gaveUp]).finally(() => clearTimeout(timer));
+  if (!internal) return null;
+  const literal = internal.address === host.replace(/^\[|\]$/g, '');
+  return literal
+    ? `must reach a public address; ${host} is not one (${internal.range})`
+    : `must reach a public address; ${host} resolves to ${internal.address} (${internal.range})`;
+}
+
+/** The definition's problems beyond its form: a webhook target that reaches no public address. */
+async function targetProblems(d: AlertDefinition): Promise<void> {
+  if (d.notificationMethod !== 'webhook') return;
+  const problem = await webhookTargetProblem(d.notificationTarget);
+  if (problem) throw new ApiError(422, 'Validation failed', { notificationTarget: problem });
+}
+
+const configurerOf = (principal: Principal): Configurer => ({ id: principal.user.id, name: principal.user.name, email: principal.user.email });
 
 /** The domain, if the caller sees it (else 404) and holds `alerts:action` (else 403). */
 const domainFor = (deps: Deps, principal: Principal, domainId: number, action: Action) => resolveDomain(deps, principal, domainId, ['alerts', action]);
@@ -24,7 +73,10 @@ export async function listAlerts(deps: Deps, principal: Principal, domainId: num
 
 export async function createAlert(deps: Deps, principal: Principal, domainId: number, definition: AlertDefinition, client: ClientInfo): Promise<Alert> {
   const domain = await domainFor(deps, principal, domainId, 'create');
-  const row = await insertAlert(deps.db, domainId, principal.user.id, normalised(definition));
+  const wanted = normalised(definition);
+  await targetProblems(wanted);
+  const row = await insertAlertWithinCap(deps.db, domainId, configurerOf(principal), wanted, ALERTS_PER_DOMAIN);
+  if (!row) throw new ApiError(409, `The domain already has ${ALERTS_PER_DOMAIN} alerts, the most a domain may have; delete one to add another`);
   await recordActivity(deps.db, { userId: principal.user.id, action: 'alert.create', resource: resource(domainId, row.id), details: `Created alert "${row.name}" on ${domain.name}` }, client);
   return toAlert(row);
 }
@@ -45,7 +97,10 @@ export async function updateAlert(
   const merged = normalised({ ...definitionOf(current), ...defined });
   const problems = definitionProblems(merged);
   if (Object.keys(problems).length > 0) throw new ApiError(422, 'Validation failed', problems);
-  const row = await updateAlertRow(deps.db, domainId, alertId, merged);
+  // Checked when the target is set, as on creation; an alert whose name resolves elsewhere since
+  // can still be changed or disabled (delivery refuses a non-public address at every attempt).
+  if (defined.notificationTarget !== undefined || defined.notificationMethod !== undefined) await targetProblems(merged);
+  const row = await updateAlertRow(deps.db, domainId, alertId, merged, configurerOf(principal));
   if (!row) throw notFound('Alert');
   const changed = Object.keys(defined).join(', ') || 'nothing';
   await recordActivity(deps.db, { userId: principal.user.id, action: 'alert.update', resource: resource(domainId, alertId), details: `Changed ${changed} of alert "${row.name}" on ${domain.name}` }, client);

@@ -56,12 +56,38 @@ export const definitionOf = (row: AlertRow): AlertDefinition => {
   return definition;
 };
 
-export async function insertAlert(db: Db, domainId: number, createdBy: number, d: AlertDefinition): Promise<AlertRow> {
-  const [row] = await db.query<AlertRow>(sql`
-    insert into alerts (domain_id, name, condition, operator, threshold, duration, notification_method, notification_target, enabled, created_by)
-    values (${domainId}, ${d.name}, ${d.condition}, ${d.operator}, ${d.threshold}, ${d.duration}, ${d.notificationMethod}, ${d.notificationTarget}, ${d.enabled}, ${createdBy})
-    returning *`);
-  return row!;
+/** The user who sets an alert's definition, as named when they do: what its notifications say. */
+export interface Configurer {
+  id: number;
+  name: string;
+  email: string;
+}
+
+/**
+ * The namespace of the per-domain advisory lock (two-key form: namespace, domain id) under which
+ * a domain's alerts are counted and one is added; the single-key locks (migrations, bootstrap,
+ * evaluator) live in a separate key space.
+ */
+const DOMAIN_ALERTS_LOCK = 74_182_310;
+
+/**
+ * Adds an alert unless the domain already holds `maxPerDomain`: null then. The count and the
+ * insert run in one transaction under the domain's advisory lock, so concurrent creations (any
+ * process) are counted one after the other and never overshoot.
+ */
+export async function insertAlertWithinCap(db: Db, domainId: number, by: Configurer, d: AlertDefinition, maxPerDomain: number): Promise<AlertRow | null> {
+  return db.transaction(async (tx) => {
+    await tx.query(sql`select pg_advisory_xact_lock(${DOMAIN_ALERTS_LOCK}::int, ${domainId}::int)`);
+    const [held] = await tx.query<{ n: number }>(sql`select count(*)::int as n from alerts where domain_id = ${domainId}`);
+    if ((held?.n ?? 0) >= maxPerDomain) return null;
+    const [row] = await tx.query<AlertRow>(sql`
+      insert into alerts (domain_id, name, condition, operator, threshold, duration, notification_method, notification_target, enabled,
+                          created_by, configured_by, configured_by_name, configured_by_email)
+      values (${domainId}, ${d.name}, ${d.condition}, ${d.operator}, ${d.threshold}, ${d.duration}, ${d.notificationMethod}, ${d.notificationTarget}, ${d.enabled},
+              ${by.id}, ${by.id}, ${by.name}, ${by.email})
+      returning *`);
+    return row!;
+  });
 }
 
 export async function listAlerts(db: Db, domainId: number): Promise<AlertRow[]> {
@@ -75,15 +101,17 @@ export async function findAlert(db: Db, domainId: number, alertId: number): Prom
 }
 
 /**
- * Replaces the definition. The figures of the last evaluation are cleared: they measured the old
+ * Replaces the definition; `by` becomes the alert's configurer (what its notifications name).
+ * The figures of the last evaluation are cleared: they measured the old
  * definition, and a cleared snapshot is what makes the next round write the new one's figures
  * (a round otherwise writes only alerts whose state changes, see saveEvaluations).
  */
-export async function updateAlert(db: Db, domainId: number, alertId: number, d: AlertDefinition): Promise<AlertRow | undefined> {
+export async function updateAlert(db: Db, domainId: number, alertId: number, d: AlertDefinition, by: Configurer): Promise<AlertRow | undefined> {
   const [row] = await db.query<AlertRow>(sql`
     update alerts
     set name = ${d.name}, condition = ${d.condition}, operator = ${d.operator}, threshold = ${d.threshold}, duration = ${d.duration},
         notification_method = ${d.notificationMethod}, notification_target = ${d.notificationTarget}, enabled = ${d.enabled}, updated_at = now(),
+        configured_by = ${by.id}, configured_by_name = ${by.name}, configured_by_email = ${by.email},
         last_value = null, last_requests = null, last_evaluated_at = null
     where id = ${alertId} and domain_id = ${domainId}
     returning *`);
@@ -253,7 +281,39 @@ export interface ClaimedNotification {
   created_at: Date;
   notification_method: NotificationMethod;
   notification_target: string;
+  /** Who set the alert's current definition, as named then (null: an alert older than that record). */
+  configured_by_name: string | null;
+  configured_by_email: string | null;
+  /** When the per-target limit first held it back; null: never. */
+  held_since: Date | null;
 }
+
+/** A due notification the per-target limit holds back: pending again at `next_attempt_at`. */
+export interface HeldNotification {
+  id: string | number;
+  alert_id: number;
+  kind: NotificationKind;
+  created_at: Date;
+  notification_method: NotificationMethod;
+  notification_target: string;
+  /** When its target's hour has room again. */
+  next_attempt_at: Date;
+  /** Held for the first time in this claim (else it was held before). */
+  newly_held: boolean;
+}
+
+/** The per-target limit: at most `perHour` notifications to one target in any hour. */
+export interface TargetLimit {
+  perHour: number;
+}
+
+/**
+ * The namespace of the per-target advisory lock (two-key form: namespace, hashtext(target)) under
+ * which a target's sends of the last hour are counted and one is added.
+ */
+const TARGET_SENDS_LOCK = 74_182_311;
+
+const HOUR_MS = 3_600_000;
 
 /**
  * Claims up to `limit` due notifications for delivery until `leaseUntil`: only the oldest pending
@@ -261,22 +321,93 @@ export interface ClaimedNotification {
  * is claiming are skipped (SKIP LOCKED), and the claim commits at once, so no transaction or lock
  * is held while the mail server or webhook answers. A process that dies mid-delivery leaves the
  * row to be claimed again when the lease ends.
+ *
+ * The per-target limit: a notification may go to its alert's current target only if fewer than
+ * `target.perHour` notifications went to that target in the hour before `at` (a retry of one
+ * already counted there goes again). The count and the record of the new sends
+ * (alert_target_sends) happen under each target's advisory lock, taken in a fixed order, so
+ * deliverers in several processes never overshoot the limit together. A notification over it is
+ * held, not dropped: it stays pending, due again when the oldest send of its target's hour turns
+ * an hour old, and keeps its attempts (a hold is not an attempt).
  */
-export async function claimNotifications(db: Db, at: Date, leaseUntil: Date, limit: number): Promise<ClaimedNotification[]> {
-  return db.query<ClaimedNotification>(sql`
-    with due as (
-      select n.id from alert_notifications n
+export async function claimNotifications(
+  db: Db,
+  at: Date,
+  leaseUntil: Date,
+  limit: number,
+  target: TargetLimit,
+): Promise<{ claimed: ClaimedNotification[]; held: HeldNotification[] }> {
+  return db.transaction(async (tx) => {
+    const due = await tx.query<{ id: string | number; target: string }>(sql`
+      select n.id, a.notification_target as target
+      from alert_notifications n join alerts a on a.id = n.alert_id
       where n.status = 'pending' and n.next_attempt_at <= ${at} and (n.claimed_until is null or n.claimed_until <= ${at})
         and not exists (select 1 from alert_notifications p where p.alert_id = n.alert_id and p.status = 'pending' and p.id < n.id)
       order by n.next_attempt_at, n.id
       limit ${limit}
-      for update of n skip locked
-    )
-    update alert_notifications n
-    set claimed_until = ${leaseUntil}, attempts = n.attempts + 1, last_attempt_at = ${at}
-    from due, alerts a
-    where n.id = due.id and a.id = n.alert_id
-    returning n.id, n.alert_id, n.kind, n.payload, n.attempts, n.created_at, a.notification_method, a.notification_target`);
+      for update of n skip locked`);
+    if (due.length === 0) return { claimed: [], held: [] };
+
+    const targets = [...new Set(due.map((d) => d.target))].sort();
+    for (const t of targets) await tx.query(sql`select pg_advisory_xact_lock(${TARGET_SENDS_LOCK}::int, hashtext(${t}))`);
+    const sends = await tx.query<{ target: string; notification_id: string | number; sent_at: Date }>(sql`
+      select s.target, s.notification_id, s.sent_at from alert_target_sends s
+      where s.target in (select jsonb_array_elements_text(${JSON.stringify(targets)}::text::jsonb)) and s.sent_at > ${new Date(at.getTime() - HOUR_MS)}
+      order by s.sent_at`);
+
+    const sentTo = new Map<string, { ids: Set<string>; times: number[] }>(targets.map((t) => [t, { ids: new Set(), times: [] }]));
+    for (const s of sends) {
+      const entry = sentTo.get(s.target)!;
+      entry.ids.add(String(s.notification_id));
+      entry.times.push(new Date(s.sent_at).getTime());
+    }
+    const go: { id: string; target: string; first: boolean }[] = [];
+    const wait: { id: string; next_attempt_at: string }[] = [];
+    const heldPerTarget = new Map<string, number>();
+    for (const d of due) {
+      const entry = sentTo.get(d.target)!;
+      const id = String(d.id);
+      if (entry.ids.has(id)) go.push({ id, target: d.target, first: false });
+      else if (entry.ids.size < target.perHour) {
+        entry.ids.add(id);
+        go.push({ id, target: d.target, first: true });
+      } else {
+        // The k-th notification held for a target is due when the k-th oldest send of its hour ages out.
+        const k = heldPerTarget.get(d.target) ?? 0;
+        heldPerTarget.set(d.target, k + 1);
+        const freeAt = (entry.times[Math.min(k, entry.times.length - 1)] ?? at.getTime()) + HOUR_MS;
+        wait.push({ id, next_attempt_at: new Date(freeAt).toISOString() });
+      }
+    }
+
+    const fresh = go.filter((g) => g.first).map((g) => ({ target: g.target, notification_id: g.id }));
+    if (fresh.length > 0) {
+      await tx.query(sql`
+        insert into alert_target_sends (target, notification_id, sent_at)
+        select s.target, s.notification_id, ${at} from jsonb_to_recordset(${JSON.stringify(fresh)}::text::jsonb) as s(target text, notification_id bigint)
+        on conflict (target, notification_id) do update set sent_at = excluded.sent_at`);
+    }
+    const claimed =
+      go.length === 0
+        ? []
+        : await tx.query<ClaimedNotification>(sql`
+      update alert_notifications n
+      set claimed_until = ${leaseUntil}, attempts = n.attempts + 1, last_attempt_at = ${at}
+      from alerts a
+      where n.id in (select jsonb_array_elements_text(${JSON.stringify(go.map((g) => g.id))}::text::jsonb)::bigint) and a.id = n.alert_id
+      returning n.id, n.alert_id, n.kind, n.payload, n.attempts, n.created_at, n.held_since, a.notification_method, a.notification_target,
+                a.configured_by_name, a.configured_by_email`);
+    const held =
+      wait.length === 0
+        ? []
+        : await tx.query<HeldNotification>(sql`
+      update alert_notifications n
+      set next_attempt_at = w.next_attempt_at, held_since = coalesce(n.held_since, ${at})
+      from jsonb_to_recordset(${JSON.stringify(wait)}::text::jsonb) as w(id bigint, next_attempt_at timestamptz), alerts a
+      where n.id = w.id and a.id = n.alert_id
+      returning n.id, n.alert_id, n.kind, n.created_at, n.next_attempt_at, n.held_since = ${at} as newly_held, a.notification_method, a.notification_target`);
+    return { claimed, held };
+  });
 }
 
 /**
@@ -307,8 +438,18 @@ export async function markFailed(db: Db, id: string | number, at: Date, error: s
     from n where a.id = n.alert_id`);
 }
 
-/** Deletes delivered and abandoned notifications older than `before` (pending ones stay). */
-export async function pruneNotifications(db: Db, before: Date): Promise<number> {
+/** Shows a hold on the alert (the API's lastDeliveryError) until the next delivery clears it. */
+export async function markHeld(db: Db, alertId: number, at: Date, note: string): Promise<void> {
+  await db.query(sql`update alerts set last_delivery_error = ${note}, last_delivery_error_at = ${at} where id = ${alertId}`);
+}
+
+/**
+ * Deletes delivered and abandoned notifications older than `before` (pending ones stay), and the
+ * per-target sends older than an hour before `at` (they no longer count); returns how many
+ * notifications went.
+ */
+export async function pruneNotifications(db: Db, before: Date, at: Date): Promise<number> {
+  await db.query(sql`delete from alert_target_sends where sent_at <= ${new Date(at.getTime() - HOUR_MS)}`);
   const rows = await db.query(sql`delete from alert_notifications where status <> 'pending' and created_at < ${before} returning id`);
   return rows.length;
 }
