@@ -72,7 +72,7 @@ export class ImportError extends Error {}
 export async function importFiles(files: string[], options: ImportOptions, deps: ImportDeps): Promise<ImportSummary> {
   const started = performance.now();
   const log = deps.log.child({ component: 'import' });
-  const domains = createDomainDirectory(deps.db);
+  const domains = createDomainDirectory(deps.db, { log });
   await domains.refresh();
   if (options.domain !== null && domains.idOf(options.domain) === undefined) {
     throw new ImportError(`domain ${options.domain} is not registered: add it first (tailhouse domains add ${options.domain})`);

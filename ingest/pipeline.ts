@@ -14,7 +14,7 @@
  */
 import type { ClickHouseClient } from '../src/db/clickhouse.js';
 import type { Logger } from '../src/log.js';
-import { DOMAIN_REFRESH_MS, type DomainDirectory } from './domains.js';
+import type { DomainDirectory } from './domains.js';
 import { UnknownDomainError, type IdAllocator } from './ids.js';
 import { dedupToken, isRetryableInsertError, writeRows } from './sinks/clickhouse.js';
 import { decodeLines, domainsOf, emptyDecoded, toRows, type Decoded, type Decoder, type Routing, type Rows } from './transforms/rows.js';
@@ -119,22 +119,22 @@ export async function retrying<T>(attempt: () => Promise<T>, what: string, stats
 
 /**
  * A fixed domain's id, waiting (reading nothing) while the name is not registered: CONTRACT §6
- * lets a source be configured before its domain exists. Host routing needs no wait.
+ * lets a source be configured before its domain exists. The wait ends within a second of the
+ * registration (domains.ts). Host routing needs no wait.
  */
 export async function routingFor(domain: string | null, stats: SourceStats, deps: PipelineDeps): Promise<Routing> {
   if (domain === null) return { byHost: deps.domains };
-  for (let waited = false; ; waited = true) {
-    await retrying(() => deps.domains.refresh(), 'reading the registered domains', stats, deps);
-    const domainId = deps.domains.idOf(domain);
-    if (domainId !== undefined) {
-      if (waited) deps.log.info({ source: stats.name, domain }, 'domain registered: reading');
-      stats.state = 'running';
-      return { domainId };
-    }
-    if (!waited) deps.log.warn({ source: stats.name, domain }, 'domain not registered: waiting for it, reading nothing');
+  await retrying(() => deps.domains.refresh(), 'reading the registered domains', stats, deps);
+  let domainId = deps.domains.idOf(domain);
+  if (domainId === undefined) {
+    deps.log.warn({ source: stats.name, domain }, 'domain not registered: waiting for it, reading nothing');
     stats.state = 'waiting for domain';
-    if (!(await sleep(DOMAIN_REFRESH_MS, deps.signal))) throw new Stopped();
+    domainId = await deps.domains.waitFor(domain, deps.signal);
+    if (domainId === undefined) throw new Stopped();
+    deps.log.info({ source: stats.name, domain }, 'domain registered: reading');
   }
+  stats.state = 'running';
+  return { domainId };
 }
 
 /** Rows of a batch with the token that makes its replay deduplicate. */

@@ -53,7 +53,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
   const deps: PipelineDeps = {
     clickhouse: options.clickhouse,
     ids: createIdAllocator(options.db),
-    domains: createDomainDirectory(options.db),
+    domains: createDomainDirectory(options.db, { log }),
     log,
     backoff: options.backoff ?? DEFAULT_BACKOFF,
     signal: abort.signal,

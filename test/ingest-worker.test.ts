@@ -187,6 +187,23 @@ describe('following access files', () => {
     await waitForRows(domain.id, 50);
   });
 
+  it('a domain registered while its sources wait is read within a second', async () => {
+    const name = `soon-${process.pid}.example.com`;
+    const files = [logFile(), logFile()];
+    for (const file of files) append(file, accessLines(0, 20));
+    const worker = await startWorker(`sources:\n${files.map((f) => `  - domain: ${name}\n    access: ${q(f)}\n    format: ${q(FORMAT)}\n`).join('')}`);
+    await until(() => worker.stats().every((s) => s.state === 'waiting for domain'), 'both sources to wait', 15_000, 5);
+    // Registered right after the sources' first look: a source that looks again only every few
+    // seconds misses the second.
+    const registeredAt = Date.now();
+    const domain = await insertDomain(t.runtime.db, { name, ownerId: null });
+    await until(() => worker.stats().every((s) => s.state === 'running'), 'both sources to run', 15_000, 5);
+    const waitedMs = Date.now() - registeredAt;
+    // The poll runs every 500 ms; the bound leaves room for a loaded machine.
+    expect(waitedMs).toBeLessThan(1_500);
+    await waitForRows(domain.id, 40);
+  });
+
   it('rename-and-create and copytruncate rotations while a writer appends: every line exactly once', async () => {
     const domain = await newDomain(t.runtime.db);
     const file = logFile();
