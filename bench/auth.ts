@@ -17,7 +17,9 @@
  *   BENCH_USERS          users to seed, the admin included (default 100)
  *   BENCH_COLD_STARTS    cold starts to time per mode (default 5)
  *   BENCH_SERVER_ENV     extra server environment, `K=V,K=V` (e.g. LOG_LEVEL=silent), for comparisons
- *   BENCH_STEPS          comma list of `users`, `login`, `cold` (default all three)
+ *   BENCH_STEPS          comma list of `users`, `login`, `hammer`, `cold` (default all four)
+ *   BENCH_HAMMER_PHASE   seconds per phase of the `hammer` step (default 5; 3 rounds of idle / junk resets from
+ *                        fresh addresses / junk resets from one address)
  *   BENCH_WRK=1          also measure GET /api/users with wrk (when installed), as a cross-check of autocannon
  *   BENCH_NODE_ARGS      extra node flags for the server, space-separated (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`)
  */
@@ -51,8 +53,11 @@ const COLD_STARTS = int('BENCH_COLD_STARTS', 5);
 const EXTRA_ENV = Object.fromEntries(
   (env.BENCH_SERVER_ENV || '').split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
 );
-const STEPS = new Set((env.BENCH_STEPS || 'users,login,cold').split(',').map((s) => s.trim()).filter(Boolean));
-for (const s of STEPS) if (!['users', 'login', 'cold'].includes(s)) throw new Error(`BENCH_STEPS: unknown step ${s}`);
+const STEPS = new Set((env.BENCH_STEPS || 'users,login,hammer,cold').split(',').map((s) => s.trim()).filter(Boolean));
+for (const s of STEPS) if (!['users', 'login', 'hammer', 'cold'].includes(s)) throw new Error(`BENCH_STEPS: unknown step ${s}`);
+const HAMMER_PHASE_S = int('BENCH_HAMMER_PHASE', 5);
+const HAMMER_ROUNDS = 3;
+const HAMMER_CONNECTIONS = 16;
 const WRK = env.BENCH_WRK === '1';
 const NODE_ARGS = (env.BENCH_NODE_ARGS || '').split(/\s+/).filter(Boolean);
 for (const m of MODES) if (m !== 'server' && m !== 'embedded') throw new Error(`BENCH_MODES: unknown mode ${m}`);
@@ -61,12 +66,14 @@ for (const m of MODES) if (m !== 'server' && m !== 'embedded') throw new Error(`
 const TARGET_RPS = 3000;
 const TARGET_P99_MS = 50;
 const TARGET_COLD_MS = 3000;
+/** Login p50 while 16 clients post junk reset tokens, at most this many times its idle p50 (issue 13). */
+const TARGET_HAMMER_RATIO = 2;
 
 const ADMIN_EMAIL = 'bench-admin@example.com';
 const ADMIN_PASSWORD = 'bench-admin-password-1';
 const JWT_SECRET = randomBytes(48).toString('base64url');
 /** Whole-run watchdog: whatever hangs, children are ended and temp dirs removed. */
-const WATCHDOG_MS = (MODES.length * (4 * DURATION_S + 8 * 20 + 2 * COLD_STARTS * 30) + 120) * 1000;
+const WATCHDOG_MS = (MODES.length * (4 * DURATION_S + 8 * 20 + 2 * COLD_STARTS * 30 + 3 * HAMMER_ROUNDS * (HAMMER_PHASE_S + 30)) + 120) * 1000;
 
 type Mode = 'server' | 'embedded';
 
@@ -158,6 +165,9 @@ async function startServer(opts: { dataDir: string; databaseUrl?: string | undef
       ADMIN_EMAIL,
       ADMIN_PASSWORD,
       ALERT_INTERVAL_S: '3600',
+      // The hammer step sends X-Forwarded-For to play many clients; the other steps send none, so
+      // they are counted by their socket address as without it.
+      TRUST_PROXY: 'true',
       ...(opts.databaseUrl ? { DATABASE_URL: opts.databaseUrl } : {}),
       ...EXTRA_ENV,
     },
@@ -457,10 +467,113 @@ async function wrk(args: { url: string; headers: Record<string, string>; connect
   };
 }
 
+// --- login while reset-password is hammered ----------------------------------------------------
+
+interface HammerResult {
+  /** 2xx/4xx answers per second by status */
+  statuses: Record<string, number>;
+  rps: number;
+}
+
+/**
+ * HAMMER_CONNECTIONS clients posting junk reset tokens for `seconds`, from autocannon's API in a
+ * child process (its CLI cannot vary a header per request): with `addresses: 'fresh'` every
+ * request comes from another X-Forwarded-For address, so no per-address throttle ever engages and
+ * only the cost of a junk token shows; with `one`, all come from one address.
+ */
+async function hammerResets(base: string, seconds: number, addresses: 'fresh' | 'one'): Promise<HammerResult> {
+  const script = `
+    const autocannon = require(${JSON.stringify(path.dirname(AUTOCANNON))});
+    const { randomBytes } = require('node:crypto');
+    let n = 0;
+    const setupRequest = (req) => ({
+      ...req,
+      headers: { ...req.headers, 'content-type': 'application/json', 'x-forwarded-for': ${addresses === 'fresh' ? '`10.${(++n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`' : "'10.255.255.254'"} },
+      body: JSON.stringify({ token: randomBytes(32).toString('base64url'), newPassword: 'junk-password-1' }),
+    });
+    autocannon({ url: ${JSON.stringify(`${base}/api/auth/reset-password`)}, connections: ${HAMMER_CONNECTIONS}, duration: ${seconds}, timeout: 10,
+      requests: [{ method: 'POST', setupRequest }] }, (err, r) => {
+      if (err) { console.error(err); process.exit(1); }
+      process.stdout.write(JSON.stringify({ statusCodeStats: r.statusCodeStats, duration: r.duration }));
+    });`;
+  const child = spawn(process.execPath, ['-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4000)));
+  await withTimeout(waitExit(child), (seconds + 30) * 1000, 'reset hammer');
+  if (child.exitCode !== 0) throw new Error(`reset hammer exited with ${child.exitCode}: ${stderr}`);
+  const r = JSON.parse(stdout) as { statusCodeStats: Record<string, { count: number }>; duration: number };
+  const statuses = Object.fromEntries(Object.entries(r.statusCodeStats).map(([code, { count }]) => [code, count / r.duration]));
+  return { statuses, rps: Object.values(statuses).reduce((a, b) => a + b, 0) };
+}
+
+/** One client signing in again and again for `seconds` (never throttled: it always succeeds); latencies in ms. */
+async function timeLogins(base: string, seconds: number, email: string, password: string): Promise<number[]> {
+  const times: number[] = [];
+  const end = performance.now() + seconds * 1000;
+  while (performance.now() < end) {
+    const started = performance.now();
+    const res = await api(base, 'POST', '/api/auth/login', { email, password });
+    if (res.status !== 200) throw new Error(`login answered ${res.status}: ${JSON.stringify(res.json)}`);
+    times.push(performance.now() - started);
+  }
+  return times;
+}
+
+type HammerPhase = 'idle' | 'fresh addresses' | 'one address';
+
+interface HammerReport {
+  /** per phase kind: the login p50 of each round, in ms */
+  p50s: Record<HammerPhase, number[]>;
+  /** per hammered phase kind: the hammer's answers per second by status, summed over rounds */
+  hammer: Partial<Record<HammerPhase, HammerResult[]>>;
+}
+
+/**
+ * Login latency idle and while reset-password is hammered, the phases alternating in the same run
+ * (idle, fresh addresses, idle, one address, …) so that the shared machine's load falls on both.
+ */
+async function hammerStep(base: string, log: (line: string) => void): Promise<HammerReport> {
+  const [email, password] = [ADMIN_EMAIL, ADMIN_PASSWORD];
+  await timeLogins(base, 1, email, password); // warm-up
+  const report: HammerReport = { p50s: { idle: [], 'fresh addresses': [], 'one address': [] }, hammer: {} };
+  for (let round = 1; round <= HAMMER_ROUNDS; round++) {
+    for (const phase of ['idle', 'fresh addresses', 'idle', 'one address'] as const) {
+      // The hammer runs a second longer than the logins, which start once it is under way.
+      const hammer = phase === 'idle' ? undefined : hammerResets(base, HAMMER_PHASE_S + 1, phase === 'fresh addresses' ? 'fresh' : 'one');
+      if (hammer) await sleep(500);
+      const times = await timeLogins(base, HAMMER_PHASE_S, email, password);
+      const p50 = median(times);
+      report.p50s[phase].push(p50);
+      let line = `round ${round}, ${phase.padEnd(15)}: ${times.length} logins, p50 ${fmtMs(p50)} ms, p99 ${fmtMs(percentile(times, 0.99))} ms`;
+      if (hammer) {
+        const h = await hammer;
+        (report.hammer[phase] ??= []).push(h);
+        line += `; junk resets ${fmtInt(h.rps)}/s (${Object.entries(h.statuses).map(([code, rate]) => `${code}: ${fmtInt(rate)}/s`).join(', ')})`;
+      }
+      log(line);
+    }
+  }
+  return report;
+}
+
+function describeHammer(r: HammerReport): string[] {
+  const idle = median(r.p50s.idle);
+  return (['fresh addresses', 'one address'] as const).map((phase) => {
+    const hammered = median(r.p50s[phase]);
+    const ratio = hammered / idle;
+    return `login p50 idle ${fmtMs(idle)} ms, with 16 clients posting junk reset tokens from ${phase} ${fmtMs(hammered)} ms: ${ratio.toFixed(2)}x (target ≤ ${TARGET_HAMMER_RATIO}x: ${ratio <= TARGET_HAMMER_RATIO ? 'ok' : 'missed'})`;
+  });
+}
+
 // --- reporting ---------------------------------------------------------------------------------
 
 const fmtInt = (n: number) => Math.round(n).toLocaleString('en-US');
 const fmtMs = (n: number) => (n >= 100 ? fmtInt(n) : n.toFixed(n >= 10 ? 0 : 1));
+const percentile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
@@ -488,6 +601,7 @@ interface ModeReport {
   mode: Mode;
   users?: LoadResult | undefined;
   login?: LoadResult | undefined;
+  hammer?: HammerReport | undefined;
   cold: Record<Launcher, number[]>;
 }
 
@@ -562,6 +676,13 @@ async function runMode(mode: Mode): Promise<ModeReport> {
       log(`POST /api/auth/login      ${describeLoad(login)}`);
     }
 
+    let hammer: HammerReport | undefined;
+    if (STEPS.has('hammer')) {
+      log(`login under reset-password hammering: ${HAMMER_ROUNDS} rounds of ${HAMMER_PHASE_S} s phases, ${HAMMER_CONNECTIONS} hammering clients ...`);
+      hammer = await hammerStep(server.base, log);
+      for (const line of describeHammer(hammer)) log(line);
+    }
+
     const cold: Record<Launcher, number[]> = { node: [], npm: [] };
     if (STEPS.has('cold')) {
       for (const launcher of ['node', 'npm'] as const) {
@@ -581,7 +702,7 @@ async function runMode(mode: Mode): Promise<ModeReport> {
       const after = await api(server.base, 'GET', '/api/users?limit=1', undefined, await loginAdmin(server.base));
       if (after.json?.data?.pagination?.total !== USERS) throw new Error(`after restarts the user count is ${after.json?.data?.pagination?.total}`);
     }
-    return { mode, users, login, cold };
+    return { mode, users, login, hammer, cold };
   } catch (err) {
     if (!interrupted) process.stderr.write(`[${mode}] server output:\n${server.output()}\n`);
     throw err;
@@ -637,6 +758,21 @@ async function main(): Promise<void> {
       ]);
     }
     if (r.login) rows.push([r.mode, 'POST /api/auth/login', fmtInt(r.login.rps), fmtMs(r.login.p50), fmtMs(r.login.p99), '(no target)']);
+    if (r.hammer) {
+      const idle = median(r.hammer.p50s.idle);
+      rows.push([r.mode, 'login, idle (1 client)', '', fmtMs(idle), '', '']);
+      for (const phase of ['fresh addresses', 'one address'] as const) {
+        const ratio = median(r.hammer.p50s[phase]) / idle;
+        rows.push([
+          r.mode,
+          `login, 16 junk resetters (${phase})`,
+          '',
+          fmtMs(median(r.hammer.p50s[phase])),
+          '',
+          `${ratio.toFixed(2)}x of idle p50 (target ≤ ${TARGET_HAMMER_RATIO}x), ${ratio <= TARGET_HAMMER_RATIO ? 'ok' : 'missed'}`,
+        ]);
+      }
+    }
     for (const launcher of ['node', 'npm'] as const) {
       const times = r.cold[launcher];
       if (times.length === 0) continue;

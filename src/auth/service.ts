@@ -18,7 +18,7 @@ import {
   spendRefreshToken,
   useApiToken,
 } from './store.js';
-import { addressKey, beginAttempt } from './throttle.js';
+import { addressKey, beginAttempt, countLinkFailure, TOO_MANY_LINKS } from './throttle.js';
 import { ACCESS_TOKEN_TTL_S, PERSONAL_TOKEN_PREFIX, REFRESH_TOKEN_TTL_S, randomToken, signAccessToken, tokenHash, verifyAccessToken } from './tokens.js';
 
 type AuthDeps = Pick<Services, 'db' | 'jwtSecret' | 'log'>;
@@ -120,11 +120,10 @@ export async function logout(deps: AuthDeps, refreshToken: string, client: Clien
  * unknown tokens are throttled per client address, so junk tokens cost no argon2 work.
  */
 export async function resetPasswordWithToken(deps: AuthDeps, token: string, newPassword: string, client: ClientInfo): Promise<void> {
-  const attempt = await beginAttempt(deps.db, [{ scope: 'link-address', key: addressKey(client.ipAddress) }], { refusal: 'Too many invalid links; try again later' });
   const hash = tokenHash(token);
   const invalidToken = () => invalidField('token', 'Reset link is unknown, already used or expired');
   if (!(await isLivePasswordReset(deps.db, hash))) {
-    await attempt.failed();
+    await countLinkFailure(deps.db, client.ipAddress, TOO_MANY_LINKS);
     throw invalidToken();
   }
   const passwordHash = await hashPassword(newPassword);
@@ -136,7 +135,6 @@ export async function resetPasswordWithToken(deps: AuthDeps, token: string, newP
     await cancelPasswordResets(tx, userId);
     await recordActivity(tx, { userId, action: 'password.reset', resource: `users/${userId}`, details: 'Password set through a reset link' }, client);
   });
-  await attempt.succeeded();
 }
 
 /**

@@ -145,6 +145,22 @@ export async function settleAttempt(db: Db, key: ThrottleKey, failures: 'count' 
     where scope = ${key.scope} and key = ${key.key}`);
 }
 
+/**
+ * Counts one failure against a key, in one statement, and returns the window's failures, this one
+ * included: for checks too cheap to guard (a token lookup), counted after them.
+ */
+export async function countFailure(db: Db, key: ThrottleKey, windowS: number): Promise<{ failures: number; freeIn: number }> {
+  const expired = sql`t.window_start <= now() - make_interval(secs => ${windowS})`;
+  const [row] = await db.query<{ failures: number; free_in: number }>(sql`
+    insert into auth_throttles as t (scope, key, window_start, failures, in_flight) values (${key.scope}, ${key.key}, now(), 1, 0)
+    on conflict (scope, key) do update set
+      window_start = case when ${expired} then now() else t.window_start end,
+      failures = case when ${expired} then 1 else t.failures + 1 end,
+      in_flight = case when ${expired} then 0 else t.in_flight end
+    returning failures, extract(epoch from window_start + make_interval(secs => ${windowS}) - now())::float8 as free_in`);
+  return { failures: Number(row!.failures), freeIn: Number(row!.free_in) };
+}
+
 /** Drops counters whose window is over; rows another statement holds are left for next time. */
 export async function pruneThrottles(db: Db, windowS: number): Promise<void> {
   await db.query(sql`

@@ -1,7 +1,7 @@
 import { isIPv6 } from 'node:net';
 import type { Db } from '../db/postgres.js';
 import { ApiError } from '../http/errors.js';
-import { pruneThrottles, reserveAttempt, settleAttempt } from './store.js';
+import { countFailure, pruneThrottles, reserveAttempt, settleAttempt } from './store.js';
 
 /**
  * The auth throttles. An attempt is counted before the expensive work it guards (argon2, a token
@@ -32,7 +32,7 @@ export const THROTTLES = {
   'login-address': { max: 30, onSuccess: 'none' },
   /** many addresses guessing one account (distributed guessing); addresses the owner signed in from are exempt */
   'login-account': { max: 50, onSuccess: 'none' },
-  /** reset and e-mail confirmation links tried from one address */
+  /** unknown reset and e-mail confirmation links tried from one address (counted after the lookup: see countLinkFailure) */
   'link-address': { max: 10, onSuccess: 'none' },
   /** current-password checks (password and e-mail change) of one signed-in user */
   'current-password': { max: 10, onSuccess: 'clear' },
@@ -92,8 +92,7 @@ export async function beginAttempt(db: Db, keys: ThrottledKey[], options: Attemp
       const scope = count.scope as ThrottleScope;
       const { max } = THROTTLES[scope];
       if (count.failures + count.inFlight <= max || (await isExempt(scope))) continue;
-      // At most the window: window_start is stored to the millisecond, rounded, so may lie just ahead of now().
-      if (count.failures >= max) refusedFor = Math.max(refusedFor ?? 1, Math.min(THROTTLE_WINDOW_S, Math.ceil(count.freeIn)));
+      if (count.failures >= max) refusedFor = Math.max(refusedFor ?? 1, retryAfter(count.freeIn));
       else busy.push({ scope, key: count.key });
     }
     if (refusedFor === undefined && busy.length === 0) {
@@ -101,15 +100,41 @@ export async function beginAttempt(db: Db, keys: ThrottledKey[], options: Attemp
         succeeded: () => settle((scope) => THROTTLES[scope].onSuccess, true),
         async failed() {
           await settle(() => 'count', true);
-          await pruneThrottles(db, THROTTLE_WINDOW_S);
+          await pruneNowAndThen(db);
         },
       };
     }
     await settle(() => 'none', false);
     const left = deadline - performance.now();
-    if (refusedFor !== undefined || left <= 0) throw new ApiError(429, options.refusal, undefined, { 'Retry-After': String(refusedFor ?? 1) });
+    if (refusedFor !== undefined || left <= 0) throw tooMany(options.refusal, refusedFor ?? 1);
     await placeFreedOrTimeout(busy, Math.min(left, BUSY_POLL_MS));
   }
+}
+
+// At most the window: window_start is stored to the millisecond, rounded, so may lie just ahead of now().
+const retryAfter = (freeIn: number) => Math.min(THROTTLE_WINDOW_S, Math.max(1, Math.ceil(freeIn)));
+const tooMany = (refusal: string, seconds: number) => new ApiError(429, refusal, undefined, { 'Retry-After': String(seconds) });
+
+/**
+ * An unknown link token from a client address. The lookup that found it unknown costs no more than
+ * counting it, so it is counted after (one statement) rather than guarded before (three): the
+ * throttle bounds what junk tokens can probe, and a junk token never costs an argon2 hash. Throws
+ * 429 from the address's 11th unknown token in a window on.
+ */
+export const TOO_MANY_LINKS = 'Too many unknown links from this address; try again later';
+
+export async function countLinkFailure(db: Db, ipAddress: string, refusal: string): Promise<void> {
+  const { failures, freeIn } = await countFailure(db, { scope: 'link-address', key: addressKey(ipAddress) }, THROTTLE_WINDOW_S);
+  await pruneNowAndThen(db);
+  if (failures > THROTTLES['link-address'].max) throw tooMany(refusal, retryAfter(freeIn));
+}
+
+/** Counters of windows that are over are deleted at most once a minute per process. */
+let prunedAt = 0;
+async function pruneNowAndThen(db: Db): Promise<void> {
+  if (performance.now() - prunedAt < 60_000) return;
+  prunedAt = performance.now();
+  await pruneThrottles(db, THROTTLE_WINDOW_S);
 }
 
 /** Attempts of this process waiting for a place, per key, first come first woken. */

@@ -1,7 +1,7 @@
 import { recordActivity, listActivity, type ActivityFilter, type ClientInfo } from '../activity/store.js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { cancelPasswordResets, insertPasswordReset } from '../auth/store.js';
-import { addressKey, beginAttempt } from '../auth/throttle.js';
+import { beginAttempt, countLinkFailure, TOO_MANY_LINKS } from '../auth/throttle.js';
 import { randomToken, tokenHash } from '../auth/tokens.js';
 import type { Principal, Services } from '../context.js';
 import { isUniqueViolation, type Db } from '../db/postgres.js';
@@ -236,10 +236,9 @@ async function requestEmailChange(deps: Deps, user: User, newEmail: string, clie
 /**
  * Applies a self-service e-mail change through the link mailed to the new address; voids the
  * user's reset links (sent to the old address) and tells the old address. Unknown links are
- * throttled per client address.
+ * throttled per client address (countLinkFailure).
  */
 export async function confirmEmailChange(deps: Deps, token: string, client: ClientInfo): Promise<string> {
-  const attempt = await beginAttempt(deps.db, [{ scope: 'link-address', key: addressKey(client.ipAddress) }], { refusal: 'Too many invalid links; try again later' });
   const changed = await deps.db.transaction(async (tx) => {
     const change = await spendEmailChange(tx, tokenHash(token));
     if (!change) return undefined;
@@ -256,10 +255,9 @@ export async function confirmEmailChange(deps: Deps, token: string, client: Clie
     return { user: before, newEmail: change.new_email };
   });
   if (!changed) {
-    await attempt.failed();
+    await countLinkFailure(deps.db, client.ipAddress, TOO_MANY_LINKS);
     throw invalidField('token', 'Confirmation link is unknown, already used or expired');
   }
-  await attempt.succeeded();
   const { user, newEmail } = changed;
   try {
     await deps.mailer.send({
