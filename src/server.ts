@@ -3,6 +3,7 @@ import { loadIngestConfig } from '../ingest/config.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { startAlertEvaluator } from './alerts/evaluator.js';
 import { createApp } from './app.js';
+import { NODE_SERVER_OPTIONS } from './http/node-server.js';
 import { startStatsRollups } from './logs/rollups.js';
 import type { Config } from './config.js';
 import type { Logger } from './log.js';
@@ -32,7 +33,7 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
   // Stats rollups are built here, beside ingest, not on its insert path (src/logs/rollups.ts).
   const rollups = startStatsRollups({ db: runtime.db, clickhouse: runtime.clickhouse, log, retentionDays: config.logRetentionDays });
   const app = createApp(runtime);
-  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
+  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: NODE_SERVER_OPTIONS }, (info) => {
     log.info({ port: info.port, host: config.host, mode: config.databaseUrl ? 'server' : 'embedded', baseUrl: config.baseUrl, ingest: ingestConfig?.path ?? null }, 'listening');
   });
   stopOnSignals(log, async () => {

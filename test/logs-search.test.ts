@@ -176,15 +176,16 @@ describe('search', () => {
   it('validation → 422 with details', async () => {
     expect422(await search({ startDate: from }), 'query');
     expect422(await search({ query: '', startDate: from }), 'query');
-    expect422(await search({ query: 'x'.repeat(501), startDate: from }), 'query');
-    expect((await search({ query: 'x'.repeat(500), startDate: from })).status).toBe(200);
+    expect422(await search({ query: 'x'.repeat(65_537), startDate: from }), 'query');
+    expect((await search({ query: 'x'.repeat(65_536), startDate: from })).status).toBe(200);
     expect422(await search({ query: 7, startDate: from }), 'query');
     const noStart = await search({ query: 'x' });
     expect422(noStart, 'startDate');
     expect(noStart.body.details.startDate).toBe('is required');
     expect422(await search({ query: 'x', startDate: 'yesterday' }), 'startDate');
     expect422(await search({ query: 'x', startDate: from, endDate: '2000-01-01' }), 'endDate');
-    expect422(await search({ query: 'x', startDate: from, fields: ['status'] }), 'fields.0');
+    const unknownField = await search({ query: 'x', startDate: from, fields: ['url', 'status'] });
+    expect(unknownField.body.details).toEqual({ fields: '[1]: must be one of url, message, userAgent, referrer, ipAddress' });
     expect422(await search({ query: 'x', startDate: from, fields: [] }), 'fields');
     expect422(await search({ query: 'x', startDate: from, fields: 'url' }), 'fields');
     expect422(await search({ query: 'x', startDate: from, limit: 1001 }), 'limit');

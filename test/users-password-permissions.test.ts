@@ -271,19 +271,22 @@ describe('PUT /api/users/:id/permissions', () => {
   });
 
   it.each([
-    ['an unknown resource', [{ resource: 'billing', actions: ['read'] }], 'permissions.0.'],
-    ['an unknown action', [{ resource: 'logs', actions: ['read', 'purge'] }], 'permissions.0.'],
-    ['an upper-case action', [{ resource: 'logs', actions: ['READ'] }], 'permissions.0.'],
-    ['a duplicate resource', [{ resource: 'logs', actions: ['read'] }, { resource: 'logs', actions: ['delete'] }], 'permissions.1.'],
-    ['an entry without actions', [{ resource: 'logs' }], 'permissions.0.'],
-    ['an entry with an unknown field', [{ resource: 'logs', actions: ['read'], scope: 'all' }], 'permissions.0.'],
-    ['actions that are a string', [{ resource: 'logs', actions: 'read' }], 'permissions.0.'],
-    ['a list that is an object', { logs: ['read'] }, 'permissions'],
-    ['no list at all', undefined, 'permissions'],
-  ])('answers 422 for %s and changes nothing', async (_label, permissions, field) => {
+    ['an unknown resource', [{ resource: 'billing', actions: ['read'] }], '[0].resource: '],
+    ['an unknown action', [{ resource: 'logs', actions: ['read', 'purge'] }], '[0].actions[1]: '],
+    ['an upper-case action', [{ resource: 'logs', actions: ['READ'] }], '[0].actions[0]: '],
+    ['a duplicate resource', [{ resource: 'logs', actions: ['read'] }, { resource: 'logs', actions: ['delete'] }], '[1].resource: '],
+    ['an entry without actions', [{ resource: 'logs' }], '[0].actions: '],
+    ['an entry with an unknown field', [{ resource: 'logs', actions: ['read'], scope: 'all' }], '[0]: Unknown field scope'],
+    ['actions that are a string', [{ resource: 'logs', actions: 'read' }], '[0].actions: '],
+    ['a list that is an object', { logs: ['read'] }, ''],
+    ['no list at all', undefined, ''],
+  ])('answers 422 for %s, on the top-level field with where in it, and changes nothing', async (_label, permissions, place) => {
     const target = await makeUser(t.app, admin);
     const body = permissions === undefined ? {} : { permissions };
-    expectInvalid(await api(t.app, 'PUT', `/api/users/${target.id}/permissions`, { token: admin, body }), field);
+    const res = await api(t.app, 'PUT', `/api/users/${target.id}/permissions`, { token: admin, body });
+    expectInvalid(res, 'permissions');
+    expect(Object.keys(res.body.details)).toEqual(['permissions']);
+    expect(res.body.details.permissions.startsWith(place), res.body.details.permissions).toBe(true);
     const got = await api(t.app, 'GET', `/api/users/${target.id}/permissions`, { token: admin });
     expect(sortEntries(got.body.data.permissions)).toEqual([
       { resource: 'alerts', actions: ['create', 'delete', 'read'] },

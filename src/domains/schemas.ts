@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { HOST_NAME, NO_NUL } from '../formats.js';
-import { idParam, pageQuery } from '../http/query.js';
+import { checkPageDepth, idParam, pageQuery } from '../http/query.js';
 
 /** A host name, lower-cased, without a trailing dot. */
 export const domainNameField = z
@@ -31,10 +31,12 @@ export const domainSchema = z
 
 export const domainIdParams = z.object({ domainId: idParam('domainId') });
 
-export const listDomainsQuery = z.object({
-  ...pageQuery(),
-  search: z.string().max(253).regex(NO_NUL, { message: 'must not contain NUL characters' }).optional(),
-});
+export const listDomainsQuery = z
+  .object({
+    ...pageQuery(),
+    search: z.string().max(253).regex(NO_NUL, { message: 'must not contain NUL characters' }).optional(),
+  })
+  .superRefine(checkPageDepth);
 
 export const createDomainBody = z.strictObject({ name: domainNameField, ownerId: ownerIdField.optional() }).openapi('CreateDomain');
 

@@ -24,17 +24,26 @@ export const conflict = (message: string) => new ApiError(409, message);
 /** A 422 for one field, for rules that a schema alone cannot check (wrong current password, …). */
 export const invalidField = (field: string, message: string) => new ApiError(422, 'Validation failed', { [field]: message });
 
-/** Maps zod issues to `details`: one message per field, the first issue of each field winning. */
+/** Where in a field an issue lies: `statusCode[1]`, `[0].scope`; empty for the field itself. */
+const placeInField = (rest: PropertyKey[]) => rest.map((key) => (typeof key === 'number' ? `[${key}]` : `.${String(key)}`)).join('').replace(/^\./, '');
+
+/**
+ * Maps zod issues to `details`: one message per top-level field (the specification's field
+ * names), the first issue of each field winning. An issue inside a field (an array entry, a
+ * filter of the export's `filters`) is reported on that field, its message led by where in it.
+ */
 function validationDetails(error: ZodError): Record<string, string> {
   const details: Record<string, string> = {};
   for (const issue of error.issues) {
+    const [field, ...rest] = issue.path;
+    const place = placeInField(rest);
+    const lead = place ? `${place}: ` : '';
     if (issue.code === 'unrecognized_keys') {
-      const prefix = issue.path.length ? `${issue.path.join('.')}.` : '';
-      for (const key of issue.keys) details[`${prefix}${key}`] ??= 'Unknown field';
+      if (field === undefined) for (const key of issue.keys) details[key] ??= 'Unknown field';
+      else details[String(field)] ??= `${lead}Unknown field ${issue.keys.join(', ')}`;
       continue;
     }
-    const field = issue.path.length ? issue.path.join('.') : 'body';
-    details[field] ??= issue.message;
+    details[field === undefined ? 'body' : String(field)] ??= `${lead}${issue.message}`;
   }
   return details;
 }

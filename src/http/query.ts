@@ -13,11 +13,53 @@ export const wholeNumber = (min: number, max: number, message = `must be a whole
     .openapi({ type: 'integer', minimum: min, maximum: max });
 };
 
-/** `page` and `limit` of CONTRACT §3; log listings pass a higher `maxLimit`. */
+/** A whole number in a JSON body, between min and max. */
+export const bodyWholeNumber = (min: number, max: number) => {
+  const message = `must be a whole number from ${min} to ${max}`;
+  return z.number({ message }).int({ message }).min(min, { message }).max(max, { message });
+};
+
+/**
+ * How deep a page may reach: page × limit entries at most. Finding where a page starts means
+ * skipping the entries before it: a search keeps the key of every skipped match in memory (16 bytes
+ * each, 16 MB at this depth, and ClickHouse refuses the aggregate beyond 16.7 million), a filtered
+ * listing reads the skipped rows' key columns. Older entries are reached by moving `endDate` back
+ * to the oldest timestamp seen (both ends are inclusive, so nothing is skipped).
+ */
+export const MAX_PAGE_DEPTH = 1_000_000;
+const PAGE_MAX = MAX_PAGE_DEPTH;
+
+/** `page` and `limit` of CONTRACT §3 in a query string; log listings pass a higher `maxLimit`. Check the depth with checkPageDepth. */
 export const pageQuery = (maxLimit = 100) => ({
-  page: wholeNumber(1, 1e12, 'must be a whole number of 1 or more').default(1).openapi({ type: 'integer', minimum: 1, default: 1 }),
+  page: wholeNumber(1, PAGE_MAX).default(1).openapi({ type: 'integer', minimum: 1, maximum: PAGE_MAX, default: 1 }),
   limit: wholeNumber(1, maxLimit).default(20).openapi({ type: 'integer', minimum: 1, maximum: maxLimit, default: 20 }),
 });
+
+/** `page` and `limit` in a JSON body (the search), with the same bounds as pageQuery. */
+export const pageBody = (maxLimit: number) => ({
+  page: bodyWholeNumber(1, PAGE_MAX).default(1),
+  limit: bodyWholeNumber(1, maxLimit).default(20),
+});
+
+/** A page past MAX_PAGE_DEPTH is a 422 on `page`, naming the deepest page for the limit. */
+export const checkPageDepth = (value: { page: number; limit: number }, ctx: z.RefinementCtx) => {
+  if (value.page * value.limit > MAX_PAGE_DEPTH) {
+    const deepest = Math.floor(MAX_PAGE_DEPTH / value.limit);
+    ctx.addIssue({
+      code: 'custom',
+      path: ['page'],
+      message: `must be at most ${deepest} with limit ${value.limit}: pages reach ${MAX_PAGE_DEPTH} entries deep at most; for older entries set endDate to the oldest timestamp seen`,
+    });
+  }
+};
+
+/**
+ * The times the stores hold, whole UTC days: ClickHouse's DateTime (the hour counts and rollups
+ * of the log tables, sql/clickhouse/005_stats_deferred_rollups.sql) runs from 1970-01-01 to
+ * 2106-02-07T06:28:15Z. A date outside is a 422 naming this range, never a query that fails.
+ */
+export const DATE_RANGE = { first: Date.UTC(1970, 0, 1), last: Date.UTC(2106, 1, 6, 23, 59, 59, 999) } as const;
+const DATE_RANGE_TEXT = `${new Date(DATE_RANGE.first).toISOString()} to ${new Date(DATE_RANGE.last).toISOString()}`;
 
 const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
@@ -55,20 +97,27 @@ export function parseIsoDate(text: string, endOfDay = false): Date | null {
   return new Date(wall.getTime() + ms - offsetMin * 60_000);
 }
 
-const isoDate = (endOfDay: boolean) =>
+const DATE_MESSAGE = 'must be an ISO 8601 date, e.g. 2026-11-21T08:15:30Z';
+
+/** A date of a query string or a JSON body, within DATE_RANGE; as an end (`endOfDay`) a date alone is its last millisecond. */
+export const isoDate = (endOfDay: boolean) =>
   z
-    .string()
+    .string({ error: (issue) => (issue.input === undefined ? 'is required' : DATE_MESSAGE) })
     .transform((text, ctx) => {
       const date = parseIsoDate(text, endOfDay);
       if (!date) {
-        ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date, e.g. 2026-11-21T08:15:30Z' });
+        ctx.addIssue({ code: 'custom', message: DATE_MESSAGE });
+        return z.NEVER;
+      }
+      if (date.getTime() < DATE_RANGE.first || date.getTime() > DATE_RANGE.last) {
+        ctx.addIssue({ code: 'custom', message: `must be within ${DATE_RANGE_TEXT}` });
         return z.NEVER;
       }
       return date;
     })
-    .openapi({ type: 'string', format: 'date-time', example: '2026-11-21T08:15:30.123Z' });
+    .openapi({ type: 'string', format: 'date-time', example: '2026-11-21T08:15:30.123Z', description: `Within ${DATE_RANGE_TEXT}` });
 
-/** `startDate` and `endDate`, both ends included; `endDate` before `startDate` is a 422 on `endDate`. */
+/** `startDate` and `endDate` (query string or JSON body), both ends included; `endDate` before `startDate` is a 422 on `endDate`. */
 export const dateRangeQuery = <T extends boolean>(startRequired: T) => ({
   startDate: (startRequired ? isoDate(false) : isoDate(false).optional()) as T extends true
     ? ReturnType<typeof isoDate>

@@ -161,7 +161,14 @@ export function urlGlobToLike(glob: string): string {
 // Schemas
 // ---------------------------------------------------------------------------------------------
 
-export const URL_FILTER_MAX = 2048;
+/**
+ * The longest text a filter or a search may hold: as long as any value a stored entry can hold.
+ * The ingest stores lines of up to 64 KiB (longer ones go to ingest_rejects), so no logged URL is
+ * longer, whatever nginx's large_client_header_buffers allow (8 KiB by default). In a listing's
+ * query string it may take three times as many bytes percent-encoded, which the server accepts
+ * (src/http/node-server.ts).
+ */
+export const LOGGED_TEXT_MAX = 65_536;
 
 /** A zod transform through `parse`, failing with `message` where it gives null. */
 const parsedBy =
@@ -196,7 +203,7 @@ const ipAddressField = z
 const urlField = z
   .string({ message: 'must be a string' })
   .min(1, { message: 'must not be empty' })
-  .max(URL_FILTER_MAX, { message: `must be at most ${URL_FILTER_MAX} characters` })
+  .max(LOGGED_TEXT_MAX, { message: `must be at most ${LOGGED_TEXT_MAX} characters` })
   .openapi({
     type: 'string',
     example: '/api/*/orders',
@@ -213,11 +220,16 @@ const methodText = z
 const levelMessage = `must be one of ${LEVELS.join(', ')}`;
 const levelText = z.enum(LEVELS, { message: levelMessage });
 
-/** One value or a non-empty array of them, parsed as an array. */
+/**
+ * One value or a non-empty array of them, parsed as an array. A single value is checked as an
+ * array of one, so that an entry's issue names its place (`statusCode[1]: …`), which a union of
+ * the two forms could not tell.
+ */
 const oneOrMany = <T extends z.ZodTypeAny>(item: T, max: number) =>
-  z
-    .union([item, z.array(item).min(1, { message: 'must not be empty' }).max(max, { message: `must have at most ${max} entries` })])
-    .transform((v) => (Array.isArray(v) ? v : [v]) as z.output<T>[]);
+  z.preprocess(
+    (v) => (Array.isArray(v) ? v : [v]),
+    z.array(item).min(1, { message: 'must not be empty' }).max(max, { message: `must have at most ${max} entries` }),
+  ) as unknown as z.ZodType<z.output<T>[], z.input<T> | z.input<T>[]>;
 
 const one = <T>(v: T) => [v];
 

@@ -1,50 +1,33 @@
 import { z } from '@hono/zod-openapi';
 import { paginationSchema } from '../http/envelope.js';
-import { checkDateOrder, dateRangeQuery, pageQuery, parseIsoDate } from '../http/query.js';
-import { accessFilterQuery, errorFilterQuery, LEVELS } from './filters.js';
+import { checkDateOrder, checkPageDepth, dateRangeQuery, pageBody, pageQuery } from '../http/query.js';
+import { accessFilterQuery, errorFilterQuery, LEVELS, LOGGED_TEXT_MAX } from './filters.js';
 import { SEARCH_FIELDS } from './store.js';
 
 /** The highest `limit` of log listings and search (CONTRACT §3). */
 export const LOG_PAGE_MAX = 1000;
 
-
 export const accessListQuery = z
   .object({ ...pageQuery(LOG_PAGE_MAX), ...dateRangeQuery(false), ...accessFilterQuery })
-  .superRefine(checkDateOrder);
+  .superRefine(checkDateOrder)
+  .superRefine(checkPageDepth);
 
 export const errorListQuery = z
   .object({ ...pageQuery(LOG_PAGE_MAX), ...dateRangeQuery(false), ...errorFilterQuery })
-  .superRefine(checkDateOrder);
+  .superRefine(checkDateOrder)
+  .superRefine(checkPageDepth);
 
 export type AccessListQuery = z.infer<typeof accessListQuery>;
 export type ErrorListQuery = z.infer<typeof errorListQuery>;
 
-const dateMessage = 'must be an ISO 8601 date, e.g. 2026-11-21T08:15:30Z';
-/** A date in a JSON body: any ISO 8601 form; a date alone is the start of its day, or the end of it as `endDate`. */
-const bodyDate = (endOfDay: boolean) =>
-  z
-    .string({ error: (issue) => (issue.input === undefined ? 'is required' : dateMessage) })
-    .transform((text, ctx) => {
-      const date = parseIsoDate(text, endOfDay);
-      if (!date) {
-        ctx.addIssue({ code: 'custom', message: dateMessage });
-        return z.NEVER;
-      }
-      return date;
-    })
-    .openapi({ type: 'string', format: 'date-time', example: '2026-11-21T08:15:30.123Z' });
-
-const bodyInt = (min: number, max: number) => {
-  const message = `must be a whole number from ${min} to ${max}`;
-  return z.number({ message }).int({ message }).min(min, { message }).max(max, { message });
-};
+const searchDates = dateRangeQuery(true);
 
 export const searchBody = z
   .strictObject({
     query: z
       .string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') })
       .min(1, { message: 'must not be empty' })
-      .max(500, { message: 'must be at most 500 characters' })
+      .max(LOGGED_TEXT_MAX, { message: `must be at most ${LOGGED_TEXT_MAX} characters` })
       .openapi({ description: 'A case-insensitive substring', example: 'timed out' }),
     fields: z
       .array(z.enum(SEARCH_FIELDS, { message: `must be one of ${SEARCH_FIELDS.join(', ')}` }), { message: 'must be an array of field names' })
@@ -52,12 +35,12 @@ export const searchBody = z
       .max(SEARCH_FIELDS.length * 2, { message: 'has too many entries' })
       .default(['url', 'message'])
       .openapi({ description: 'Fields to search; an entry type without a field never matches on it' }),
-    startDate: bodyDate(false),
-    endDate: bodyDate(true).optional().openapi({ description: 'Default: now' }),
-    page: bodyInt(1, 1e12).default(1),
-    limit: bodyInt(1, LOG_PAGE_MAX).default(20),
+    startDate: searchDates.startDate,
+    endDate: searchDates.endDate.openapi({ description: 'Default: now' }),
+    ...pageBody(LOG_PAGE_MAX),
   })
   .superRefine(checkDateOrder)
+  .superRefine(checkPageDepth)
   .openapi('LogSearch');
 
 export type SearchBody = z.infer<typeof searchBody>;

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { checkDateOrder, dateRangeQuery, idParam, pageQuery } from '../http/query.js';
+import { checkDateOrder, checkPageDepth, dateRangeQuery, idParam, pageQuery } from '../http/query.js';
 import { EMAIL_ADDRESS, NO_NUL } from '../formats.js';
 import { ACTIONS, RESOURCES } from './permissions.js';
 
@@ -48,11 +48,13 @@ export const userSchema = z
 
 export const userIdParams = z.object({ id: idParam('id') });
 
-export const listUsersQuery = z.object({
-  ...pageQuery(),
-  search: z.string().max(254).regex(NO_NUL, { message: 'must not contain NUL characters' }).optional(),
-  role: roleField.optional(),
-});
+export const listUsersQuery = z
+  .object({
+    ...pageQuery(),
+    search: z.string().max(254).regex(NO_NUL, { message: 'must not contain NUL characters' }).optional(),
+    role: roleField.optional(),
+  })
+  .superRefine(checkPageDepth);
 
 export const createUserBody = z
   .strictObject({
@@ -107,7 +109,7 @@ export const permissionsBody = z
   })
   .openapi('PermissionsUpdate');
 
-export const activityQuery = z.object({ ...pageQuery(), ...dateRangeQuery(false) }).superRefine(checkDateOrder);
+export const activityQuery = z.object({ ...pageQuery(), ...dateRangeQuery(false) }).superRefine(checkDateOrder).superRefine(checkPageDepth);
 
 export const activitySchema = z
   .object({
