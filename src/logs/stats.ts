@@ -115,7 +115,10 @@ const MAX_RAW_RANGES = 48;
 /**
  * Chooses, bucket by bucket, rollup or raw rows: a day whose total equals the rows counted in its
  * hours, else each hour whose total equals its count; the rest of the window is raw. Adjacent raw
- * ranges are joined. Pure, so the tests can drive it with any state.
+ * ranges are joined. Hours without counted rows are left out (none to read; a fresh insert is
+ * counted as it is stored). Only the counted hours are visited, never every hour of the window: a
+ * window may span all the times the stores hold (1970 to 2106, a million hours) while a domain
+ * holds rows in a few thousand. Pure, so the tests can drive it with any state.
  */
 export function planWindow(start: number, end: number, state: BuildState | null): WindowPlan {
   const b = windowBuckets(start, end);
@@ -131,21 +134,27 @@ export function planWindow(start: number, end: number, state: BuildState | null)
   const days: number[] = [];
   const hours: number[] = [];
   const hour = (h: number) => {
-    const counted = state.counted.get(h) ?? 0;
-    if (counted === 0) return; // no rows (or none counted yet: read raw so a fresh insert is seen)
-    if (state.builtHours.get(h) === counted) hours.push(h);
+    if (state.builtHours.get(h) === state.counted.get(h)) hours.push(h);
     else addRaw(h, h + HOUR_MS);
   };
+  // The window's counted hours in time order, each whole day's taken together.
+  const counted = [...state.counted].filter(([h, n]) => n > 0 && h >= b.hourFrom && h < b.hourTo).sort(([x], [y]) => x - y);
   addRaw(start, b.hourFrom);
-  for (let h = b.hourFrom; h < b.dayFrom; h += HOUR_MS) hour(h);
-  for (let d = b.dayFrom; d < b.dayTo; d += DAY_MS) {
-    let counted = 0;
-    for (let h = d; h < d + DAY_MS; h += HOUR_MS) counted += state.counted.get(h) ?? 0;
-    if (counted === 0) continue;
-    if (state.builtDays.get(d) === counted) days.push(d);
-    else for (let h = d; h < d + DAY_MS; h += HOUR_MS) hour(h);
+  for (let i = 0; i < counted.length; ) {
+    const h = counted[i]![0];
+    const day = floorTo(h, DAY_MS);
+    if (day < b.dayFrom || day >= b.dayTo) {
+      hour(h);
+      i++;
+      continue;
+    }
+    let j = i;
+    let rows = 0;
+    for (; j < counted.length && counted[j]![0] < day + DAY_MS; j++) rows += counted[j]![1];
+    if (state.builtDays.get(day) === rows) days.push(day);
+    else for (let k = i; k < j; k++) hour(counted[k]![0]);
+    i = j;
   }
-  for (let h = b.dayTo; h < b.hourTo; h += HOUR_MS) hour(h);
   addRaw(b.hourTo, end + 1);
   const listedOf = (span: ListedBucket['span'], starts: number[], built: Map<number, number>, tops: Map<number, number>) =>
     starts.filter((at) => tops.get(at) === built.get(at)).map((at) => ({ span, start: at, version: built.get(at)! }));
