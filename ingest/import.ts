@@ -93,7 +93,7 @@ export async function importFiles(files: string[], options: ImportOptions, deps:
   const retainedFrom = Date.now() - deps.retentionDays * 86_400_000;
   for (const file of files) {
     if (deps.signal.aborted) break;
-    const read = await openFileRead({ path: file, source, checkpoints, limits, onDiskBytes: (n) => deps.onProgress?.((diskBytes += n), lines) });
+    const read = await openFileRead({ path: file, source, checkpoints, limits, framing: decoder.kind === 'error' ? 'error-log' : 'line', onDiskBytes: (n) => deps.onProgress?.((diskBytes += n), lines) });
     const stats = newStats(`${options.type} ${file}`);
     let expired = 0;
     await pump(

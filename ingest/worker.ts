@@ -72,7 +72,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
       const file = source[kind];
       if (file === null) continue;
       // Three chunks out: one being checkpointed, one being inserted, one being prepared (pipeline.ts).
-      const tail = new FileTail({ path: file, checkpoints, log, startAt: source.startAt, maxInFlight: 3, pollMs: options.pollMs, rotatedIdleMs: options.rotatedIdleMs });
+      const tail = new FileTail({ path: file, checkpoints, log, startAt: source.startAt, maxInFlight: 3, pollMs: options.pollMs, rotatedIdleMs: options.rotatedIdleMs, framing: kind === 'error' ? 'error-log' : 'line' });
       const stats = newStats(`${kind} ${file}`);
       const done = supervise(runFile(tail, source, kind, stats, deps), stats, log);
       running.push({ stats, done, close: () => tail.close(), files: () => tail.stats() });

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { compileAccessFormat } from '../ingest/parsers/access-format.js';
 import { parseErrorLine } from '../ingest/parsers/error-log.js';
+import { DEFAULT_CUT_LIMITS, LineCutter } from '../ingest/sources/line-cutter.js';
 import type { AccessEntry, ErrorEntry, ErrorLevel } from '../ingest/types.js';
 
 // The parsers against lines a real nginx wrote (test/fixtures/nginx, made by capture.sh there; see
@@ -50,6 +51,16 @@ function linesOf(name: string): string[] {
   const lines: string[] = [];
   for (let from = 0, nl = buf.indexOf(10); nl !== -1; from = nl + 1, nl = buf.indexOf(10, from)) lines.push(buf.toString('utf8', from, nl));
   return lines;
+}
+
+/** An error log's entries, cut like the file readers cut them (a line that begins no entry continues the one before). */
+function entriesOf(name: string): string[] {
+  const cutter = new LineCutter(DEFAULT_CUT_LIMITS, 'error-log');
+  cutter.begin(0);
+  expect(cutter.feed(fixture(name), 0)).toBe(-1);
+  const cut = cutter.cut();
+  expect(cut.overlong).toEqual([]);
+  return cut.lines.map((l) => l.text);
 }
 
 const bytes = (s: string) => Buffer.from(s, 'latin1');
@@ -261,32 +272,31 @@ function expectedError(line: string, head: RegExpExecArray): ErrorEntry {
  */
 
 describe.each(capture.errorLogs)('$file', ({ file }) => {
-  const lines = linesOf(file);
+  const entries = entriesOf(file);
 
-  lines.forEach((line, i) => {
-    const head = HEAD.exec(line);
-    const title = `${file}:${i + 1} ${JSON.stringify(line.slice(20, 90))}`;
-    if (head === null) {
-      // nginx's debug log writes the response header it sends as one message with its CRLFs, so
-      // the lines after `*N HTTP/1.1 204 No Content\r` (`Server: …\r`, …, an empty line) are not
-      // error-log lines: a line-based reader cannot rejoin them, and they go to the rejects.
-      it(`${title}: a continuation line of a multi-line debug message, rejected`, () => {
-        expect(file).toBe('error-debug.log');
-        expect(parseErrorLine(line, capture.timezone).ok).toBe(false);
-      });
-      return;
-    }
-    it(title, () => {
-      expect(parseErrorLine(line, capture.timezone)).toEqual({ ok: true, entry: expectedError(line, head) });
+  it('every line is an entry or continues one', () => {
+    expect(entries.every((entry) => HEAD.test(entry))).toBe(true);
+    expect(entries.join('\n') + '\n').toBe(fixture(file).toString('utf8'));
+  });
+
+  entries.forEach((entry, i) => {
+    const head = HEAD.exec(entry)!;
+    it(`${file} entry ${i + 1} ${JSON.stringify(entry.slice(20, 90))}`, () => {
+      expect(parseErrorLine(entry, capture.timezone)).toEqual({ ok: true, entry: expectedError(entry, head) });
     });
   });
+
+  if (file === 'error-debug.log') {
+    // nginx's debug log writes the response header it sends as one message, CRLFs and all.
+    it('the response header nginx sent is one entry, its CRLFs in the message', () => {
+      const header = entries.find((e) => / HTTP\/1\.1 204 No Content\r\n/.test(e))!;
+      expect(header).toMatch(/\*\d+ HTTP\/1\.1 204 No Content\r\nServer: nginx\/[\d.]+\r\nDate: [^\r]+\r\nConnection: keep-alive\r\n$/);
+    });
+  }
 });
 
 describe('error-log coverage', () => {
-  const heads = capture.errorLogs.flatMap(({ file }) => linesOf(file).flatMap((line) => {
-    const head = HEAD.exec(line);
-    return head === null ? [] : [{ line, head }];
-  }));
+  const heads = capture.errorLogs.flatMap(({ file }) => entriesOf(file).map((line) => ({ line, head: HEAD.exec(line)! })));
 
   it('nginx levels notice, info, warn, error and debug, each folded', () => {
     expect(new Set(heads.map(({ head }) => head[7]))).toEqual(new Set(['notice', 'info', 'warn', 'error', 'debug']));

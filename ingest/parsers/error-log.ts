@@ -15,6 +15,10 @@
  * host: "other.example HTTP/1.1"` can be one forged request value. A request nginx accepted ends
  * with its protocol, so a split whose request ends in ` HTTP/n.n` is preferred. `[debug]` lines never
  * carry context (ngx_log_error_core appends it for the other levels only): their text is all message.
+ *
+ * An entry may span lines: nginx writes the raw line breaks a message holds (a file name from a
+ * request for `/a%0d%0ab`). The file readers join them (line-cutter.ts, startsErrorEntry), syslog
+ * has one message per datagram; the message keeps them as written.
  */
 import type { ErrorEntry, ErrorLevel, ParseResult } from '../types.js';
 import { d2, wallTime, zonedWallTimeToEpoch } from './time.js';
@@ -28,6 +32,14 @@ const LEVELS = new Map<string, ErrorLevel>([
 ]);
 
 const PREFIX = /^\d{4}\/\d{2}\/\d{2} \d{2}:\d{2}:\d{2} \[([a-z]+)\] \d+#\d+: (?:\*\d+ )?/;
+const ENTRY_START = /^\d{4}\/\d{2}\/\d{2} \d{2}:\d{2}:\d{2} \[[a-z]+\] \d+#\d+: /;
+
+/**
+ * Whether `text` begins an error-log entry (`YYYY/MM/DD HH:MM:SS [level] PID#TID: `). A line that
+ * does not continues the entry before it: nginx writes a message's raw line breaks (a request for
+ * `/a%0d%0ab` gives `open() "/srv/a\r` and `b" failed …` on the next line).
+ */
+export const startsErrorEntry = (text: string): boolean => ENTRY_START.test(text);
 
 const CONTEXT_KEYS = ['client', 'server', 'request', 'subrequest', 'upstream', 'host', 'referrer'] as const;
 // `s`: a request line may hold a stray CR. Quoted values are lazy so each stops at the closing quote

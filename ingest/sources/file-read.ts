@@ -17,7 +17,7 @@ import zlib from 'node:zlib';
 import type { CheckpointStore } from '../checkpoints.js';
 import type { LineChunk } from '../types.js';
 import { fileIdentity, fingerprintLength, IDENTITY_BYTES } from './file-identity.js';
-import { LineCutter, type Cut, type CutLimits } from './line-cutter.js';
+import { LineCutter, type Cut, type CutLimits, type Framing } from './line-cutter.js';
 
 const READ_BYTES = 1 << 20;
 const GZIP_MAGIC = [0x1f, 0x8b];
@@ -28,6 +28,8 @@ export interface FileReadOptions {
   source: string;
   checkpoints: CheckpointStore;
   limits: CutLimits;
+  /** `error-log`: continuation lines join the entry before them (see line-cutter.ts); default `line`. */
+  framing?: Framing;
   /** Called with the bytes read from disk (compressed bytes for a .gz) as reading goes on. */
   onDiskBytes?: (bytes: number) => void;
 }
@@ -63,11 +65,11 @@ export async function openFileRead(options: FileReadOptions): Promise<FileRead> 
 
   async function* chunks(): AsyncGenerator<LineChunk> {
     if (identity === null) return;
-    const cutter = new LineCutter(options.limits);
+    const cutter = new LineCutter(options.limits, options.framing);
     let chunkStart = resumeAt;
-    const begin = () => cutter.begin(chunkStart, cuts.find((c) => c > chunkStart) ?? Infinity);
+    const cutAfter = () => cuts.find((c) => c > chunkStart) ?? Infinity;
     const chunkOf = (cut: Cut): LineChunk => ({ identity, path: file, startOffset: chunkStart, endOffset: cut.lineStart, lines: cut.lines, overlong: cut.overlong });
-    begin();
+    cutter.begin(chunkStart, cutAfter());
     // Offset of the next uncompressed byte the stream delivers.
     let pos = compressed ? 0 : resumeAt;
     for await (const buf of textStream(file, compressed, resumeAt, options.onDiskBytes)) {
@@ -86,7 +88,8 @@ export async function openFileRead(options: FileReadOptions): Promise<FileRead> 
         const cut = cutter.cut();
         yield chunkOf(cut);
         chunkStart = cut.lineStart;
-        begin();
+        // What was read past the chunk's end (an error-log entry's first line) stays with the cutter.
+        cutter.next(cutAfter());
         view = view.subarray(used);
         at += used;
       }

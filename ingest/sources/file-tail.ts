@@ -52,7 +52,7 @@ import path from 'node:path';
 import type { Logger } from '../../src/log.js';
 import type { Checkpoint, CheckpointStore, CheckpointUpdate } from '../checkpoints.js';
 import type { LineChunk } from '../types.js';
-import { DEFAULT_CUT_LIMITS, LineCutter, type Cut, type OverlongScan } from './line-cutter.js';
+import { DEFAULT_CUT_LIMITS, LineCutter, type Cut, type Framing, type OverlongScan } from './line-cutter.js';
 import { inspectPath, isMissing, readIdentity, relate, type FoundFile } from './file-identity.js';
 
 export interface FileTailOptions {
@@ -66,6 +66,8 @@ export interface FileTailOptions {
   startAt?: 'beginning' | 'end';
   /** Longer lines go to `overlong` (default 64 KiB). */
   maxLineBytes?: number;
+  /** `error-log`: continuation lines join the entry before them (see line-cutter.ts); default `line`. */
+  framing?: Framing;
   chunkMaxLines?: number;
   chunkMaxBytes?: number;
   /** Chunks handed out and not yet acknowledged, at most. */
@@ -200,7 +202,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
       maxLineBytes: options.maxLineBytes ?? DEFAULT_CUT_LIMITS.maxLineBytes,
       chunkMaxLines: options.chunkMaxLines ?? DEFAULT_CUT_LIMITS.chunkMaxLines,
       chunkMaxBytes: options.chunkMaxBytes ?? DEFAULT_CUT_LIMITS.chunkMaxBytes,
-    });
+    }, options.framing);
     this.maxInFlight = options.maxInFlight ?? 2;
     this.pollMs = options.pollMs ?? 200;
     this.rotatedIdleMs = options.rotatedIdleMs ?? 5_000;

@@ -9,7 +9,20 @@
  * - a line longer than `maxLineBytes` is never held whole: only its head (OVERLONG_HEAD_BYTES) and
  *   length are kept, as an `overlong` entry;
  * - a line still missing its newline stays pending: it is not part of any chunk.
+ *
+ * Error logs are cut into entries instead of lines (`framing: 'error-log'`). nginx writes the raw
+ * line breaks a message holds (a request for `/a%0d%0aSet-Cookie:x=1` gives `open() "/srv/a\r`,
+ * then `Set-Cookie:x=1" failed …` on a line of its own), so a line that does not begin an entry
+ * (`YYYY/MM/DD HH:MM:SS [level] PID#TID: `) continues the entry before it, newline included; one
+ * with no entry before it (after a cut, or in a file that is no error log) stands alone. The rules
+ * above then hold for entries: a chunk ends only between two entries (`chunkMaxLines` counts
+ * entries), and an entry longer than `maxLineBytes` is `overlong` as a whole. nginx writes an entry
+ * in one write(), so an entry is complete once the next line begins another, or once the data ends
+ * right after its newline (or with the start of another entry): a continuation that comes in the
+ * next read of the same data still joins, and the entry before a line still being written waits
+ * for it. A recorded cut ends the entry there, as it did when the cut was made.
  */
+import { startsErrorEntry } from '../parsers/error-log.js';
 import type { LineChunk, SourceLine } from '../types.js';
 
 export interface CutLimits {
@@ -20,6 +33,9 @@ export interface CutLimits {
 }
 
 export const DEFAULT_CUT_LIMITS: CutLimits = { maxLineBytes: 64 * 1024, chunkMaxLines: 20_000, chunkMaxBytes: 4 * 1024 * 1024 };
+
+/** What a chunk's unit is: a line, or an error-log entry with its continuation lines. */
+export type Framing = 'line' | 'error-log';
 
 export type Overlong = LineChunk['overlong'][number];
 
@@ -36,6 +52,19 @@ export interface Cut {
   overlong: Overlong[];
   /** Where the next line starts: the chunk's end. */
   lineStart: number;
+}
+
+/** An error-log entry being assembled (error-log framing). */
+interface OpenEntry {
+  /** It begins like an entry; false for a line that continues nothing (it stands alone). */
+  begun: boolean;
+  offset: number;
+  /** Its lines so far, joined by newlines; null once it is overlong. */
+  text: string | null;
+  /** The head of an overlong entry. */
+  head: string;
+  /** Bytes from its start to the end of its last line (without that line's newline). */
+  length: number;
 }
 
 /** Bytes decoded at once into one string that the lines are sliced from (see LineCutter.slab). */
@@ -64,8 +93,17 @@ export class LineCutter {
   private slab = '';
   private slabAt = 0;
   private slabEnd = 0;
+  /** Error-log framing: the entry being assembled; it belongs to the next chunk once this one is complete. */
+  private entry: OpenEntry | null = null;
+  /** Error-log framing: where the last complete entry ends (the chunk's end so far). */
+  private entriesEnd = 0;
+  /** `feed` completed the chunk: `cut` gives it as it is. */
+  private complete = false;
 
-  constructor(private readonly limits: CutLimits) {}
+  constructor(
+    private readonly limits: CutLimits,
+    private readonly framing: Framing = 'line',
+  ) {}
 
   /** Starts a chunk at `start` (a line start); `pending` continues an overlong line scanned before. */
   begin(start: number, cutAt = Infinity, pending: OverlongScan | null = null): void {
@@ -76,6 +114,29 @@ export class LineCutter {
     this.overlong = [];
     this.head = pending?.head ?? null;
     this.pieces = [];
+    this.entry = null;
+    this.entriesEnd = start;
+    this.complete = false;
+  }
+
+  /**
+   * Starts the chunk after the one `feed` just completed, for a caller that goes on feeding the
+   * same stream where `feed` stopped (rather than reading again from the new chunk's start): what
+   * was read past the chunk's end (an entry's first line) stays.
+   */
+  next(cutAt = Infinity): void {
+    const { entry } = this;
+    const start = this.framing === 'line' ? this.lineStart : this.entriesEnd;
+    this.start = start;
+    this.cutAt = cutAt;
+    this.lines = [];
+    this.overlong = [];
+    this.complete = false;
+    // The carried entry's first line may already reach a recorded cut: the chunk is that entry.
+    if (entry !== null && entry.offset + entry.length + 1 >= cutAt) {
+      this.closeEntry();
+      this.complete = true;
+    }
   }
 
   /**
@@ -84,16 +145,19 @@ export class LineCutter {
    * is not complete yet (its last line, if unfinished, is kept pending).
    */
   feed(view: Buffer, pos: number): number {
-    const { maxLineBytes, chunkMaxLines, chunkMaxBytes } = this.limits;
+    if (this.complete) return 0;
+    const { maxLineBytes, chunkMaxBytes } = this.limits;
+    const entries = this.framing === 'error-log';
     let from = 0;
     this.slabEnd = 0;
     for (let nl = view.indexOf(NEWLINE); nl !== -1; nl = view.indexOf(NEWLINE, from)) {
       const length = pos + nl - this.lineStart;
+      let line: SourceLine | Overlong;
       if (this.head !== null || length > maxLineBytes) {
-        this.overlong.push({ offset: this.lineStart, length, head: this.head ?? headOf([...this.pieces, view.subarray(from, nl)]) });
+        line = { offset: this.lineStart, length, head: this.head ?? headOf([...this.pieces, view.subarray(from, nl)]) };
         this.slabEnd = 0;
       } else if (this.pieces.length > 0) {
-        this.lines.push({ offset: this.lineStart, text: Buffer.concat([...this.pieces, view.subarray(from, nl)]).toString('utf8') });
+        line = { offset: this.lineStart, text: Buffer.concat([...this.pieces, view.subarray(from, nl)]).toString('utf8') };
       } else {
         if (from >= this.slabEnd) {
           // Whole lines from here, up to SLAB_BYTES and no further than the chunk can reach.
@@ -105,15 +169,16 @@ export class LineCutter {
           this.slabAt = 0;
         }
         const end = this.slab.indexOf('\n', this.slabAt);
-        this.lines.push({ offset: this.lineStart, text: this.slab.slice(this.slabAt, end) });
+        line = { offset: this.lineStart, text: this.slab.slice(this.slabAt, end) };
         this.slabAt = end + 1;
       }
       this.head = null;
       if (this.pieces.length > 0) this.pieces = [];
       this.lineStart = pos + nl + 1;
       from = nl + 1;
-      if (this.lines.length + this.overlong.length >= chunkMaxLines || this.lineStart - this.start >= chunkMaxBytes || this.lineStart >= this.cutAt) {
+      if (entries ? this.takeEntryLine(line) : this.takeLine(line)) {
         this.slab = '';
+        this.complete = true;
         return from;
       }
     }
@@ -129,13 +194,24 @@ export class LineCutter {
     return -1;
   }
 
-  /** The chunk so far. */
+  /**
+   * The chunk so far. When `feed` did not complete it, the data ends here: in error-log framing the
+   * entry being assembled is complete if nothing follows its last newline or what follows begins
+   * another entry, and otherwise waits (the chunk then ends where it starts).
+   */
   cut(): Cut {
-    return { lines: this.lines, overlong: this.overlong, lineStart: this.lineStart };
+    if (this.framing === 'line') return { lines: this.lines, overlong: this.overlong, lineStart: this.lineStart };
+    if (!this.complete && this.entry !== null) {
+      const pending = this.head ?? (this.pieces.length > 0 ? headOf(this.pieces) : null);
+      if (pending === null || startsErrorEntry(pending) || !this.entry.begun) this.closeEntry();
+    }
+    return { lines: this.lines, overlong: this.overlong, lineStart: this.entriesEnd };
   }
 
-  /** The overlong line in progress, if any, scanned up to `scannedTo`. */
+  /** The overlong line in progress, if any, scanned up to `scannedTo`; null when reading must start again at the chunk's end. */
   pendingOverlong(scannedTo: number): OverlongScan | null {
+    // An entry waiting for what follows it is read again from its start.
+    if (this.entry !== null) return null;
     return this.head === null ? null : { head: this.head, scanned: scannedTo };
   }
 
@@ -143,6 +219,59 @@ export class LineCutter {
   pendingBytes(): number {
     return this.pieces.reduce((n, b) => n + b.length, 0);
   }
+
+  /** Line framing: adds a complete line; true when it completes the chunk. */
+  private takeLine(line: SourceLine | Overlong): boolean {
+    if ('text' in line) this.lines.push(line);
+    else this.overlong.push(line);
+    return this.lines.length + this.overlong.length >= this.limits.chunkMaxLines || this.lineStart - this.start >= this.limits.chunkMaxBytes || this.lineStart >= this.cutAt;
+  }
+
+  /** Error-log framing: adds a complete line to its entry, or starts one; true when the chunk is complete. */
+  private takeEntryLine(line: SourceLine | Overlong): boolean {
+    const entry = this.entry;
+    const text = 'text' in line ? line.text : line.head;
+    const begins = startsErrorEntry(text);
+    // lineStart is already past the line's newline.
+    const lineEnd = this.lineStart - 1;
+    if (entry !== null && entry.begun && !begins) {
+      entry.length = lineEnd - entry.offset;
+      if (entry.text !== null && ('head' in line || entry.length > this.limits.maxLineBytes)) {
+        entry.head = headOf([Buffer.from(`${entry.text}\n${text}`)]);
+        entry.text = null;
+      } else if (entry.text !== null) {
+        entry.text += `\n${text}`;
+      }
+    } else {
+      if (entry !== null) {
+        this.closeEntry();
+        if (this.lines.length + this.overlong.length >= this.limits.chunkMaxLines || this.entriesEnd - this.start >= this.limits.chunkMaxBytes) {
+          // The line begins the next chunk's first entry.
+          this.entry = newEntry(line, lineEnd, begins);
+          return true;
+        }
+      }
+      this.entry = newEntry(line, lineEnd, begins);
+    }
+    if (this.lineStart < this.cutAt) return false;
+    this.closeEntry();
+    return true;
+  }
+
+  /** The entry being assembled is complete. */
+  private closeEntry(): void {
+    const entry = this.entry!;
+    if (entry.text !== null) this.lines.push({ offset: entry.offset, text: entry.text });
+    else this.overlong.push({ offset: entry.offset, length: entry.length, head: entry.head });
+    this.entriesEnd = entry.offset + entry.length + 1;
+    this.entry = null;
+  }
+}
+
+/** An entry that begins with `line`, whose newline is at `lineEnd`. */
+function newEntry(line: SourceLine | Overlong, lineEnd: number, begun: boolean): OpenEntry {
+  const length = lineEnd - line.offset;
+  return 'text' in line ? { begun, offset: line.offset, text: line.text, head: '', length } : { begun, offset: line.offset, text: null, head: line.head, length };
 }
 
 /** The first bytes of a line given in pieces, as text (a multi-byte character cut at the end shows as U+FFFD). */
