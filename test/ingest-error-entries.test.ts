@@ -15,7 +15,7 @@ import { parseIngestConfig } from '../ingest/config.js';
 import { importFiles } from '../ingest/import.js';
 import { parseErrorLine } from '../ingest/parsers/error-log.js';
 import { FileTail } from '../ingest/sources/file-tail.js';
-import { LineCutter, type CutLimits } from '../ingest/sources/line-cutter.js';
+import { LineCutter, type CutLimits, type OverlongScan } from '../ingest/sources/line-cutter.js';
 import type { LineChunk } from '../ingest/types.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { createLogger } from '../src/log.js';
@@ -54,7 +54,7 @@ function cutAll(content: Buffer, limits: CutLimits, readBytes: number, style: 'f
   };
   if (style === 'follower') {
     let start = 0;
-    let pending = null;
+    let pending: OverlongScan | null = null;
     for (;;) {
       cutter.begin(start, cutAfter(start), pending);
       let pos = pending?.scanned ?? start;
@@ -105,7 +105,7 @@ function followGrowing(content: Buffer, limits: CutLimits, readBytes: number, wr
   const chunks: Cutting['chunks'] = [];
   const cuts: number[] = [];
   let start = 0;
-  let pending = null;
+  let pending: OverlongScan | null = null;
   for (const available of writeEnds) {
     for (;;) {
       cutter.begin(start, cuts.find((c) => c > start) ?? Infinity, pending);
