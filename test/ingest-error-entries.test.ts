@@ -57,7 +57,7 @@ function cutAll(content: Buffer, limits: CutLimits, readBytes: number, style: 'f
     let pending: OverlongScan | null = null;
     for (;;) {
       cutter.begin(start, cutAfter(start), pending);
-      let pos = pending?.scanned ?? start;
+      let pos: number = pending?.scanned ?? start;
       let end: number;
       for (;;) {
         const view = content.subarray(pos, pos + readBytes);
@@ -109,7 +109,7 @@ function followGrowing(content: Buffer, limits: CutLimits, readBytes: number, wr
   for (const available of writeEnds) {
     for (;;) {
       cutter.begin(start, cuts.find((c) => c > start) ?? Infinity, pending);
-      let pos = pending?.scanned ?? start;
+      let pos: number = pending?.scanned ?? start;
       let eof = false;
       for (;;) {
         const view = content.subarray(pos, Math.min(available, pos + readBytes));
