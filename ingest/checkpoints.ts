@@ -6,6 +6,11 @@
  *
  * Writes are grouped: callers that change entries while a write is under way share the next write,
  * so many sources acknowledging at once cost one fsync, not one each.
+ *
+ * Besides the files, each source has the time up to which every generation of its file is known
+ * (`knownUntil`: each one written before it has an entry). A restart looks for generations written
+ * since, which nobody claimed: rotated away while the worker was stopped, or before it had a look.
+ * The follower advances it in memory as it looks; it goes to disk with the next write.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -40,6 +45,8 @@ const TEMP_NAME = `${FILE_NAME}.tmp`;
 const offset = z.number().int().nonnegative();
 const fileSchema = z.object({
   version: z.literal(1),
+  // Absent in files written before it existed.
+  sources: z.record(z.string(), z.object({ knownUntil: z.string() })).optional(),
   files: z.record(
     z.string().min(1),
     z.object({
@@ -61,6 +68,7 @@ export class CheckpointStore {
   private constructor(
     private readonly dir: string,
     private readonly entries: Map<string, Checkpoint>,
+    private readonly sources: Map<string, { knownUntil: string }>,
     private readonly log: Logger,
   ) {}
 
@@ -83,7 +91,7 @@ export class CheckpointStore {
     try {
       text = await fs.readFile(file, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new CheckpointStore(dir, new Map(), log);
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new CheckpointStore(dir, new Map(), new Map(), log);
       throw err;
     }
     let parsed: z.infer<typeof fileSchema>;
@@ -94,7 +102,7 @@ export class CheckpointStore {
         `checkpoint file ${file} is not valid (${(err as Error).message.split('\n')[0]}); move it away to start over, which reads every log file again from its beginning`,
       );
     }
-    return new CheckpointStore(dir, new Map(Object.entries(parsed.files)), log);
+    return new CheckpointStore(dir, new Map(Object.entries(parsed.files)), new Map(Object.entries(parsed.sources ?? {})), log);
   }
 
   get(identity: string): Checkpoint | undefined {
@@ -104,6 +112,22 @@ export class CheckpointStore {
   /** The entries of one source, oldest change first. */
   list(source: string): [string, Checkpoint][] {
     return [...this.entries].filter(([, e]) => e.source === source).sort(([, a], [, b]) => a.updatedAt.localeCompare(b.updatedAt));
+  }
+
+  /** Epoch ms up to which every generation of `source` is known; undefined for a source never started. */
+  knownUntil(source: string): number | undefined {
+    const record = this.sources.get(source);
+    return record ? Date.parse(record.knownUntil) : undefined;
+  }
+
+  /** Moves `source`'s knownUntil forward (never back); written with the next write, or by `flush`. */
+  noteKnownUntil(source: string, ms: number): void {
+    if (ms > (this.knownUntil(source) ?? -Infinity)) this.sources.set(source, { knownUntil: new Date(ms).toISOString() });
+  }
+
+  /** Writes what changed in memory only (knownUntil); resolves once it is on disk. */
+  flush(): Promise<void> {
+    return this.persist();
   }
 
   /** Records an entry; resolves once it is on disk. */
@@ -151,7 +175,7 @@ export class CheckpointStore {
 
   private startWrite(): Promise<void> {
     // The snapshot is taken now, synchronously: every change made before this call is in it.
-    const text = `${JSON.stringify({ version: 1, files: Object.fromEntries(this.entries) })}\n`;
+    const text = `${JSON.stringify({ version: 1, sources: Object.fromEntries(this.sources), files: Object.fromEntries(this.entries) })}\n`;
     const write = this.writeAtomically(text).finally(() => {
       this.writing = null;
     });

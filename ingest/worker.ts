@@ -134,7 +134,10 @@ function decoderOf(kind: LogKind, route: { format: string; timezone: string }): 
 
 async function runFile(tail: FileTail, source: FileSource, kind: LogKind, stats: SourceStats, deps: PipelineDeps): Promise<void> {
   const input = { decoder: decoderOf(kind, source), domain: source.domain, maxLineBytes: DEFAULT_CUT_LIMITS.maxLineBytes };
-  // A source whose domain is not registered yet reads nothing until it is (the tail opens on its first pull).
+  // The follower claims its files first (writes their checkpoints, reads nothing): a generation that
+  // rotates away while the domain is still unregistered, or before a kill, is then known and read.
+  await tail.start();
+  // A source whose domain is not registered yet reads nothing until it is.
   await routingFor(source.domain, stats, deps);
   await pump(tail, { prepare: (chunk) => prepareChunk(chunk, input, stats, deps), commit: (chunk) => tail.ack(chunk) }, stats, deps);
 }

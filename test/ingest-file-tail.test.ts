@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { checkpointDir, CheckpointStore } from '../ingest/checkpoints.js';
 import { fileIdentity, fingerprintLength, IDENTITY_BYTES, inspectPath, relate } from '../ingest/sources/file-identity.js';
@@ -613,6 +614,141 @@ describe('restart from the checkpoint', () => {
     await second.untilLines(20);
     expect(second.lines()).toEqual(Array.from({ length: 20 }, (_, i) => `new line ${i}`));
     expect(second.chunks[0]!.startOffset).toBe(0);
+  });
+});
+
+/** logrotate's `compress`: the file's gzip written beside it (whole, or only its first `fraction`), the plain file removed. */
+function compress(plain: string, gz: string, fraction = 1): Buffer {
+  const bytes = zlib.gzipSync(fs.readFileSync(plain));
+  fs.writeFileSync(gz, bytes.subarray(0, Math.floor(bytes.length * fraction)));
+  fs.unlinkSync(plain);
+  return bytes;
+}
+
+describe('generations found by their identity', () => {
+  it('a source that stopped before reading anything finds the file it had claimed rotated away, and only that', async () => {
+    // Rotated before the source ever started: history for `tailhouse import`, not for the follower.
+    fs.writeFileSync(`${file}.2`, 'an older generation\n');
+    fs.utimesSync(`${file}.2`, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    const writer = new Writer(file);
+    writer.write(10);
+    // Started and stopped before a line was read (a worker killed while its domain was still
+    // unregistered): the file at the path is claimed all the same.
+    const first = await openTail();
+    await first.start();
+    await first.close();
+    writer.write(5);
+    fs.renameSync(file, `${file}.1`);
+    writer.reopen();
+    writer.write(7);
+    writer.close();
+
+    const second = new Consumer(await openTail());
+    await second.untilLines(22);
+    expectExactlyOnce(second, 22);
+    expect(second.chunks[0]!.path).toBe(`${file}.1`);
+    expect(second.lines()).not.toContain('an older generation');
+  });
+
+  it.each(['beginning', 'end'] as const)('a source first started on an empty file reads the generation written after its start (startAt %s)', async (startAt) => {
+    fs.writeFileSync(file, '');
+    const first = await openTail({ startAt });
+    await first.start();
+    await first.close();
+    // Written, and rotated away, while the source was down: nothing of it was ever seen.
+    const writer = new Writer(file);
+    writer.write(6);
+    fs.renameSync(file, `${file}.1`);
+    writer.reopen();
+    writer.write(4);
+    writer.close();
+
+    const second = new Consumer(await openTail({ startAt }));
+    await second.untilLines(10);
+    expectExactlyOnce(second, 10);
+  });
+
+  it('reads no foreign file as a generation: a compressor\'s temporary file, .bak and .tmp copies', async () => {
+    const writer = new Writer(file);
+    writer.write(10);
+    await runUntilLines(10);
+    // Beside the log while the source is down: a half-written gzip of another text (a compressor
+    // at work), a .bak of an old archive made just now, and a .tmp copy of the file as it was.
+    const other = Array.from({ length: 50 }, (_, i) => `foreign line ${i}\n`).join('');
+    const gz = zlib.gzipSync(other);
+    fs.writeFileSync(`${file}.2.gz.tmp`, gz.subarray(0, gz.length >> 1));
+    fs.writeFileSync(`${file}.7`, 'an archive from long ago\n');
+    fs.utimesSync(`${file}.7`, new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000));
+    fs.copyFileSync(`${file}.7`, `${file}.7.bak`);
+    fs.copyFileSync(file, `${file}.tmp`);
+    fs.writeFileSync(`${file}.old`, other);
+    writer.write(5);
+    fs.renameSync(file, `${file}.1`);
+    writer.reopen();
+    writer.write(5);
+    writer.close();
+
+    const tail = await openTail();
+    const second = new Consumer(tail);
+    second.run();
+    await second.untilLines(10);
+    // Nothing else may come: let the follower look for more than a second (a look for generations
+    // still owed is retried every second), then check.
+    const seen = tail.stats().refreshes;
+    await waitFor(() => tail.stats().refreshes >= seen + 30, () => 'the follower stopped looking');
+    await second.stop();
+    expect(second.lines().map(seqOf)).toEqual(Array.from({ length: 10 }, (_, i) => 10 + i));
+    expect(new Set(second.chunks.map((c) => path.basename(c.path)))).toEqual(new Set(['access.log.1', 'access.log']));
+  });
+
+  it('finishes a generation compressed while it was stopped, and reads one it never saw from its compressed copy', async () => {
+    const writer = new Writer(file);
+    writer.write(10);
+    const first = await runUntilLines(10);
+    // Two rotations while stopped, each generation compressed at once (`compress` without
+    // `delaycompress`): the known one (lines 10–14) and an unseen one (15–18) exist only as gzip.
+    for (const count of [5, 4]) {
+      writer.write(count);
+      if (fs.existsSync(`${file}.1.gz`)) fs.renameSync(`${file}.1.gz`, `${file}.2.gz`);
+      fs.renameSync(file, `${file}.1`);
+      writer.reopen();
+      compress(`${file}.1`, `${file}.1.gz`);
+    }
+    writer.write(3);
+    writer.close();
+
+    const second = new Consumer(await openTail());
+    await second.untilLines(12);
+    expect(second.lines().map(seqOf)).toEqual(Array.from({ length: 12 }, (_, i) => 10 + i));
+    expect(second.chunks.map((c) => path.basename(c.path))).toEqual(['access.log.2.gz', 'access.log.1.gz', 'access.log']);
+    // Resumed in the decompressed text where the plain file's checkpoint left it.
+    expect(second.chunks[0]!.startOffset).toBe(first.chunks.at(-1)!.endOffset);
+  });
+
+  it('reads a compressed generation only once its gzip stream is complete', async () => {
+    const writer = new Writer(file);
+    writer.write(10);
+    await runUntilLines(10);
+    writer.write(5);
+    fs.renameSync(file, `${file}.1`);
+    writer.reopen();
+    // The rest of the known generation (lines 10–14) only in a gzip file still being written.
+    const whole = compress(`${file}.1`, `${file}.1.gz`, 0.6);
+    writer.write(3);
+    writer.close();
+
+    const tail = await openTail();
+    const second = new Consumer(tail);
+    second.run();
+    await waitFor(() => second.lines().length >= 3, () => `${second.lines().length} lines`);
+    // Several looks at the incomplete file (retried every second) read nothing of it.
+    const seen = tail.stats().refreshes;
+    await waitFor(() => tail.stats().refreshes >= seen + 30, () => 'the follower stopped looking');
+    expect(second.lines().map(seqOf)).toEqual([15, 16, 17]);
+    fs.writeFileSync(`${file}.1.gz`, whole);
+    await second.untilLines(8);
+    await second.stop();
+    expect(second.lines().map(seqOf)).toEqual([15, 16, 17, 10, 11, 12, 13, 14]);
   });
 });
 

@@ -187,6 +187,24 @@ describe('following access files', () => {
     await waitForRows(domain.id, 50);
   });
 
+  it('a worker stopped while its source waited for the domain finds the file rotated away at its restart', async () => {
+    const name = `rotated-${process.pid}.example.com`;
+    const file = logFile();
+    append(file, accessLines(0, 50));
+    const yaml = fileSource(name, file);
+    const first = await startWorker(yaml);
+    await until(() => first.stats()[0]!.state === 'waiting for domain', 'the source to wait');
+    await first.close();
+    // Down, its domain registered meanwhile, the file rotated before the restart.
+    const domain = await insertDomain(t.runtime.db, { name, ownerId: null });
+    append(file, accessLines(50, 60));
+    fs.renameSync(file, `${file}.1`);
+    append(file, accessLines(60, 90));
+    await startWorker(yaml);
+    await waitForRows(domain.id, 90);
+    expect(await accessIds(t.runtime.clickhouse, domain.id)).toEqual({ rows: 90, ids: 90 });
+  });
+
   it('a domain registered while its sources wait is read within a second', async () => {
     const name = `soon-${process.pid}.example.com`;
     const files = [logFile(), logFile()];

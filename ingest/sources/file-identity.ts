@@ -19,9 +19,13 @@
  *
  * Device and inode are only a hint: they tell "renamed" from "copied" and reveal inode reuse (same
  * device and inode, different content), but never decide on their own.
+ *
+ * A gzip-compressed file (told by its first bytes) is fingerprinted by its decompressed text, so a
+ * generation keeps its identity once logrotate has compressed it (gzip-text.ts).
  */
 import { createHash } from 'node:crypto';
 import fs, { type FileHandle } from 'node:fs/promises';
+import { gzipHead, startsAsGzip, type TextFile } from './gzip-text.js';
 
 /** At most this many bytes of the first line name the file. */
 export const IDENTITY_BYTES = 1024;
@@ -36,8 +40,11 @@ export interface FileId {
 /** A file found on disk, with the size and modification time it had when its fingerprint was read. */
 export interface FoundFile extends FileId {
   path: string;
+  /** Bytes on disk (compressed ones for a gzip file, whose text may be longer). */
   size: number;
   mtimeMs: number;
+  /** gzip-compressed: its identity is that of its text. */
+  compressed: boolean;
 }
 
 /** How many leading bytes of `head` (a file's beginning) form its fingerprint; null: not yet known. */
@@ -53,14 +60,18 @@ export function fileIdentity(source: string, prefix: Buffer): string {
 }
 
 /** Reads the identity of an open file; null while its first line is incomplete and shorter than IDENTITY_BYTES. */
-export async function readIdentity(fh: FileHandle, source: string): Promise<string | null> {
+export async function readIdentity(fh: Pick<TextFile, 'read'>, source: string): Promise<string | null> {
   const head = Buffer.alloc(IDENTITY_BYTES);
   const { bytesRead } = await fh.read(head, 0, IDENTITY_BYTES, 0);
-  const length = fingerprintLength(head.subarray(0, bytesRead));
+  return identityOfHead(head.subarray(0, bytesRead), source);
+}
+
+function identityOfHead(head: Buffer, source: string): string | null {
+  const length = fingerprintLength(head);
   return length === null ? null : fileIdentity(source, head.subarray(0, length));
 }
 
-/** Identity, device/inode and size of the regular file at `path`; null when there is none. */
+/** Identity (of the text, for a gzip file), device/inode and size of the regular file at `path`; null when there is none. */
 export async function inspectPath(path: string, source: string): Promise<FoundFile | null> {
   let fh: FileHandle;
   try {
@@ -72,7 +83,9 @@ export async function inspectPath(path: string, source: string): Promise<FoundFi
   try {
     const st = await fh.stat();
     if (!st.isFile()) return null;
-    return { path, identity: await readIdentity(fh, source), dev: st.dev, ino: st.ino, size: st.size, mtimeMs: st.mtimeMs };
+    const compressed = await startsAsGzip(fh);
+    const identity = compressed ? identityOfHead(await gzipHead(fh, IDENTITY_BYTES), source) : await readIdentity(fh, source);
+    return { path, identity, dev: st.dev, ino: st.ino, size: st.size, mtimeMs: st.mtimeMs, compressed };
   } finally {
     await fh.close();
   }

@@ -11,20 +11,38 @@
  *   too); it is closed once it has been idle at its end for `rotatedIdleMs`;
  * - copytruncate and in-place truncation: the file at the path shrinks below the read position, or
  *   its first line (its identity) changes, or the read position no longer follows a newline. The
- *   rest of the previous content is then looked for among the rotated siblings (`access.log.1`,
- *   `access.log-20250101`, not compressed ones) by identity and read from where we were; the new
- *   content is read from its beginning. Lines written between logrotate's copy and its truncate are
- *   lost by copytruncate's design, in every shipper.
+ *   rest of the previous content is then looked for among the siblings by identity (see
+ *   generations below) and read from where we were; the new content is read from its beginning.
+ *   Lines written between logrotate's copy and its truncate are lost by copytruncate's design, in
+ *   every shipper.
  * - inode reuse: checkpoints are keyed by content identity, never by inode, so a new file that got
  *   the old inode number starts from its beginning (see file-identity.ts).
- * - restart: the file at the path resumes from its checkpoint; every other checkpointed file of the
- *   same source still found at its recorded path or among the rotated siblings, and longer than its
- *   checkpoint, is finished first (rotations that happened while the worker was stopped).
- * - generations nobody saw (two rotations between two looks, or while stopped): a rotated sibling
- *   with no checkpoint, modified after the previous generation's last change, is read from 0. So is
- *   one modified since the previous look at a file that had no identity then: a new file is empty
- *   when first seen, and lines written to it, copied and truncated before the next look (a
- *   copytruncate right after a rename-and-create) are only in that copy.
+ * - restart: the file at the path resumes from its checkpoint, and the generations below are
+ *   looked for (rotations that happened while the worker was stopped).
+ *
+ * Generations are recognised by identity (the fingerprint of their first line, file-identity.ts),
+ * never by name alone. A file is *claimed* as soon as it has an identity: its checkpoint is written
+ * at its start position (0, or its end for `startAt: end` on a first start) before any of it is
+ * read, so a generation the follower has seen is never forgotten, even when the worker dies before
+ * reading a line of it (while its domain is still unregistered, say). The siblings looked at are the
+ * files whose names start with the followed name and `.` or `-`, plain or gzip-compressed (told by
+ * content; a compressed one only once its gzip stream is complete, gzip-text.ts):
+ * - known generations (a checkpoint, or this run's progress) holding more than was read are
+ *   finished from where they were, whatever their name now: a file rotated away (and perhaps
+ *   compressed) before it was finished, the copy of a file truncated in place;
+ * - unseen generations: a sibling nobody claimed, written after the source last knew every
+ *   generation (`knownUntil` in the checkpoint store, advanced as the follower looks; the previous
+ *   generation's last change when two rotations come between two looks). It must also be named as
+ *   logrotate names generations (`access.log.1`, `access.log-20250101`, either with `.gz`), and no
+ *   sibling with the same identity may be older than that time (a fresh copy of an old archive).
+ *   So a compressor's temporary file (`access.log.2.gz.tmp`), a `.bak` copy, or an archive from
+ *   before the source was first started are never read as generations. Read from their beginning,
+ *   oldest first. A file that changed while it had no identity (a new file is empty when first
+ *   seen) has its generations looked for once it has one: lines written to it, copied and truncated
+ *   before the next look (a copytruncate right after a rename-and-create) are only in that copy.
+ * - the first start of a source claims the file at the path and records when it started; rotated
+ *   generations already there are history for `tailhouse import`, which the follower does not read
+ *   (importing them and following would store them twice).
  *
  * Chunks are exact: [startOffset, endOffset) runs from one line start to the next, cut after
  * `chunkMaxLines` lines or once `chunkMaxBytes` are reached, counted from the chunk's start, so a
@@ -38,22 +56,24 @@
  * one is acknowledged (the file is the buffer); a line being assembled holds at most `maxLineBytes`;
  * longer lines are reported in `overlong` (offset, length, head) without ever being held whole.
  *
- * Not handled: compressed rotations (`compress` without `delaycompress` leaves no plain copy to
- * finish); a file deleted before it was ever opened (nobody can read it); a partial last line of a
- * rotated file that never gets its newline (left unread, logged); lines a writer appends to a
- * rotated file after it was closed (idle `rotatedIdleMs`) wait for the next restart, which finishes
- * it from its checkpoint; two generations of one file whose first lines are byte-identical (they
- * share an identity: nginx lines carry a timestamp, so this takes two rotations within a second
- * with identical requests, or a truncation that keeps the first line).
+ * Not handled: compressions other than gzip (bzip2, xz, zstd: such a generation is finished only
+ * while a plain copy or the open descriptor has it); a file deleted before it was ever opened
+ * (nobody can read it); a partial last line of a rotated file that never gets its newline (left
+ * unread, logged); lines a writer appends to a rotated file after it was closed (idle
+ * `rotatedIdleMs`) wait for the next look for generations (a rotation, a restart); two generations
+ * of one file whose first lines are byte-identical (they share an identity: nginx lines carry a
+ * timestamp, so this takes two rotations within a second with identical requests, or a truncation
+ * that keeps the first line).
  */
 import fs from 'node:fs';
 import fsp, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../../src/log.js';
-import type { Checkpoint, CheckpointStore, CheckpointUpdate } from '../checkpoints.js';
+import type { CheckpointStore, CheckpointUpdate } from '../checkpoints.js';
 import type { LineChunk } from '../types.js';
 import { DEFAULT_CUT_LIMITS, LineCutter, type Cut, type Framing, type OverlongScan } from './line-cutter.js';
-import { inspectPath, isMissing, readIdentity, relate, type FoundFile } from './file-identity.js';
+import { IDENTITY_BYTES, inspectPath, isMissing, readIdentity, relate, type FoundFile } from './file-identity.js';
+import { GzipText, gzipTextLength, type TextFile } from './gzip-text.js';
 
 export interface FileTailOptions {
   /** The followed path (`tail -F` follows the name, not the file). */
@@ -100,7 +120,8 @@ interface Position {
 
 /** An open file being read. */
 interface Tracked extends Position {
-  fh: FileHandle;
+  /** A plain file, or the text of a complete gzip one (a compressed generation). */
+  fh: TextFile;
   path: string;
   dev: number;
   ino: number;
@@ -155,8 +176,18 @@ const WATCH_RETRY_MS = 5_000;
  * within a second of the current generation's last change is the price.
  */
 const MTIME_SLACK_MS = 1_000;
-const COMPRESSED = /\.(gz|bz2|xz|zst|lz4|zip|Z)$/;
+/** A pending look for generations (a compressed one still being written) is tried again this often. */
+const SEARCH_RETRY_MS = 1_000;
+/** Text lengths of compressed siblings are remembered by file state; the memory is dropped beyond this. */
+const MAX_REMEMBERED_LENGTHS = 1_000;
+/**
+ * An incomplete gzip file changed this recently is still being written (a compressor at work), and
+ * worth waiting for; one unchanged for longer was abandoned (a compressor that died).
+ */
+const ABANDONED_AFTER_MS = 60_000;
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
+/** What follows the followed name in a generation's name: `.1`, `-20250101` (any dateformat of digits), perhaps `.gz`. */
+const GENERATION_SUFFIX = /^(?:\.\d+|-\d[\d._-]*?)(?:\.gz)?$/;
 
 export class FileTail implements AsyncIterable<LineChunk> {
   readonly path: string;
@@ -178,7 +209,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private readonly outstanding = new Map<LineChunk, boolean>();
   private readonly buffer = Buffer.alloc(READ_BUFFER_BYTES);
   private queue: Promise<unknown> = Promise.resolve();
-  private started = false;
+  private starting: Promise<void> | null = null;
   private closed = false;
   private closing: Promise<void> | null = null;
   /** Only while starting: the source has no checkpoint and starts at the end. */
@@ -189,6 +220,16 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private watchTriedAt = -Infinity;
   /** Date.now() of the previous look at the path; null before the first. */
   private previousLookAt: number | null = null;
+  /**
+   * A look for generations is owed: those written after this time (Infinity: known ones only).
+   * It stays owed while a candidate cannot be read yet (a gzip file still being written).
+   */
+  private searchSince: number | null = null;
+  private searchedAt = -Infinity;
+  /** Owed by an event of this look (a replaced or newly identified file): looked for at its end. */
+  private searchOwedNow = false;
+  /** Text length (null: incomplete) of compressed siblings, by `dev:ino:size:mtimeMs`. */
+  private readonly textLengths = new Map<string, number | null>();
   private readBytes = 0;
   private refreshes = 0;
 
@@ -269,6 +310,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
       this.closed = true;
       this.wake();
       this.closing = (async () => {
+        await this.starting?.catch(() => {});
         await this.queue;
         this.watcher?.close();
         this.watcher = null;
@@ -280,7 +322,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
   }
 
   private async step(): Promise<IteratorResult<LineChunk>> {
-    if (!this.started) await this.start();
+    await this.start();
     for (;;) {
       if (this.closed) return DONE;
       if (this.outstanding.size < this.maxInFlight) {
@@ -292,30 +334,40 @@ export class FileTail implements AsyncIterable<LineChunk> {
     }
   }
 
-  private async start(): Promise<void> {
-    this.started = true;
-    const entries = this.store.list(this.source);
-    this.skipExisting = this.startAt === 'end' && entries.length === 0;
-    await this.refresh();
-    this.skipExisting = false;
-    await this.resumeRotated(entries);
-    await this.prune();
+  /**
+   * Claims the source's files without reading a line: on a first start, records that the source
+   * exists from now on (generations written since are its own); opens the file at the path and
+   * writes its checkpoint if it has none; looks for generations rotated away while nobody followed.
+   * The worker calls it before it waits for the source's domain; `next()` calls it otherwise.
+   */
+  start(): Promise<void> {
+    this.starting ??= this.begin();
+    return this.starting;
   }
 
-  /** Finishes files of earlier checkpoints that rotated away while nobody was reading them. */
-  private async resumeRotated(entries: [string, Checkpoint][]): Promise<void> {
-    if (entries.length === 0) return;
+  private async begin(): Promise<void> {
+    const startedAt = Date.now();
+    const entries = this.store.list(this.source);
+    // Written by this version (knownUntil), or else the last change of a checkpoint.
+    const knownUntil = this.store.knownUntil(this.source) ?? (entries.length > 0 ? Math.max(...entries.map(([, e]) => Date.parse(e.updatedAt))) : undefined);
+    const firstStart = knownUntil === undefined;
+    if (firstStart) {
+      this.store.noteKnownUntil(this.source, startedAt);
+      await this.store.flush();
+      this.log.info({ path: this.path, startAt: this.startAt }, 'first start of the source: following the file at the path, not the generations already rotated');
+    }
+    this.skipExisting = this.startAt === 'end' && firstStart;
+    // The first start reads no rotated generation already there; known ones it cannot have.
+    this.searchSince = firstStart ? Infinity : knownUntil;
+    await this.refresh();
+    this.skipExisting = false;
     const current = this.current;
-    const pending = entries.filter(([identity]) => identity !== current?.identity && !this.progress.has(identity));
-    const found = await this.siblings(pending.map(([, e]) => e.path));
-    for (const [identity, entry] of pending) {
-      if (current && entry.path === this.path && relate({ identity, dev: entry.dev, ino: entry.ino }, current) === 'inode-reused') {
+    for (const [identity, entry] of entries) {
+      if (current && identity !== current.identity && entry.path === this.path && relate({ identity, dev: entry.dev, ino: entry.ino }, current) === 'inode-reused') {
         this.log.info({ path: this.path, identity, ino: entry.ino }, 'the inode of a checkpointed file now holds another file: reading the new one from its beginning');
       }
-      const file = found.find((f) => f.identity === identity);
-      if (file && file.size > entry.offset) await this.track(file, identity);
     }
-    await this.trackUnseen(Math.max(...entries.map(([, e]) => Date.parse(e.updatedAt))));
+    await this.prune();
   }
 
   /** Looks at the path and at every open file: rotation, truncation, identity, finished files. */
@@ -335,11 +387,20 @@ export class FileTail implements AsyncIterable<LineChunk> {
       since = cur.mtimeMs;
     }
     if (!this.current && seen?.isFile() && (await this.openCurrent())) since ??= this.previousLookAt;
-    // After opening the new file, not before: a rotation between the look and the open leaves the
-    // generation it skipped among the siblings by now.
-    if (since !== null) await this.trackUnseen(since);
+    if (since !== null) this.owe(since);
     this.previousLookAt = lookedAt;
     for (const t of [...this.files]) await this.inspect(t);
+    // After opening the new file, not before: a rotation between the look and the open leaves the
+    // generation it skipped among the siblings by now. A look still owed is tried again each second.
+    if (this.searchSince !== null && (since !== null || this.searchOwedNow || Date.now() - this.searchedAt >= SEARCH_RETRY_MS)) await this.search();
+    this.searchOwedNow = false;
+    // Every generation written before this look is claimed now: a restart need look no further back.
+    if (this.searchSince === null && this.files.every((t) => t.unseenSince === null)) this.store.noteKnownUntil(this.source, lookedAt);
+  }
+
+  /** Generations written after `since` (and known ones with more to read) are to be looked for. */
+  private owe(since: number): void {
+    this.searchSince = Math.min(this.searchSince ?? Infinity, since);
   }
 
   /** Opens the file at the path; false when there is none or it is one already open. */
@@ -410,18 +471,22 @@ export class FileTail implements AsyncIterable<LineChunk> {
   /** Truncation or copytruncate: finish the previous content from a copy if there is one; restart the file. */
   private async onReplaced(t: Tracked, why: string, previousSize: number, previousMtimeMs: number): Promise<void> {
     const old = t.identity;
-    const position: Position = { lineStart: t.lineStart, overlong: t.overlong };
+    const position = t.lineStart;
     t.identity = null;
     t.lineStart = 0;
     t.overlong = null;
     t.drained = false;
-    const copy = old === null ? undefined : (await this.siblings([])).find((f) => f.identity === old && f.size > position.lineStart);
-    const fields = { path: t.path, identity: old, offset: position.lineStart, why };
-    if (copy && old !== null) {
+    // The copy, if any, is a known generation with more to read than was read (its progress stays).
+    this.owe(previousMtimeMs);
+    await this.search();
+    const fields = { path: t.path, identity: old, offset: position, why };
+    const copy = this.files.find((u) => u !== t && u.identity === old);
+    if (copy) {
       this.log.info({ ...fields, copy: copy.path }, 'file rewritten in place (copytruncate): finishing its previous content from the copy');
-      await this.track(copy, old, position);
-    } else if (previousSize > position.lineStart) {
-      this.log.warn({ ...fields, unread: previousSize - position.lineStart }, 'file truncated in place with unread bytes and no copy of them found: they are lost');
+    } else if (previousSize > position && this.searchSince === null) {
+      this.log.warn({ ...fields, unread: previousSize - position }, 'file truncated in place with unread bytes and no copy of them found: they are lost');
+    } else if (previousSize > position) {
+      this.log.info(fields, 'file rewritten in place: a copy of its unread rest may still be being written; looking again');
     } else {
       this.log.info(fields, 'file truncated in place: reading it again from its beginning');
     }
@@ -458,14 +523,18 @@ export class FileTail implements AsyncIterable<LineChunk> {
       p.acked = at;
       await this.store.set(identity, this.checkpointOf(p));
       this.log.info({ path: t.path, identity, offset: at }, 'no checkpoint and startAt end: skipping what the file already holds');
+    } else if (!this.store.get(identity)) {
+      // Claimed before anything is read: if the worker dies now and the file is rotated away, the
+      // restart knows it and finishes it wherever it went.
+      await this.store.set(identity, this.checkpointOf(p));
     }
     t.identity = identity;
     t.lineStart = at;
     t.overlong = null;
     if (t.unseenSince !== null) {
-      const since = t.unseenSince;
+      this.owe(t.unseenSince);
+      this.searchOwedNow = true;
       t.unseenSince = null;
-      await this.trackUnseen(since);
     }
   }
 
@@ -474,52 +543,143 @@ export class FileTail implements AsyncIterable<LineChunk> {
     return { acked: entry?.offset ?? 0, cuts: [...(entry?.cuts ?? [])], handedOut: [], path: t.path, dev: t.dev, ino: t.ino };
   }
 
-  /** Opens a file found on disk as a rotated one to finish, at `position` or at its checkpoint. */
-  private async track(found: FoundFile, identity: string, position?: Position): Promise<void> {
+  /**
+   * Opens a generation found on disk as a rotated file to finish, from its progress or checkpoint;
+   * false when it cannot be read yet (a gzip file not complete) or changed since it was looked at.
+   */
+  private async track(found: FoundFile, identity: string): Promise<boolean> {
     let fh: FileHandle;
     try {
       fh = await fsp.open(found.path, 'r');
     } catch (err) {
-      if (isMissing(err)) return;
+      if (isMissing(err)) return true;
       throw err;
     }
     const st = await fh.stat();
+    let text: TextFile | null = fh;
+    if (found.compressed) text = await GzipText.open(fh, IDENTITY_BYTES);
+    if (!text) return false;
     // Renamed again between the look and the open: leave it for the next look.
-    if (st.dev !== found.dev || st.ino !== found.ino || (await readIdentity(fh, this.source)) !== identity) {
-      await fh.close();
-      return;
+    if (st.dev !== found.dev || st.ino !== found.ino || (await readIdentity(text, this.source)) !== identity) {
+      await text.close();
+      return true;
     }
-    const t = newTracked(fh, found.path, st, true);
-    t.size = st.size;
-    t.mtimeMs = st.mtimeMs;
+    const t = newTracked(text, found.path, st, true);
+    const textStat = await text.stat();
+    t.size = textStat.size;
+    t.mtimeMs = textStat.mtimeMs;
     this.files.splice(this.current ? this.files.indexOf(this.current) : this.files.length, 0, t);
-    if (position) {
-      t.identity = identity;
-      t.lineStart = position.lineStart;
-      t.overlong = position.overlong;
-      const p = this.progress.get(identity);
-      if (p) Object.assign(p, { path: t.path, dev: t.dev, ino: t.ino });
-    } else {
-      await this.adopt(t, identity);
-    }
-    this.log.info({ path: found.path, identity, offset: t.lineStart, size: st.size }, 'finishing a rotated file');
+    await this.adopt(t, identity);
+    this.log.info({ path: found.path, identity, offset: t.lineStart, size: t.size, compressed: found.compressed }, 'finishing a rotated file');
+    return true;
   }
 
   /**
-   * Generations that came and went unseen: two rotations between two looks, or rotations while the
-   * worker was stopped, leave a sibling (`access.log.1` between `.2` and the new file) that no
-   * checkpoint knows. Such a sibling was written after `since` (the last change seen in the
-   * generation before it, or the last checkpoint); older archives were not, and are left alone
-   * (`tailhouse import` is for those). Read from their beginning, oldest first.
+   * Looks among the siblings for the generations owed (see the header): known ones with more to
+   * read than was read, and unseen ones written after `searchSince`. Opens them oldest first. The
+   * look stays owed while a candidate cannot be read yet.
    */
-  private async trackUnseen(since: number): Promise<void> {
-    const unseen = (await this.siblings([])).filter(
-      (f): f is FoundFile & { identity: string } => f.identity !== null && f.mtimeMs > since - MTIME_SLACK_MS && !this.store.get(f.identity) && !this.progress.has(f.identity),
-    );
-    for (const file of unseen.sort((a, b) => a.mtimeMs - b.mtimeMs)) {
-      this.log.info({ path: file.path, identity: file.identity }, 'a generation of the file rotated away before it was seen: reading it');
-      await this.track(file, file.identity);
+  private async search(): Promise<void> {
+    const since = this.searchSince;
+    if (since === null) return;
+    this.searchedAt = Date.now();
+    const siblings = await this.siblings();
+    const open = new Set(this.files.map((t) => t.identity));
+    // How far each known generation was read: this run's progress, else its checkpoint.
+    const readTo = new Map<string, number>(this.store.list(this.source).map(([identity, e]) => [identity, e.offset]));
+    for (const [identity, p] of this.progress) readTo.set(identity, p.handedOut.at(-1)?.endOffset ?? p.acked);
+    const byIdentity = new Map<string, FoundFile[]>();
+    for (const f of siblings) {
+      if (f.identity === null || open.has(f.identity)) continue;
+      byIdentity.set(f.identity, [...(byIdentity.get(f.identity) ?? []), f]);
     }
+    let pending = false;
+    const toRead: { file: FoundFile; identity: string }[] = [];
+    for (const [identity, copies] of byIdentity) {
+      const position = readTo.get(identity);
+      let candidates = copies;
+      if (position === undefined) {
+        // Unseen: new content, so every copy of it was written after `since` (one older than that
+        // makes the others fresh copies of an old archive), read from a file named as a generation.
+        if (!copies.every((f) => f.mtimeMs > since - MTIME_SLACK_MS)) continue;
+        candidates = copies.filter((f) => this.isGenerationName(f.path));
+        // A compressor writing under a name of its own renames the file when done: look again then.
+        if (candidates.length === 0) {
+          if (copies.some((f) => f.compressed && isFresh(f))) pending = true;
+          continue;
+        }
+      }
+      const choice = await this.readableCopy(candidates, position ?? 0);
+      if (choice === 'pending') pending = true;
+      else if (choice) toRead.push({ file: choice, identity });
+    }
+    // An unseen generation whose first line is still incomplete gets it soon: look again then.
+    if (siblings.some((f) => f.identity === null && f.size > 0 && f.mtimeMs > since - MTIME_SLACK_MS && this.isGenerationName(f.path))) pending = true;
+    // Known generations came first (they were seen before the others), then by modification time.
+    const order = (g: { file: FoundFile; identity: string }) => [readTo.has(g.identity) ? 0 : 1, g.file.mtimeMs] as const;
+    toRead.sort((a, b) => order(a)[0] - order(b)[0] || order(a)[1] - order(b)[1]);
+    for (const { file, identity } of toRead) {
+      if (!readTo.has(identity)) this.log.info({ path: file.path, identity }, 'a generation of the file rotated away before it was seen: reading it');
+      if (!(await this.track(file, identity))) pending = true;
+    }
+    this.searchSince = pending ? since : null;
+  }
+
+  /**
+   * Of the copies of one generation, the one to read past `position`: a plain one if there is one
+   * (it may still be growing; a compressed copy of it holds no more), else a complete compressed
+   * one. 'pending' while only a compressed copy still being written could tell; null when no copy
+   * holds more.
+   */
+  private async readableCopy(copies: FoundFile[], position: number): Promise<FoundFile | 'pending' | null> {
+    const plain = copies.filter((f) => !f.compressed);
+    if (plain.length > 0) {
+      // The longest: a copy taken earlier holds less of the same lines.
+      const longest = plain.reduce((a, b) => (b.size > a.size ? b : a));
+      return longest.size > position ? longest : null;
+    }
+    let pending = false;
+    for (const copy of copies) {
+      const length = await this.textLength(copy);
+      if (length === undefined || (length === null && isFresh(copy))) pending = true;
+      else if (length !== null) return length > position ? copy : null;
+    }
+    return pending ? 'pending' : null;
+  }
+
+  /** Whether a sibling's name is one logrotate gives a generation: `.N` or `-DATE`, perhaps `.gz`. */
+  private isGenerationName(filePath: string): boolean {
+    const name = path.basename(filePath);
+    const base = path.basename(this.path);
+    if (path.dirname(filePath) !== path.dirname(this.path) || !name.startsWith(base)) return false;
+    return GENERATION_SUFFIX.test(name.slice(base.length));
+  }
+
+  /**
+   * The text length of a compressed sibling: null while it is incomplete (or damaged), undefined
+   * when it was renamed or replaced since it was looked at. Remembered by file state.
+   */
+  private async textLength(file: FoundFile): Promise<number | null | undefined> {
+    const key = `${file.dev}:${file.ino}:${file.size}:${file.mtimeMs}`;
+    if (this.textLengths.has(key)) return this.textLengths.get(key);
+    let fh: FileHandle;
+    try {
+      fh = await fsp.open(file.path, 'r');
+    } catch (err) {
+      if (isMissing(err)) return undefined;
+      throw err;
+    }
+    let length: number | null;
+    try {
+      const st = await fh.stat();
+      if (st.dev !== file.dev || st.ino !== file.ino || st.size !== file.size || st.mtimeMs !== file.mtimeMs) return undefined;
+      length = await gzipTextLength(fh);
+    } finally {
+      await fh.close();
+    }
+    if (this.textLengths.size >= MAX_REMEMBERED_LENGTHS) this.textLengths.clear();
+    this.textLengths.set(key, length);
+    return length;
   }
 
   /** A rotated-away file has been idle at its end long enough. */
@@ -544,10 +704,10 @@ export class FileTail implements AsyncIterable<LineChunk> {
   }
 
   /**
-   * The rotated siblings of the followed path (`access.log.1`, `access.log-20250101`, …, not the
-   * compressed ones) and `extra` paths, with their identities; files already open are left out.
+   * The files beside the followed path whose names start with its name and `.` or `-`, plain or
+   * compressed, with their identities; files already open are left out.
    */
-  private async siblings(extra: string[]): Promise<FoundFile[]> {
+  private async siblings(): Promise<FoundFile[]> {
     const dir = path.dirname(this.path);
     const base = path.basename(this.path);
     let names: string[] = [];
@@ -556,14 +716,12 @@ export class FileTail implements AsyncIterable<LineChunk> {
     } catch (err) {
       if (!isMissing(err)) throw err;
     }
-    const candidates = new Set(
-      names.filter((n) => (n.startsWith(`${base}.`) || n.startsWith(`${base}-`)) && !COMPRESSED.test(n)).map((n) => path.join(dir, n)),
-    );
-    for (const p of extra) if (p !== this.path) candidates.add(p);
     const found: FoundFile[] = [];
-    for (const candidate of candidates) {
+    for (const name of names) {
+      if (!name.startsWith(`${base}.`) && !name.startsWith(`${base}-`)) continue;
+      const candidate = path.join(dir, name);
       const file = await inspectPath(candidate, this.source).catch((err: unknown) => {
-        this.log.debug({ path: candidate, err }, 'cannot inspect a rotated sibling');
+        this.log.debug({ path: candidate, err }, 'cannot inspect a sibling');
         return null;
       });
       if (file && !this.files.some((t) => t.dev === file.dev && t.ino === file.ino)) found.push(file);
@@ -678,7 +836,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
   }
 }
 
-function newTracked(fh: FileHandle, filePath: string, st: fs.Stats, rotated: boolean): Tracked {
+function newTracked(fh: TextFile, filePath: string, st: { dev: number; ino: number }, rotated: boolean): Tracked {
   return {
     fh,
     path: filePath,
@@ -699,6 +857,11 @@ function newTracked(fh: FileHandle, filePath: string, st: fs.Stats, rotated: boo
   };
 }
 
+/** A file changed recently enough to be still being written. */
+function isFresh(file: FoundFile): boolean {
+  return Date.now() - file.mtimeMs < ABANDONED_AFTER_MS;
+}
+
 async function statOrNull(filePath: string): Promise<fs.Stats | null> {
   try {
     return await fsp.stat(filePath);
@@ -709,7 +872,7 @@ async function statOrNull(filePath: string): Promise<fs.Stats | null> {
 }
 
 /** The byte at `offset`, or -1 past the end. */
-async function byteAt(fh: FileHandle, offset: number): Promise<number> {
+async function byteAt(fh: TextFile, offset: number): Promise<number> {
   const one = Buffer.alloc(1);
   const { bytesRead } = await fh.read(one, 0, 1, offset);
   return bytesRead === 1 ? one[0]! : -1;
@@ -721,7 +884,7 @@ async function fitsAt(t: Tracked, offset: number): Promise<boolean> {
 }
 
 /** Where the last complete line of the first `size` bytes ends (0 when there is none). */
-async function lastLineEnd(fh: FileHandle, size: number): Promise<number> {
+async function lastLineEnd(fh: TextFile, size: number): Promise<number> {
   const buf = Buffer.alloc(READ_BUFFER_BYTES);
   for (let end = size; end > 0; ) {
     const start = Math.max(0, end - buf.length);
