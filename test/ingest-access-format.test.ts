@@ -158,10 +158,13 @@ describe('$request', () => {
     expect(request(`GET ${target} HTTP/1.1`).url).toBe(target);
   });
 
-  it('$request_method, $request_uri and $server_protocol take precedence over $request, unless they are -', () => {
+  it('$request_method, $request_uri and $server_protocol take precedence over $request, unless they are - or empty', () => {
     const parse = compileAccessFormat('[$time_local] "$request" $request_method $request_uri $server_protocol');
     // nginx refused the request line (400): the three are -, $request still holds what was sent.
     expect(entryOf(parse, '[21/Nov/2026:08:15:30 +0100] "GET /a b HTTP/1.1" - - -')).toMatchObject({ method: 'GET', url: '/a b', protocol: 'HTTP/1.1' });
+    // A version nginx does not speak (505): $server_protocol is empty.
+    const quoted = compileAccessFormat('[$time_local] "$request" "$request_method" "$request_uri" "$server_protocol"');
+    expect(entryOf(quoted, '[21/Nov/2026:08:15:30 +0100] "GET /v HTTP/9.9" "GET" "/v" ""')).toMatchObject({ method: 'GET', url: '/v', protocol: 'HTTP/9.9' });
     expect(entryOf(parse, '[21/Nov/2026:08:15:30 +0100] "GET /a HTTP/1.1" GET /a?utm=x HTTP/1.1')).toMatchObject({ method: 'GET', url: '/a?utm=x', protocol: 'HTTP/1.1' });
     const alone = compileAccessFormat('[$time_local] $request_method "$request_uri" $server_protocol $status');
     expect(entryOf(alone, String.raw`[21/Nov/2026:08:15:30 +0100] DELETE "/items/7?force=\x22yes\x22" HTTP/2.0 204`)).toMatchObject({ method: 'DELETE', url: '/items/7?force="yes"', protocol: 'HTTP/2.0', statusCode: 204 });

@@ -335,9 +335,10 @@ export function compileAccessFormat(format: string): AccessLineParser {
         url = value(other);
       }
     }
-    // For a request line nginx refused (400) these are `-` while $request still holds the line:
-    // with $request in the format, a `-` leaves what $request gave.
-    const part = (group: number, fromRequest: string) => (requestGroup && m[group] === '-' ? fromRequest : value(m[group]!));
+    // For a request line nginx refused these are `-` (400) or empty ($server_protocol of a 505 for
+    // `HTTP/9.9`) while $request still holds the line: with $request in the format, they leave
+    // what $request gave.
+    const part = (group: number, fromRequest: string) => (requestGroup && (m[group] === '-' || m[group] === '') ? fromRequest : value(m[group]!));
     if (methodGroup) method = part(methodGroup, method);
     if (uriGroup) url = part(uriGroup, url);
     else if (pathGroup && !requestGroup) {
