@@ -14,13 +14,18 @@
  *              JavaScript HTTP front, standing in for a ClickHouse server), so that the import
  *              process holds neither engine; skipped when the PostgreSQL server does not answer
  *   live       `tailhouse ingest --config C` following an empty file to which the log is appended at full speed
+ *   baseline   (only when asked) the import of this checkout against the import of BENCH_BASELINE, a git
+ *              revision checked out in a temporary worktree (removed afterwards): BENCH_ROUNDS rounds,
+ *              the two alternating in each, on fresh DATA_DIRs; medians of their own rates and the ratio
  *
  * Rows landed are checked by count and by a fingerprint of their columns against the regexp step's.
  * Figures are printed, never asserted: exit 0 unless the bench itself could not run.
  *
  * Environment (optional):
  *   BENCH_LINES   lines to generate (default 1000000)
- *   BENCH_STEPS   comma list of goaccess,regexp,import,server-import,live (default all)
+ *   BENCH_STEPS   comma list of goaccess,regexp,import,server-import,live,baseline (default all but baseline)
+ *   BENCH_BASELINE  the git revision the baseline step times (e.g. the commit before a change)
+ *   BENCH_ROUNDS  rounds of the baseline step (default 5)
  *   BENCH_DATABASE_URL  the PostgreSQL server of server-import (default postgres://postgres@127.0.0.1:5432/test)
  *   BENCH_LIVE_RATE  lines/s the live step appends at (default: full speed, in 4 MiB writes)
  *   BENCH_KEEP    1: keep the temporary directory (log, reports, data directories) and print its path
@@ -42,6 +47,9 @@ const STEPS = new Set((process.env.BENCH_STEPS ?? 'goaccess,regexp,import,server
 const KEEP = process.env.BENCH_KEEP === '1';
 /** Lines per second the live step appends at; unset: as fast as the disk takes them. */
 const LIVE_RATE = Number(process.env.BENCH_LIVE_RATE || Infinity);
+/** The git revision whose import the baseline step times against this checkout's. */
+const BASELINE = process.env.BENCH_BASELINE;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 /** The PostgreSQL server the server-mode import gets a scratch database on. */
 const DATABASE_URL = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -122,17 +130,21 @@ async function childResult<T>(args: string[]): Promise<{ result: T; m: Measured 
 
 const ADMIN = { ADMIN_EMAIL: 'bench-admin@example.com', ADMIN_PASSWORD: 'bench-admin-password-1', JWT_SECRET: randomBytes(48).toString('base64url') };
 
-/** Embedded mode on `dataDir`: the environment is built from scratch, so no DATABASE_URL or CLICKHOUSE_URL leaks in. */
-function tailhouse(args: string[], dataDir: string, opts: { env?: Record<string, string>; onLine?: (line: string) => void } = {}) {
-  return spawnMeasured(process.execPath, [BIN, ...args], {
-    cwd: ROOT,
+/**
+ * Embedded mode on `dataDir`: the environment is built from scratch, so no DATABASE_URL or
+ * CLICKHOUSE_URL leaks in. `root`: the checkout whose tailhouse runs (default this one).
+ */
+function tailhouse(args: string[], dataDir: string, opts: { env?: Record<string, string>; onLine?: (line: string) => void; root?: string } = {}) {
+  const root = opts.root ?? ROOT;
+  return spawnMeasured(process.execPath, [path.join(root, 'bin', 'tailhouse.js'), ...args], {
+    cwd: root,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, ...ADMIN, ...opts.env },
     onLine: opts.onLine,
   });
 }
 
-async function mustRun(args: string[], dataDir: string, env?: Record<string, string>): Promise<Measured> {
-  const m = await tailhouse(args, dataDir, { env }).done;
+async function mustRun(args: string[], dataDir: string, env?: Record<string, string>, root?: string): Promise<Measured> {
+  const m = await tailhouse(args, dataDir, { env, root }).done;
   if (m.code !== 0) throw new Error(`tailhouse ${args.join(' ')} failed (exit ${m.code}): ${tail(m.stderr || m.stdout)}`);
   return m;
 }
@@ -141,9 +153,9 @@ async function mustRun(args: string[], dataDir: string, env?: Record<string, str
  * A fresh DATA_DIR with the bench domain registered (which also creates and migrates both stores:
  * embedded ones in the directory, or the servers `env` names).
  */
-async function freshDataDir(dir: string, name: string, env?: Record<string, string>): Promise<string> {
+async function freshDataDir(dir: string, name: string, env?: Record<string, string>, root?: string): Promise<string> {
   const dataDir = path.join(dir, name);
-  await mustRun(['domains', 'add', DOMAIN], dataDir, env);
+  await mustRun(['domains', 'add', DOMAIN], dataDir, env, root);
   return dataDir;
 }
 
@@ -299,6 +311,55 @@ async function spawnClickhouseHttp(dataDir: string): Promise<{ url: string; serv
   });
   return { url: await Promise.race([url, exited]), server };
 }
+
+/**
+ * The import of this checkout against the import of BASELINE, checked out in a temporary worktree
+ * (sharing this checkout's node_modules): ROUNDS rounds, each running both on fresh DATA_DIRs, the
+ * order swapped every round so that a drift of the machine's load does not favour one. The figure
+ * is each import's own rate (its summary's, without process start-up), as medians.
+ */
+async function benchBaseline(log: string, dir: string): Promise<string[]> {
+  if (!BASELINE) throw new Error('set BENCH_BASELINE to the git revision to compare with');
+  const tree = path.join(dir, 'baseline-tree');
+  const git = (...args: string[]) => {
+    const r = spawnSync('git', ['-C', ROOT, ...args], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`git ${args.join(' ')}: ${r.stderr.trim()}`);
+    return r.stdout.trim();
+  };
+  const rev = git('rev-parse', '--short', BASELINE);
+  git('worktree', 'add', '--detach', tree, rev);
+  try {
+    fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(tree, 'node_modules'));
+    const codes = [
+      { name: `this checkout (${git('rev-parse', '--short', 'HEAD')}${git('status', '--porcelain', '--untracked-files=no') ? ', with uncommitted changes' : ''})`, root: ROOT, rates: [] as number[] },
+      { name: `baseline ${rev}`, root: tree, rates: [] as number[] },
+    ];
+    const lines: string[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const code of round % 2 === 0 ? codes : [...codes].reverse()) {
+        const dataDir = await freshDataDir(dir, `baseline-${round}-${code.root === ROOT ? 'this' : 'base'}`, undefined, code.root);
+        const m = await mustRun(['import', log, '--domain', DOMAIN, '--format', ACCESS_FORMAT], dataDir, undefined, code.root);
+        const summary = m.stdout.split('\n').find((l) => l.startsWith('imported ')) ?? '';
+        const rate = Number(/\((\d+) lines\/s\)/.exec(summary)?.[1]);
+        if (!summary.includes(`${LINES} stored, 0 rejected`) || !rate) throw new Error(`${code.name}: unexpected summary: ${summary || tail(m.stdout)}`);
+        code.rates.push(rate);
+        fs.rmSync(dataDir, { recursive: true, force: true });
+      }
+      lines.push(`round ${round + 1}: ${codes.map((c) => `${c.name} ${fmt(c.rates.at(-1)!)}`).join(', ')} lines/s (load average ${os.loadavg()[0]!.toFixed(1)})`);
+    }
+    const [current, baseline] = codes.map((c) => median(c.rates)) as [number, number];
+    lines.push(`import's own rate, median of ${ROUNDS}: ${codes[0]!.name} ${fmt(current)}, ${codes[1]!.name} ${fmt(baseline)} lines/s: ${(current / baseline).toFixed(3)}× (target: ≥ 0.97×)`);
+    return lines;
+  } finally {
+    git('worktree', 'remove', '--force', tree);
+  }
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
 
 async function benchLive(log: string, dir: string, reference?: Fingerprint): Promise<{ figure: Figure; lagMs: number; stopMs: number }> {
   const dataDir = await freshDataDir(dir, 'live');
@@ -481,9 +542,12 @@ async function main(): Promise<void> {
     else if (server) figures.push(...server);
     const live = cliReady ? await step('live', () => benchLive(log, dir, regexp?.reference)) : undefined;
     if (live) figures.push(live.figure);
+    const baseline = await step('baseline', () => benchBaseline(log, dir));
 
-    printTable(figures);
-    console.log();
+    if (figures.length > 0) {
+      printTable(figures);
+      console.log();
+    }
     const g = typeof goaccess === 'object' ? goaccess : undefined;
     ratio('tailhouse import vs goaccess', imports?.[0], g, 'target: > 1');
     ratio('tailhouse import vs ClickHouse Regexp', imports?.[0], regexp?.figure, 'target: ≥ 0.5, within 2×; whole process against the INSERT alone');
@@ -500,6 +564,7 @@ async function main(): Promise<void> {
     }
     ratio('live ingest vs goaccess', live?.figure, g, 'no target');
     if (live) console.log(`live lag after the writer stopped: ${fmt(live.lagMs)} ms (target ≤ 2,000; resolution ${STATS_INTERVAL_MS} ms, the stats interval); worker stopped ${fmt(live.stopMs)} ms after SIGTERM`);
+    for (const line of baseline ?? []) console.log(line);
     for (const note of notes) console.log(`note: ${note}`);
     console.log(`\nload average after: ${load()}`);
   } finally {
