@@ -447,7 +447,7 @@ interface StretchReader {
   explain(line: string, k: number): Diagnosis & { end: number };
 }
 
-/** A free-text value: anything but a line break or a quote (nginx escapes both in values). */
+/** Variables whose values are free text: anything but a quote or a line break (nginx escapes both). */
 const isFreeText = (kind: Kind | null) => kind === 'text' || kind === 'host' || kind === 'request';
 // $request as the free variable of its stretch: split like the first expression splits it.
 const REQUEST_SPLIT = new RegExp(`^(?:${requestPattern('"')})$`);

@@ -141,8 +141,9 @@ export class LineCutter {
 
   /**
    * Cuts `view`, the bytes found at offset `pos` of the source. Returns the index in `view` just
-   * after the newline that completed the chunk, or -1 when the whole view was taken and the chunk
-   * is not complete yet (its last line, if unfinished, is kept pending).
+   * after the newline that completed the chunk (0 when `next` found it complete already: an entry
+   * read past the last chunk's end that reaches a recorded cut), or -1 when the whole view was taken
+   * and the chunk is not complete yet (its last line, if unfinished, is kept pending).
    */
   feed(view: Buffer, pos: number): number {
     if (this.complete) return 0;
