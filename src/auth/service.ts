@@ -18,7 +18,7 @@ import {
   spendRefreshToken,
   useApiToken,
 } from './store.js';
-import { addressKey, beginAttempt, countLinkFailure, TOO_MANY_LINKS } from './throttle.js';
+import { addressKey, beginAttempt, checkLink } from './throttle.js';
 import { ACCESS_TOKEN_TTL_S, PERSONAL_TOKEN_PREFIX, REFRESH_TOKEN_TTL_S, randomToken, signAccessToken, tokenHash, verifyAccessToken } from './tokens.js';
 
 type AuthDeps = Pick<Services, 'db' | 'jwtSecret' | 'log'>;
@@ -55,21 +55,18 @@ async function issueSession(deps: AuthDeps, user: { id: number; token_version: n
 export async function login(deps: AuthDeps, credentials: { email: string; password: string }, client: ClientInfo): Promise<Session> {
   const email = normaliseEmail(credentials.email);
   const address = addressKey(client.ipAddress);
-  let attempt;
-  try {
-    attempt = await beginAttempt(
-      deps.db,
-      [
-        { scope: 'login-pair', key: JSON.stringify([email, address]) },
-        { scope: 'login-address', key: address },
-        { scope: 'login-account', key: email },
-      ],
-      { refusal: 'Too many failed login attempts; try again later', exempt: { 'login-account': () => isKnownLoginAddress(deps.db, email, address) } },
-    );
-  } catch (err) {
+  const keys = [
+    { scope: 'login-pair', key: JSON.stringify([email, address]) },
+    { scope: 'login-address', key: address },
+    { scope: 'login-account', key: email },
+  ] as const;
+  const attempt = await beginAttempt(deps.db, [...keys], {
+    refusal: 'Too many failed login attempts; try again later',
+    exempt: { 'login-account': () => isKnownLoginAddress(deps.db, email, address) },
+  }).catch((err: unknown) => {
     if (err instanceof ApiError && err.status === 429) deps.log.warn({ email, ip: client.ipAddress }, 'login throttled');
     throw err;
-  }
+  });
   const user = await findUserByEmail(deps.db, email);
   const passwordOk = await verifyPassword(user?.password_hash, credentials.password);
   if (!user || !passwordOk || !user.active) {
@@ -116,16 +113,13 @@ export async function logout(deps: AuthDeps, refreshToken: string, client: Clien
 
 /**
  * Sets a new password through a single-use reset link; ends every session of the user and voids
- * its other links. The token is checked (a hash lookup) before the new password is hashed, and
- * unknown tokens are throttled per client address, so junk tokens cost no argon2 work.
+ * its other links. The token is checked (a hash lookup, see checkLink) before the new password is
+ * hashed, so junk tokens cost no argon2 work.
  */
 export async function resetPasswordWithToken(deps: AuthDeps, token: string, newPassword: string, client: ClientInfo): Promise<void> {
   const hash = tokenHash(token);
   const invalidToken = () => invalidField('token', 'Reset link is unknown, already used or expired');
-  if (!(await isLivePasswordReset(deps.db, hash))) {
-    await countLinkFailure(deps.db, client.ipAddress, TOO_MANY_LINKS);
-    throw invalidToken();
-  }
+  if (!(await checkLink(deps.db, client.ipAddress, async () => (await isLivePasswordReset(deps.db, hash)) || undefined))) throw invalidToken();
   const passwordHash = await hashPassword(newPassword);
   await deps.db.transaction(async (tx) => {
     // Spent here, atomically: of two concurrent uses of one link, one wins.

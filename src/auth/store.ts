@@ -147,17 +147,27 @@ export async function settleAttempt(db: Db, key: ThrottleKey, failures: 'count' 
 
 /**
  * Counts one failure against a key, in one statement, and returns the window's failures, this one
- * included: for checks too cheap to guard (a token lookup), counted after them.
+ * included: for checks too cheap to guard (a token lookup), counted after them. A key already past
+ * `max` is only read, not written again: a flood from one client then costs no row versions.
  */
-export async function countFailure(db: Db, key: ThrottleKey, windowS: number): Promise<{ failures: number; freeIn: number }> {
-  const expired = sql`t.window_start <= now() - make_interval(secs => ${windowS})`;
+export async function countFailure(db: Db, key: ThrottleKey, windowS: number, max: number): Promise<{ failures: number; freeIn: number }> {
+  const window = sql`make_interval(secs => ${windowS})`;
+  const expired = sql`t.window_start <= now() - ${window}`;
   const [row] = await db.query<{ failures: number; free_in: number }>(sql`
-    insert into auth_throttles as t (scope, key, window_start, failures, in_flight) values (${key.scope}, ${key.key}, now(), 1, 0)
-    on conflict (scope, key) do update set
-      window_start = case when ${expired} then now() else t.window_start end,
-      failures = case when ${expired} then 1 else t.failures + 1 end,
-      in_flight = case when ${expired} then 0 else t.in_flight end
-    returning failures, extract(epoch from window_start + make_interval(secs => ${windowS}) - now())::float8 as free_in`);
+    with past as (
+      select failures, window_start from auth_throttles
+      where scope = ${key.scope} and key = ${key.key} and failures > ${max} and window_start > now() - ${window}
+    ), counted as (
+      insert into auth_throttles as t (scope, key, window_start, failures, in_flight)
+      select ${key.scope}, ${key.key}, now(), 1, 0 where not exists (select 1 from past)
+      on conflict (scope, key) do update set
+        window_start = case when ${expired} then now() else t.window_start end,
+        failures = case when ${expired} then 1 else t.failures + 1 end,
+        in_flight = case when ${expired} then 0 else t.in_flight end
+      returning failures, window_start
+    )
+    select failures, extract(epoch from window_start + ${window} - now())::float8 as free_in
+    from (select failures, window_start from counted union all select failures, window_start from past) as now_counted`);
   return { failures: Number(row!.failures), freeIn: Number(row!.free_in) };
 }
 

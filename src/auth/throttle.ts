@@ -32,7 +32,7 @@ export const THROTTLES = {
   'login-address': { max: 30, onSuccess: 'none' },
   /** many addresses guessing one account (distributed guessing); addresses the owner signed in from are exempt */
   'login-account': { max: 50, onSuccess: 'none' },
-  /** unknown reset and e-mail confirmation links tried from one address (counted after the lookup: see countLinkFailure) */
+  /** unknown reset and e-mail confirmation links tried from one address (counted after the lookup: see checkLink) */
   'link-address': { max: 10, onSuccess: 'none' },
   /** current-password checks (password and e-mail change) of one signed-in user */
   'current-password': { max: 10, onSuccess: 'clear' },
@@ -115,18 +115,40 @@ export async function beginAttempt(db: Db, keys: ThrottledKey[], options: Attemp
 const retryAfter = (freeIn: number) => Math.min(THROTTLE_WINDOW_S, Math.max(1, Math.ceil(freeIn)));
 const tooMany = (refusal: string, seconds: number) => new ApiError(429, refusal, undefined, { 'Retry-After': String(seconds) });
 
-/**
- * An unknown link token from a client address. The lookup that found it unknown costs no more than
- * counting it, so it is counted after (one statement) rather than guarded before (three): the
- * throttle bounds what junk tokens can probe, and a junk token never costs an argon2 hash. Throws
- * 429 from the address's 11th unknown token in a window on.
- */
-export const TOO_MANY_LINKS = 'Too many unknown links from this address; try again later';
+/** Link checks under way in this process at once, and how many more may wait for their turn. */
+const LINK_CHECKS_AT_ONCE = 2;
+const LINK_CHECKS_WAITING_MAX = 256;
+let linkChecksRunning = 0;
+const linkChecksWaiting: (() => void)[] = [];
 
-export async function countLinkFailure(db: Db, ipAddress: string, refusal: string): Promise<void> {
-  const { failures, freeIn } = await countFailure(db, { scope: 'link-address', key: addressKey(ipAddress) }, THROTTLE_WINDOW_S);
-  await pruneNowAndThen(db);
-  if (failures > THROTTLES['link-address'].max) throw tooMany(refusal, retryAfter(freeIn));
+/**
+ * Checks a token from an e-mailed link (reset, e-mail confirmation): `check` looks it up (and
+ * may spend it), returning undefined for an unknown token, which is then counted against the
+ * client address; from the address's 11th unknown token in a window on, 429. The lookup costs
+ * no more than counting it, so it is counted after (one statement) rather than guarded before,
+ * and a junk token never costs an argon2 hash. At most LINK_CHECKS_AT_ONCE checks run at a time
+ * in a process, the others wait their turn: a flood of junk tokens from many addresses, which no
+ * per-address count stops, then holds two of the database connections, not all of them, and
+ * logins keep their pace.
+ */
+export async function checkLink<T>(db: Db, ipAddress: string, check: () => Promise<T | undefined>): Promise<T | undefined> {
+  if (linkChecksRunning < LINK_CHECKS_AT_ONCE) linkChecksRunning++;
+  else if (linkChecksWaiting.length >= LINK_CHECKS_WAITING_MAX) throw tooMany('Too many link checks at once; try again shortly', 1);
+  else await new Promise<void>((resolve) => linkChecksWaiting.push(resolve));
+  try {
+    const found = await check();
+    if (found === undefined) {
+      const { failures, freeIn } = await countFailure(db, { scope: 'link-address', key: addressKey(ipAddress) }, THROTTLE_WINDOW_S, THROTTLES['link-address'].max);
+      await pruneNowAndThen(db);
+      if (failures > THROTTLES['link-address'].max) throw tooMany('Too many unknown links from this address; try again later', retryAfter(freeIn));
+    }
+    return found;
+  } finally {
+    // The place passes to the first waiter, if any.
+    const next = linkChecksWaiting.shift();
+    if (next) next();
+    else linkChecksRunning--;
+  }
 }
 
 /** Counters of windows that are over are deleted at most once a minute per process. */

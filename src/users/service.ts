@@ -1,7 +1,7 @@
 import { recordActivity, listActivity, type ActivityFilter, type ClientInfo } from '../activity/store.js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { cancelPasswordResets, insertPasswordReset } from '../auth/store.js';
-import { beginAttempt, countLinkFailure, TOO_MANY_LINKS } from '../auth/throttle.js';
+import { beginAttempt, checkLink } from '../auth/throttle.js';
 import { randomToken, tokenHash } from '../auth/tokens.js';
 import type { Principal, Services } from '../context.js';
 import { isUniqueViolation, type Db } from '../db/postgres.js';
@@ -233,31 +233,32 @@ async function requestEmailChange(deps: Deps, user: User, newEmail: string, clie
   await recordActivity(deps.db, { userId: user.id, action: 'user.email_change_request', resource: `users/${user.id}`, details: `Asked to change the e-mail address to ${newEmail}` }, client);
 }
 
+/** In a transaction: spends the confirmation token and moves the user to the new address; undefined for an unknown token. */
+async function applyEmailChange(tx: Db, hash: string, client: ClientInfo): Promise<{ user: UserRow; newEmail: string } | undefined> {
+  const change = await spendEmailChange(tx, hash);
+  if (!change) return undefined;
+  const before = await existingUser(tx, change.user_id);
+  try {
+    await updateUserRow(tx, change.user_id, { email: change.new_email }, false);
+  } catch (err) {
+    if (isUniqueViolation(err)) throw emailInUse();
+    throw err;
+  }
+  await cancelPasswordResets(tx, change.user_id);
+  await cancelEmailChanges(tx, change.user_id);
+  await recordActivity(tx, { userId: change.user_id, action: 'user.email_change', resource: `users/${change.user_id}`, details: `Changed the e-mail address from ${before.email} to ${change.new_email}` }, client);
+  return { user: before, newEmail: change.new_email };
+}
+
 /**
  * Applies a self-service e-mail change through the link mailed to the new address; voids the
  * user's reset links (sent to the old address) and tells the old address. Unknown links are
- * throttled per client address (countLinkFailure).
+ * throttled per client address (checkLink).
  */
 export async function confirmEmailChange(deps: Deps, token: string, client: ClientInfo): Promise<string> {
-  const changed = await deps.db.transaction(async (tx) => {
-    const change = await spendEmailChange(tx, tokenHash(token));
-    if (!change) return undefined;
-    const before = await existingUser(tx, change.user_id);
-    try {
-      await updateUserRow(tx, change.user_id, { email: change.new_email }, false);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw emailInUse();
-      throw err;
-    }
-    await cancelPasswordResets(tx, change.user_id);
-    await cancelEmailChanges(tx, change.user_id);
-    await recordActivity(tx, { userId: change.user_id, action: 'user.email_change', resource: `users/${change.user_id}`, details: `Changed the e-mail address from ${before.email} to ${change.new_email}` }, client);
-    return { user: before, newEmail: change.new_email };
-  });
-  if (!changed) {
-    await countLinkFailure(deps.db, client.ipAddress, TOO_MANY_LINKS);
-    throw invalidField('token', 'Confirmation link is unknown, already used or expired');
-  }
+  const hash = tokenHash(token);
+  const changed = await checkLink(deps.db, client.ipAddress, () => deps.db.transaction((tx) => applyEmailChange(tx, hash, client)));
+  if (!changed) throw invalidField('token', 'Confirmation link is unknown, already used or expired');
   const { user, newEmail } = changed;
   try {
     await deps.mailer.send({
