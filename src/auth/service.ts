@@ -12,7 +12,6 @@ import {
   insertRefreshToken,
   isKnownLoginAddress,
   isLivePasswordReset,
-  rememberLoginAddress,
   revokeFamily,
   spendPasswordReset,
   spendRefreshToken,
@@ -79,8 +78,7 @@ export async function login(deps: AuthDeps, credentials: { email: string; passwo
     throw invalidLogin();
   }
   await attempt.succeeded();
-  await rememberLoginAddress(deps.db, user.id, address);
-  const updated = (await recordLogin(deps.db, user.id)) ?? user;
+  const updated = (await recordLogin(deps.db, user.id, address)) ?? user;
   await recordActivity(deps.db, { userId: user.id, action: 'login.succeeded', resource: `users/${user.id}`, details: 'Logged in' }, client);
   return issueSession(deps, updated, randomUUID(), toUser(updated));
 }

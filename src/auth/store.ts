@@ -133,16 +133,35 @@ export async function reserveAttempt(db: Db, keys: ThrottleKey[], windowS: numbe
   return counted.map((r) => ({ scope: r.scope, key: r.key, failures: Number(r.failures), inFlight: Number(r.in_flight), freeIn: Number(r.free_in) }));
 }
 
+/** The current windows' counts of some keys, read only (keys without a current window are left out). */
+export async function readThrottles(db: Db, keys: ThrottleKey[], windowS: number): Promise<Omit<ThrottleCount, 'freeIn'>[]> {
+  const wanted = join(keys.map((k) => sql`(${k.scope}, ${k.key})`), sql`, `);
+  const rows = await db.query<{ scope: string; key: string; failures: number; in_flight: number }>(sql`
+    select scope, key, failures, in_flight from auth_throttles
+    where (scope, key) in (${wanted}) and window_start > now() - make_interval(secs => ${windowS})`);
+  return rows.map((r) => ({ scope: r.scope, key: r.key, failures: Number(r.failures), inFlight: Number(r.in_flight) }));
+}
+
 /**
- * Ends an attempt counted by reserveAttempt: it leaves `in_flight`, and `failures` grows by one
- * (`count`), is cleared (`clear`), or stays (`none`). One row per statement, so no two
- * statements hold each other's locks.
+ * Ends an attempt counted by reserveAttempt, in one statement: it leaves `in_flight` of each key,
+ * whose `failures` grows by one (`count`), is cleared (`clear`) or stays (`none`). The rows are
+ * locked in the order given, as reserveAttempt locks them, so the two cannot wait on each other.
  */
-export async function settleAttempt(db: Db, key: ThrottleKey, failures: 'count' | 'clear' | 'none'): Promise<void> {
-  const next = { count: sql`failures + 1`, clear: sql`0`, none: sql`failures` }[failures];
+export async function settleAttempt(db: Db, outcomes: (ThrottleKey & { failures: 'count' | 'clear' | 'none' })[]): Promise<void> {
+  const rows = join(
+    outcomes.map((o, i) => sql`(${i}::int, ${o.scope}, ${o.key}, ${o.failures})`),
+    sql`, `,
+  );
   await db.query(sql`
-    update auth_throttles set failures = ${next}, in_flight = greatest(in_flight - 1, 0)
-    where scope = ${key.scope} and key = ${key.key}`);
+    with outcome (ord, scope, key, failures) as (values ${rows}),
+    locked as (
+      select t.scope, t.key, outcome.failures from auth_throttles t join outcome on t.scope = outcome.scope and t.key = outcome.key
+      order by outcome.ord for update of t
+    )
+    update auth_throttles t set
+      failures = case locked.failures when 'count' then t.failures + 1 when 'clear' then 0 else t.failures end,
+      in_flight = greatest(t.in_flight - 1, 0)
+    from locked where t.scope = locked.scope and t.key = locked.key`);
 }
 
 /**
@@ -184,12 +203,6 @@ export async function pruneThrottles(db: Db, windowS: number): Promise<void> {
 // --- addresses an account signed in from ---
 
 export const KNOWN_ADDRESS_TTL_DAYS = 30;
-
-export async function rememberLoginAddress(db: Db, userId: number, address: string): Promise<void> {
-  await db.query(sql`
-    insert into login_known_addresses (user_id, address) values (${userId}, ${address})
-    on conflict (user_id, address) do update set last_login_at = now()`);
-}
 
 /** Whether the account with this e-mail signed in from the address within KNOWN_ADDRESS_TTL_DAYS. */
 export async function isKnownLoginAddress(db: Db, email: string, address: string): Promise<boolean> {

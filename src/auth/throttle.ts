@@ -1,7 +1,7 @@
 import { isIPv6 } from 'node:net';
 import type { Db } from '../db/postgres.js';
 import { ApiError } from '../http/errors.js';
-import { countFailure, pruneThrottles, reserveAttempt, settleAttempt } from './store.js';
+import { countFailure, pruneThrottles, readThrottles, reserveAttempt, settleAttempt } from './store.js';
 
 /**
  * The auth throttles. An attempt is counted before the expensive work it guards (argon2, a token
@@ -78,10 +78,8 @@ export async function beginAttempt(db: Db, keys: ThrottledKey[], options: Attemp
   };
   /** `admitted`: the attempt did its work, so its place frees for a waiter (a withdrawn one held none). */
   const settle = async (failures: (scope: ThrottleScope) => 'count' | 'clear' | 'none', admitted: boolean) => {
-    for (const key of ordered) {
-      await settleAttempt(db, key, failures(key.scope));
-      if (admitted) placeFreed(key);
-    }
+    await settleAttempt(db, ordered.map((key) => ({ ...key, failures: failures(key.scope) })));
+    if (admitted) for (const key of ordered) placeFreed(key);
   };
   const deadline = performance.now() + BUSY_WAIT_MS;
   for (;;) {
@@ -105,9 +103,20 @@ export async function beginAttempt(db: Db, keys: ThrottledKey[], options: Attemp
       };
     }
     await settle(() => 'none', false);
-    const left = deadline - performance.now();
-    if (refusedFor !== undefined || left <= 0) throw tooMany(options.refusal, refusedFor ?? 1);
-    await placeFreedOrTimeout(busy, Math.min(left, BUSY_POLL_MS));
+    if (refusedFor !== undefined) throw tooMany(options.refusal, refusedFor);
+    // Wait, looking (reads only: a waiter writes nothing) until one more attempt fits.
+    let stillBusy = busy;
+    while (stillBusy.length > 0) {
+      const left = deadline - performance.now();
+      if (left <= 0) throw tooMany(options.refusal, 1);
+      await placeFreedOrTimeout(stillBusy, Math.min(left, BUSY_POLL_MS));
+      const counts = await readThrottles(db, stillBusy, THROTTLE_WINDOW_S);
+      stillBusy = stillBusy.filter((key) => {
+        const count = counts.find((c) => c.scope === key.scope && c.key === key.key);
+        const { max } = THROTTLES[key.scope];
+        return count !== undefined && count.failures < max && count.failures + count.inFlight >= max;
+      });
+    }
   }
 }
 

@@ -137,8 +137,17 @@ export async function revokeRefreshTokens(db: Db, userId: number): Promise<void>
   await db.query(sql`update refresh_tokens set revoked_at = now() where user_id = ${userId} and revoked_at is null`);
 }
 
-export async function recordLogin(db: Db, id: number): Promise<UserRow | undefined> {
-  const [row] = await db.query<UserRow>(sql`update users set last_login_at = now() where id = ${id} returning *`);
+/**
+ * Sets last_login_at and remembers the client address (IPv6 by /64) the user signed in from
+ * (login_known_addresses, read by the login throttle), in one statement.
+ */
+export async function recordLogin(db: Db, id: number, address: string): Promise<UserRow | undefined> {
+  const [row] = await db.query<UserRow>(sql`
+    with known as (
+      insert into login_known_addresses (user_id, address) values (${id}, ${address})
+      on conflict (user_id, address) do update set last_login_at = now()
+    )
+    update users set last_login_at = now() where id = ${id} returning *`);
   return row;
 }
 
