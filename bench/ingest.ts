@@ -16,7 +16,7 @@
  *   live       `tailhouse ingest --config C` following an empty file to which the log is appended at full speed
  *   baseline   (only when asked) the import of this checkout against the import of BENCH_BASELINE, a git
  *              revision checked out in a temporary worktree (removed afterwards): BENCH_ROUNDS rounds,
- *              the two alternating in each, on fresh DATA_DIRs; medians of their own rates and the ratio
+ *              the two alternating in each, on fresh DATA_DIRs; medians of their own rates and CPU times
  *
  * Rows landed are checked by count and by a fingerprint of their columns against the regexp step's.
  * Figures are printed, never asserted: exit 0 unless the bench itself could not run.
@@ -40,6 +40,7 @@ import { chdbOf, migrateClickhouse, openClickhouse, type ClickHouseClient } from
 import { createLogger } from '../src/log.js';
 import { freshDatabase } from '../test/support/app.js';
 import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
+import { checkoutBaseline, describeCheckout, median } from './lib/baseline.js';
 import { killAll, spawnMeasured, stopMeasured, type Measured, type MeasuredChild } from './lib/measure.js';
 
 const LINES = Number(process.env.BENCH_LINES ?? 1_000_000);
@@ -313,26 +314,19 @@ async function spawnClickhouseHttp(dataDir: string): Promise<{ url: string; serv
 }
 
 /**
- * The import of this checkout against the import of BASELINE, checked out in a temporary worktree
- * (sharing this checkout's node_modules): ROUNDS rounds, each running both on fresh DATA_DIRs, the
- * order swapped every round so that a drift of the machine's load does not favour one. The figure
- * is each import's own rate (its summary's, without process start-up), as medians.
+ * The import of this checkout against the import of BASELINE, checked out in a temporary worktree:
+ * ROUNDS rounds, each running both on fresh DATA_DIRs, the order swapped every round so that a
+ * drift of the machine's load does not favour one. The figures are each import's own rate (its
+ * summary's, without process start-up) and its CPU time (start-up included), as medians: on a
+ * shared machine the CPU time varies less than the rate.
  */
 async function benchBaseline(log: string, dir: string): Promise<string[]> {
   if (!BASELINE) throw new Error('set BENCH_BASELINE to the git revision to compare with');
-  const tree = path.join(dir, 'baseline-tree');
-  const git = (...args: string[]) => {
-    const r = spawnSync('git', ['-C', ROOT, ...args], { encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`git ${args.join(' ')}: ${r.stderr.trim()}`);
-    return r.stdout.trim();
-  };
-  const rev = git('rev-parse', '--short', BASELINE);
-  git('worktree', 'add', '--detach', tree, rev);
+  const baseline = checkoutBaseline(ROOT, BASELINE);
   try {
-    fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(tree, 'node_modules'));
     const codes = [
-      { name: `this checkout (${git('rev-parse', '--short', 'HEAD')}${git('status', '--porcelain', '--untracked-files=no') ? ', with uncommitted changes' : ''})`, root: ROOT, rates: [] as number[] },
-      { name: `baseline ${rev}`, root: tree, rates: [] as number[] },
+      { name: describeCheckout(ROOT), root: ROOT, rates: [] as number[], cpu: [] as number[] },
+      { name: `baseline ${baseline.rev}`, root: baseline.root, rates: [] as number[], cpu: [] as number[] },
     ];
     const lines: string[] = [];
     for (let round = 0; round < ROUNDS; round++) {
@@ -343,23 +337,20 @@ async function benchBaseline(log: string, dir: string): Promise<string[]> {
         const rate = Number(/\((\d+) lines\/s\)/.exec(summary)?.[1]);
         if (!summary.includes(`${LINES} stored, 0 rejected`) || !rate) throw new Error(`${code.name}: unexpected summary: ${summary || tail(m.stdout)}`);
         code.rates.push(rate);
+        code.cpu.push(m.cpuS);
         fs.rmSync(dataDir, { recursive: true, force: true });
       }
-      lines.push(`round ${round + 1}: ${codes.map((c) => `${c.name} ${fmt(c.rates.at(-1)!)}`).join(', ')} lines/s (load average ${os.loadavg()[0]!.toFixed(1)})`);
+      lines.push(`round ${round + 1}: ${codes.map((c) => `${c.name} ${fmt(c.rates.at(-1)!)} lines/s ${c.cpu.at(-1)!.toFixed(2)} CPU s`).join(', ')} (load average ${os.loadavg()[0]!.toFixed(1)})`);
     }
-    const [current, baseline] = codes.map((c) => median(c.rates)) as [number, number];
-    lines.push(`import's own rate, median of ${ROUNDS}: ${codes[0]!.name} ${fmt(current)}, ${codes[1]!.name} ${fmt(baseline)} lines/s: ${(current / baseline).toFixed(3)}× (target: ≥ 0.97×)`);
+    const [rate, baseRate] = codes.map((c) => median(c.rates)) as [number, number];
+    const [cpu, baseCpu] = codes.map((c) => median(c.cpu)) as [number, number];
+    lines.push(`import's own rate, median of ${ROUNDS}: ${codes[0]!.name} ${fmt(rate)}, ${codes[1]!.name} ${fmt(baseRate)} lines/s: ${(rate / baseRate).toFixed(3)}× (target: ≥ 0.97×)`);
+    lines.push(`import's CPU time, median of ${ROUNDS}: ${cpu.toFixed(2)} s against ${baseCpu.toFixed(2)} s: the rate per CPU-second ${(baseCpu / cpu).toFixed(3)}×`);
     return lines;
   } finally {
-    git('worktree', 'remove', '--force', tree);
+    baseline.remove();
   }
 }
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
 
 async function benchLive(log: string, dir: string, reference?: Fingerprint): Promise<{ figure: Figure; lagMs: number; stopMs: number }> {
   const dataDir = await freshDataDir(dir, 'live');

@@ -8,9 +8,16 @@
  * compileAccessFormat('combined') and parseErrorLine over them, best of three passes. For scale,
  * the same access lines go through a plain regex with `new Date()` (the naive JS parse that the
  * ingest issue measured at about 1.6 s per million lines). Figures are printed, never asserted.
+ *
+ * With BENCH_BASELINE=<git revision>, the access compiler of that revision (checked out in a
+ * temporary worktree, removed afterwards) is timed against this checkout's on the same lines,
+ * BENCH_ROUNDS rounds (default 9) alternating the two, and the medians are compared.
  */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { compileAccessFormat } from '../ingest/parsers/access-format.js';
 import { parseErrorLine } from '../ingest/parsers/error-log.js';
+import { checkoutBaseline, describeCheckout, median } from './lib/baseline.js';
 
 const LINES = Number(process.env.BENCH_LINES ?? 1_000_000);
 const PASSES = 3;
@@ -100,6 +107,39 @@ const report = (name: string, r: { rate: number; seconds: number; failed: number
 /** Lines as a file reader has them: one decoded text split at newlines. */
 const generate = (line: (i: number) => string) => Array.from({ length: LINES }, (_, i) => line(i)).join('\n').split('\n');
 
+/**
+ * One pass of `parse` over `lines`: lines per CPU-second of this process. On a shared machine the
+ * CPU time varies far less than the wall time, which counts the turns other work takes.
+ */
+function rateOf(lines: string[], parse: (line: string) => { ok: boolean }): number {
+  const start = process.cpuUsage();
+  for (const line of lines) parse(line);
+  const used = process.cpuUsage(start);
+  return lines.length / ((used.user + used.system) / 1e6);
+}
+
+/** This checkout's access compiler against BENCH_BASELINE's, alternating passes over the same lines. */
+async function compareWithBaseline(revision: string, lines: string[]): Promise<void> {
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 9);
+  const baseline = checkoutBaseline(root, revision);
+  try {
+    const old = (await import(path.join(baseline.root, 'ingest', 'parsers', 'access-format.ts'))) as { compileAccessFormat: typeof compileAccessFormat };
+    const parsers = [
+      { name: describeCheckout(root), parse: compileAccessFormat('combined'), rates: [] as number[] },
+      { name: `baseline ${baseline.rev}`, parse: old.compileAccessFormat('combined'), rates: [] as number[] },
+    ];
+    for (const p of parsers) rateOf(lines, p.parse); // warm up both
+    for (let round = 0; round < rounds; round++) {
+      for (const p of round % 2 === 0 ? parsers : [...parsers].reverse()) p.rates.push(rateOf(lines, p.parse));
+    }
+    const [current, base] = parsers.map((p) => median(p.rates)) as [number, number];
+    console.log(`access (combined), median of ${rounds} alternating passes, lines per CPU-second: ${parsers[0]!.name} ${Math.round(current).toLocaleString('en-US')}, ${parsers[1]!.name} ${Math.round(base).toLocaleString('en-US')} lines/s: ${(current / base).toFixed(3)}×`);
+  } finally {
+    baseline.remove();
+  }
+}
+
 console.log(`node ${process.version}, best of ${PASSES} passes, one core`);
 let lines = generate(accessLine);
 const access = measure(lines, compileAccessFormat('combined'));
@@ -107,6 +147,9 @@ report('access (combined)', access);
 const baseline = measure(lines, naive);
 report('  naive regex + Date, for scale', baseline);
 console.log(`  ratio naive / tailhouse: ${(baseline.seconds / access.seconds).toFixed(2)}×`);
+// What a line the first expression refuses costs: a $remote_user with a space, read by stretches.
+report('  every $remote_user with a space', measure(lines.map((line) => line.replace(/^(\S+) - \S+ \[/, '$1 - bob smith [')), compileAccessFormat('combined')));
+if (process.env.BENCH_BASELINE) await compareWithBaseline(process.env.BENCH_BASELINE, lines);
 lines = generate(errorLine);
 report('error log (UTC)', measure(lines, (line) => parseErrorLine(line)));
 report('error log (Europe/Berlin)', measure(lines, (line) => parseErrorLine(line, 'Europe/Berlin')));
