@@ -11,16 +11,14 @@
  * A last line without its newline is not imported (it may be a write in progress): its bytes are
  * reported by `trailingBytes()` once the iteration has ended.
  */
-import fs from 'node:fs';
-import fsp from 'node:fs/promises';
-import zlib from 'node:zlib';
+import fsp, { type FileHandle } from 'node:fs/promises';
 import type { CheckpointStore } from '../checkpoints.js';
 import type { LineChunk } from '../types.js';
 import { fileIdentity, fingerprintLength, IDENTITY_BYTES } from './file-identity.js';
+import { inflate, startsAsGzip } from './gzip-text.js';
 import { LineCutter, type Cut, type CutLimits, type Framing } from './line-cutter.js';
 
 const READ_BYTES = 1 << 20;
-const GZIP_MAGIC = [0x1f, 0x8b];
 
 export interface FileReadOptions {
   path: string;
@@ -52,7 +50,7 @@ export async function openFileRead(options: FileReadOptions): Promise<FileRead> 
   const { path: file, source, checkpoints } = options;
   const st = await fsp.stat(file);
   if (!st.isFile()) throw new Error(`${file} is not a regular file`);
-  const compressed = await startsWith(file, GZIP_MAGIC);
+  const compressed = await withFile(file, startsAsGzip);
   const head = await readHead(file, compressed);
   const length = fingerprintLength(head);
   const identity = length === null ? null : fileIdentity(source, head.subarray(0, length));
@@ -119,12 +117,10 @@ export async function openFileRead(options: FileReadOptions): Promise<FileRead> 
   };
 }
 
-async function startsWith(file: string, magic: number[]): Promise<boolean> {
+async function withFile<T>(file: string, use: (fh: FileHandle) => Promise<T>): Promise<T> {
   const fh = await fsp.open(file, 'r');
   try {
-    const buf = Buffer.alloc(magic.length);
-    const { bytesRead } = await fh.read(buf, 0, magic.length, 0);
-    return bytesRead === magic.length && magic.every((b, i) => buf[i] === b);
+    return await use(fh);
   } finally {
     await fh.close();
   }
@@ -150,22 +146,12 @@ async function readHead(file: string, compressed: boolean): Promise<Buffer> {
  * read would be garbage for the collector to find, hundreds of megabytes in a large import.
  */
 async function* textStream(file: string, compressed: boolean, start: number, onDiskBytes?: (bytes: number) => void): AsyncGenerator<Buffer> {
-  if (compressed) {
-    const raw = fs.createReadStream(file, { highWaterMark: READ_BYTES });
-    if (onDiskBytes) raw.on('data', (b) => onDiskBytes(b.length));
-    const gunzip = zlib.createGunzip({ chunkSize: READ_BYTES });
-    raw.on('error', (err) => gunzip.destroy(err));
-    // Concatenated gzip members (`cat a.gz b.gz`) are read as one text, as zcat does.
-    try {
-      for await (const buf of raw.pipe(gunzip)) yield buf as Buffer;
-    } finally {
-      raw.destroy();
-      gunzip.destroy();
-    }
-    return;
-  }
   const fh = await fsp.open(file, 'r');
   try {
+    if (compressed) {
+      yield* inflate(fh, { chunkBytes: READ_BYTES, onDiskBytes });
+      return;
+    }
     const buf = Buffer.allocUnsafe(READ_BYTES);
     for (let pos = start; ; ) {
       const { bytesRead } = await fh.read(buf, 0, buf.length, pos);

@@ -41,22 +41,31 @@ export async function startsAsGzip(fh: FileHandle): Promise<boolean> {
   return isGzip(head.subarray(0, bytesRead));
 }
 
+export interface InflateOptions {
+  /** Bytes read from disk, and inflated, at a time. */
+  chunkBytes?: number;
+  /** Called with the compressed bytes read from disk as reading goes on. */
+  onDiskBytes?: (bytes: number) => void;
+}
+
 /** The bytes of an open file from its beginning, read at positions: the handle stays open for more reads. */
-async function* rawBytes(fh: FileHandle): AsyncGenerator<Buffer> {
+async function* rawBytes(fh: FileHandle, chunkBytes: number, onDiskBytes?: (bytes: number) => void): AsyncGenerator<Buffer> {
   for (let pos = 0; ; ) {
-    const buf = Buffer.allocUnsafe(INFLATE_CHUNK_BYTES);
+    const buf = Buffer.allocUnsafe(chunkBytes);
     const { bytesRead } = await fh.read(buf, 0, buf.length, pos);
     if (bytesRead === 0) return;
     pos += bytesRead;
+    onDiskBytes?.(bytesRead);
     yield buf.subarray(0, bytesRead);
   }
 }
 
 /** The decompressed text of an open gzip file, from its beginning, one buffer at a time. */
-async function* inflate(fh: FileHandle): AsyncGenerator<Buffer> {
-  const raw = Readable.from(rawBytes(fh), { objectMode: false });
+export async function* inflate(fh: FileHandle, options: InflateOptions = {}): AsyncGenerator<Buffer> {
+  const chunkBytes = options.chunkBytes ?? INFLATE_CHUNK_BYTES;
+  const raw = Readable.from(rawBytes(fh, chunkBytes, options.onDiskBytes), { objectMode: false });
   // Concatenated members (`cat a.gz b.gz`) are one text, as zcat reads them.
-  const gunzip = zlib.createGunzip({ chunkSize: INFLATE_CHUNK_BYTES });
+  const gunzip = zlib.createGunzip({ chunkSize: chunkBytes });
   raw.on('error', (err) => gunzip.destroy(err));
   try {
     for await (const buf of raw.pipe(gunzip)) yield buf as Buffer;
