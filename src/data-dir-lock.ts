@@ -32,8 +32,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
-/** sun_path holds 108 bytes with its final NUL; libuv silently cuts longer paths. */
-const MAX_SOCKET_PATH_BYTES = 107;
+/** sun_path holds 108 bytes on Linux (104 on the BSDs and macOS) with its final NUL; libuv silently cuts longer paths. */
+const MAX_SOCKET_PATH_BYTES = process.platform === 'linux' ? 107 : 103;
 const SOCKET_NAME = /^(\d+)-[0-9a-f]+\.sock$/;
 /** A half-made socket (a process killed between its bind and its rename) older than this is litter. */
 const STALE_TEMP_MS = 60_000;
