@@ -11,7 +11,7 @@ import { searchableFields } from '../src/logs/search-fields.js';
 import { planWindow, queryBuildState } from '../src/logs/stats.js';
 import type { SearchField } from '../src/logs/store.js';
 import { importText, newDomain, select, timeLocal } from './support/ingest.js';
-import { apiShape, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';
+import { apiShape, generateAccess, generateErrors, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';
 
 let t: TestApp;
 let admin: string;
@@ -171,6 +171,32 @@ describe('search', () => {
     expect(defaults.body.data.logs).toHaveLength(20);
     const none = await search({ query: 'zzz-nothing', startDate: from });
     expect(none.body.data).toEqual({ logs: [], pagination: { page: 1, limit: 20, total: 0, pages: 0 } });
+  });
+
+  it('deep pages over matches spread across many hours: the page starts in the right hour, ties at hour starts kept in order', async () => {
+    // Three access entries to a timestamp every 20 minutes over 40 hours, on the hour every third
+    // time, and error entries 7 s after each: a page's first match lies in any hour, at its start too.
+    const hour = 3_600_000;
+    const base = Math.floor(Date.now() / hour) * hour - 41 * hour;
+    const access = generateAccess(360, { seed: 77 }).map((e, i) => ({ ...e, timestamp: base + Math.floor(i / 3) * 20 * 60_000 }));
+    const errors = generateErrors(120, { seed: 77 }).map((e, i) => ({ ...e, timestamp: base + i * 20 * 60_000 + 7_000 }));
+    const spread = await seedLogs(t, { access, errors, ownerId: owner.id, tag: 'spread' });
+    const fields: Field[] = ['url', 'message', 'userAgent'];
+    const want = expected(spread, 'e', fields).map(shaped);
+    expect(want.length).toBeGreaterThan(300);
+    const startDate = new Date(base).toISOString();
+    for (const limit of [7, 50]) {
+      const pages = Math.ceil(want.length / limit);
+      const got: Record<string, unknown>[] = [];
+      for (let page = 1; page <= pages; page++) {
+        const res = await search({ query: 'e', fields, startDate, limit, page }, owner.token, spread.domain.id);
+        expect(res.body.data.pagination, `page ${page}`).toEqual({ page, limit, total: want.length, pages });
+        got.push(...withoutIds(res.body.data.logs));
+      }
+      expect(got).toEqual(want);
+      const past = await search({ query: 'e', fields, startDate, limit, page: pages + 1 }, owner.token, spread.domain.id);
+      expect(past.body.data).toEqual({ logs: [], pagination: { page: pages + 1, limit, total: want.length, pages } });
+    }
   });
 
   it('validation → 422 with details', async () => {
