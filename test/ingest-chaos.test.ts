@@ -185,7 +185,12 @@ describe('tailhouse serve following a rotating log, killed at random moments', (
     const file = path.join(logs, 'chaos.access.log');
     const config = path.join(dir, 'ingest.yaml');
     fs.writeFileSync(config, `sources:\n  - domain: ${DOMAIN}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
-    const serve = () => start(['serve'], { ...vars, INGEST_CONFIG: config });
+    const started: Proc[] = [];
+    const serve = () => {
+      const proc = start(['serve'], { ...vars, INGEST_CONFIG: config });
+      started.push(proc);
+      return proc;
+    };
     const history: string[] = [];
     const note = (what: string) => history.push(`${((Date.now() - t0) / 1000).toFixed(2)}s ${what}`);
     const t0 = Date.now();
@@ -297,6 +302,8 @@ describe('tailhouse serve following a rotating log, killed at random moments', (
       const detail = `seed ${SEED}; first lost ${lost.slice(0, 5)}, doubled ${doubled.slice(0, 5)}, phantoms ${phantoms.slice(0, 5)}\n${history.join('\n')}\n--- the last process's follower ---\n${followerLog.slice(-40).join('\n')}`;
       expect(summary, detail).toEqual({ seed: SEED, written, lost: 0, doubled: 0, phantoms: 0, rows: written, ids: written, rejects: 0 });
       expect(kills.total).toBeGreaterThan(3);
+      // No restart was refused because the killed process still seemed to hold DATA_DIR.
+      expect(started.filter((p) => /is in use by process/.test(p.stderr)).map((p) => p.stderr)).toEqual([]);
     } finally {
       await stores.close();
     }
