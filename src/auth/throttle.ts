@@ -142,7 +142,7 @@ const linkChecksWaiting: (() => void)[] = [];
  * UNKNOWN_LINK_HOLD_MS: a flood of junk tokens from many addresses, which no per-address count
  * stops, gets 20 answers a second per process instead of the whole database and (in embedded
  * mode, where the database runs on the API's own thread) the whole process, so logins keep
- * their pace. A real link waits behind at most the floods' queue; when that queue is full, 429.
+ * their pace. A real link waits behind at most the flood's queue; when that queue is full, 429.
  */
 export async function checkLink<T>(db: Db, ipAddress: string, check: () => Promise<T | undefined>): Promise<T | undefined> {
   if (linkChecksRunning < LINK_CHECKS_AT_ONCE) linkChecksRunning++;
