@@ -47,15 +47,13 @@
  *   BENCH_KEEP     1: keep the temporary directory (logs, DATA_DIR, GoAccess report)
  */
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ACCESS_FORMAT, accessLogBlocks, TIME_OFFSET } from './lib/access-log.js';
 import { killAll, machineBusyTicks, spawnMeasured, type Measured } from './lib/measure.js';
+import { BENCH_ADMIN, COMMON, DAY_MS, loadQueryData, MAIN_DOMAIN, NEEDLE, NEEDLES, OTHER_DOMAINS, writeQueryLogs } from './lib/query-data.js';
 import {
   api as apiOf,
-  BIN,
   childEnv,
   cpuTicks,
   download,
@@ -80,7 +78,6 @@ const int = (name: string, fallback: number) => {
   return v;
 };
 const ROWS = int('BENCH_ROWS', 10_000_000);
-const OTHER_DOMAINS = 9;
 const OTHER_ROWS = Math.max(1, Math.round(ROWS / 10));
 const RUNS = int('BENCH_RUNS', 15);
 const EXPORT_ROWS = Math.min(1_000_000, ROWS);
@@ -91,18 +88,8 @@ for (const f of EXPORT_FORMATS) if (f !== 'csv' && f !== 'json') throw new Error
 const GOACCESS = process.env.BENCH_GOACCESS !== '0';
 const KEEP = process.env.BENCH_KEEP === '1';
 
-const MAIN_DOMAIN = 'shop.example.com';
-const otherDomain = (i: number) => `site${i}.example.net`;
-const DAY_MS = 86_400_000;
-/** Lines of the main domain whose URL holds the rare marker the search looks for. */
-const NEEDLES = 10;
-const NEEDLE = 'zq7needle';
-/** A word in most URLs (pages and API calls): the search's worst case, no target. */
-const COMMON = 'products';
 /** The options of bench/ingest.ts: the generated format in GoAccess's terms. */
 const GOACCESS_ARGS = ['--no-global-config', '--no-progress', '--log-format=%h %^[%d:%t %^] "%r" %s %b "%R" "%u" %T', '--date-format=%d/%b/%Y', '--time-format=%T'];
-
-const ADMIN = { ADMIN_EMAIL: 'bench-admin@example.com', ADMIN_PASSWORD: 'bench-admin-password-1', JWT_SECRET: randomBytes(48).toString('base64url') };
 
 // --- small helpers -------------------------------------------------------------------------------
 
@@ -113,67 +100,7 @@ const median = (xs: number[]) => {
 const ms1 = (n: number) => n.toFixed(1);
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
-// --- the logs ------------------------------------------------------------------------------------
-
-const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
-const pad2 = (n: number) => (n < 10 ? `0${n}` : String(n));
-/** Minutes east of UTC of TIME_OFFSET (`+0100` → 60). */
-const OFFSET_MIN = (TIME_OFFSET.startsWith('-') ? -1 : 1) * (Number(TIME_OFFSET.slice(1, 3)) * 60 + Number(TIME_OFFSET.slice(3, 5)));
-
-/** `$time_local` of the epoch second `s`, written in TIME_OFFSET, as the generator writes it. */
-function timeLocal(s: number): string {
-  const d = new Date(s * 1000 + OFFSET_MIN * 60_000);
-  return `${pad2(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())}:${pad2(d.getUTCSeconds())} ${TIME_OFFSET}`;
-}
-
-/**
- * Writes `lines` lines of bench/lib/access-log.ts's log to `file`, each line's $time_local
- * replaced so that line i is at end − 30 days + i × (30 days / lines): the generator's own times
- * end at today's UTC midnight, this bench needs them to end now. With `needles`, that many lines
- * spread evenly get the marker NEEDLE in front of their path (`/zq7needle/products/…`).
- */
-function writeLog(file: string, lines: number, end: number, needles = 0): void {
-  const start = end - 30 * DAY_MS;
-  const step = (30 * DAY_MS) / lines;
-  const needleAt = new Set(Array.from({ length: needles }, (_, k) => Math.floor(((k + 0.5) * lines) / needles)));
-  const fd = fs.openSync(file, 'w');
-  let i = 0;
-  let lastSecond = -1;
-  let lastTime = '';
-  try {
-    for (const block of accessLogBlocks(lines)) {
-      const out: string[] = [];
-      let from = 0;
-      for (let nl = block.indexOf('\n'); nl !== -1; from = nl + 1, nl = block.indexOf('\n', from), i++) {
-        const open = block.indexOf('[', from);
-        const close = block.indexOf(']', open);
-        const second = Math.floor((start + Math.floor(i * step)) / 1000);
-        if (second !== lastSecond) {
-          lastSecond = second;
-          lastTime = timeLocal(second);
-        }
-        let rest = block.slice(close, nl + 1);
-        if (needleAt.has(i)) {
-          const path = rest.indexOf(' ', rest.indexOf('"')) + 1; // after `"METHOD `
-          rest = `${rest.slice(0, path)}/${NEEDLE}${rest.slice(path)}`;
-        }
-        out.push(block.slice(from, open + 1), lastTime, rest);
-      }
-      fs.writeSync(fd, out.join(''));
-    }
-  } finally {
-    fs.closeSync(fd);
-  }
-  if (i !== lines) throw new Error(`wrote ${i} lines instead of ${lines}`);
-}
-
 // --- tailhouse children ----------------------------------------------------------------------------
-
-async function tailhouse(args: string[], dataDir: string): Promise<Measured> {
-  const m = await spawnMeasured(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(dataDir, ADMIN) }).done;
-  if (m.code !== 0) throw new Error(`tailhouse ${args.slice(0, 2).join(' ')} failed (exit ${m.code ?? m.signal}): ${tail(m.stderr || m.stdout)}`);
-  return m;
-}
 
 /** The server of step 4, from its spawn on: killed and its output shown on a failure or Ctrl-C. */
 let server: Server | undefined;
@@ -199,7 +126,7 @@ async function withOtherLoad<T>(work: () => Promise<T>): Promise<{ value: T; oth
 
 /** The API of the server of step 4. */
 const api = (method: string, p: string, token?: string, body?: unknown) => apiOf(server!.base, method, p, token, body);
-const login = () => loginOf(server!.base, ADMIN);
+const login = () => loginOf(server!.base, BENCH_ADMIN);
 
 interface Timing {
   label: string;
@@ -262,44 +189,13 @@ async function main(): Promise<void> {
 
     // 1. The log files.
     const end = Date.now();
-    const mainLog = path.join(dir, 'main-access.log');
-    const otherLog = path.join(dir, 'other-access.log');
-    let t = performance.now();
-    writeLog(mainLog, ROWS, end, NEEDLES);
-    writeLog(otherLog, OTHER_ROWS, end);
-    // The same lines for every other domain, each its own file (the import keeps a checkpoint per file).
-    const otherLogs = Array.from({ length: OTHER_DOMAINS }, (_, i) => {
-      const file = path.join(dir, `site${i + 1}-access.log`);
-      fs.copyFileSync(otherLog, file);
-      return file;
-    });
-    fs.rmSync(otherLog);
-    const generateMs = performance.now() - t;
+    const { mainLog, otherLogs, generateMs } = writeQueryLogs(dir, ROWS, end);
     const mainSize = fs.statSync(mainLog).size;
     console.log(`\n1. logs written in ${seconds(generateMs)}: ${MAIN_DOMAIN} ${(mainSize / 2 ** 20).toFixed(0)} MiB (${NEEDLES} lines with "${NEEDLE}"), ${OTHER_DOMAINS} × ${(fs.statSync(otherLogs[0]!).size / 2 ** 20).toFixed(0)} MiB; ${new Date(end - 30 * DAY_MS).toISOString()} … ${new Date(end).toISOString()}`);
 
     // 2. The data load through the real CLI.
     const dataDir = path.join(dir, 'data');
-    t = performance.now();
-    const ids = new Map<string, number>();
-    for (const name of [MAIN_DOMAIN, ...otherLogs.map((_, i) => otherDomain(i + 1))]) {
-      const m = await tailhouse(['domains', 'add', name], dataDir);
-      const id = Number(/added domain (\d+)/.exec(m.stdout)?.[1]);
-      if (!id) throw new Error(`domains add ${name}: no id in ${JSON.stringify(m.stdout)}`);
-      ids.set(name, id);
-    }
-    const domainsMs = performance.now() - t;
-    t = performance.now();
-    const imports: { name: string; m: Measured; summary: string }[] = [];
-    for (const [name, file, lines] of [[MAIN_DOMAIN, mainLog, ROWS], ...otherLogs.map((f, i) => [otherDomain(i + 1), f, OTHER_ROWS])] as [string, string, number][]) {
-      process.stderr.write(`importing ${fmt(lines)} lines for ${name}…\n`);
-      const m = await tailhouse(['import', file, '--domain', name, '--format', ACCESS_FORMAT], dataDir);
-      const summary = m.stdout.split('\n').find((l) => l.startsWith('imported ')) ?? tail(m.stdout, 1);
-      const stored = Number(/: (\d+) stored/.exec(summary)?.[1]);
-      if (stored !== lines) throw new Error(`import for ${name} stored ${stored} of ${lines} lines: ${summary}`);
-      imports.push({ name, m, summary });
-    }
-    const importMs = performance.now() - t;
+    const { ids, domainsMs, importMs, imports } = await loadQueryData(dataDir, { mainLog, otherLogs, generateMs }, ROWS);
     const mainImport = imports[0]!;
     const othersMs = imports.slice(1).reduce((s, i) => s + i.m.wallMs, 0);
     console.log(
@@ -332,9 +228,9 @@ async function main(): Promise<void> {
     if (typeof goaccess === 'string') console.log(`3. goaccess: ${goaccess}`);
 
     // 4. The API.
-    t = performance.now();
+    const t = performance.now();
     // Detached, as spawnMeasured's children: cleanUp (also on Ctrl-C) and a failure kill its process group.
-    const s = await startServer(childEnv(dataDir, ADMIN), { detached: true, onSpawn: (spawned) => (server = spawned) });
+    const s = await startServer(childEnv(dataDir, BENCH_ADMIN), { detached: true, onSpawn: (spawned) => (server = spawned) });
     const readyMs = performance.now() - t;
     // The stats rollup builder (src/logs/rollups.ts) catches up with the import first; until it has,
     // stats read raw rows (exact, slower). Its rounds run back to back while work is left.

@@ -1,0 +1,142 @@
+/**
+ * The data of bench/query (and of bench/worst-request, which can reuse a DATA_DIR that bench/query
+ * kept): nginx access logs of one main domain and 9 others, times over the 30 days ending now,
+ * loaded on a fresh DATA_DIR through the real CLI (`tailhouse domains add`, `tailhouse import`).
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ACCESS_FORMAT, accessLogBlocks, TIME_OFFSET } from './access-log.js';
+import { spawnMeasured, type Measured } from './measure.js';
+import { BIN, childEnv, ROOT, type Admin } from './serve-child.js';
+import { fmt, tail } from './util.js';
+
+export const MAIN_DOMAIN = 'shop.example.com';
+export const OTHER_DOMAINS = 9;
+export const otherDomain = (i: number) => `site${i}.example.net`;
+export const DAY_MS = 86_400_000;
+/** Lines of the main domain whose URL holds the rare marker the search looks for. */
+export const NEEDLES = 10;
+export const NEEDLE = 'zq7needle';
+/** A word in most URLs (pages and API calls): the search's worst case, no target. */
+export const COMMON = 'products';
+
+/** The administrator of the benches' DATA_DIR: the same on every run, so a kept DATA_DIR can be signed into again. */
+export const BENCH_ADMIN: Admin = { ADMIN_EMAIL: 'bench-admin@example.com', ADMIN_PASSWORD: 'bench-admin-password-1', JWT_SECRET: randomBytes(48).toString('base64url') };
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const pad2 = (n: number) => (n < 10 ? `0${n}` : String(n));
+/** Minutes east of UTC of TIME_OFFSET (`+0100` → 60). */
+const OFFSET_MIN = (TIME_OFFSET.startsWith('-') ? -1 : 1) * (Number(TIME_OFFSET.slice(1, 3)) * 60 + Number(TIME_OFFSET.slice(3, 5)));
+
+/** `$time_local` of the epoch second `s`, written in TIME_OFFSET, as the generator writes it. */
+function timeLocal(s: number): string {
+  const d = new Date(s * 1000 + OFFSET_MIN * 60_000);
+  return `${pad2(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())}:${pad2(d.getUTCSeconds())} ${TIME_OFFSET}`;
+}
+
+/**
+ * Writes `lines` lines of bench/lib/access-log.ts's log to `file`, each line's $time_local
+ * replaced so that line i is at end − 30 days + i × (30 days / lines): the generator's own times
+ * end at today's UTC midnight, the benches need them to end now. With `needles`, that many lines
+ * spread evenly get the marker NEEDLE in front of their path (`/zq7needle/products/…`).
+ */
+export function writeLog(file: string, lines: number, end: number, needles = 0): void {
+  const start = end - 30 * DAY_MS;
+  const step = (30 * DAY_MS) / lines;
+  const needleAt = new Set(Array.from({ length: needles }, (_, k) => Math.floor(((k + 0.5) * lines) / needles)));
+  const fd = fs.openSync(file, 'w');
+  let i = 0;
+  let lastSecond = -1;
+  let lastTime = '';
+  try {
+    for (const block of accessLogBlocks(lines)) {
+      const out: string[] = [];
+      let from = 0;
+      for (let nl = block.indexOf('\n'); nl !== -1; from = nl + 1, nl = block.indexOf('\n', from), i++) {
+        const open = block.indexOf('[', from);
+        const close = block.indexOf(']', open);
+        const second = Math.floor((start + Math.floor(i * step)) / 1000);
+        if (second !== lastSecond) {
+          lastSecond = second;
+          lastTime = timeLocal(second);
+        }
+        let rest = block.slice(close, nl + 1);
+        if (needleAt.has(i)) {
+          const path = rest.indexOf(' ', rest.indexOf('"')) + 1; // after `"METHOD `
+          rest = `${rest.slice(0, path)}/${NEEDLE}${rest.slice(path)}`;
+        }
+        out.push(block.slice(from, open + 1), lastTime, rest);
+      }
+      fs.writeSync(fd, out.join(''));
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  if (i !== lines) throw new Error(`wrote ${i} lines instead of ${lines}`);
+}
+
+/** `node bin/tailhouse.js ARGS` on `dataDir` as BENCH_ADMIN's process, measured; fails on a non-zero exit. */
+export async function tailhouse(args: string[], dataDir: string): Promise<Measured> {
+  const m = await spawnMeasured(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(dataDir, BENCH_ADMIN) }).done;
+  if (m.code !== 0) throw new Error(`tailhouse ${args.slice(0, 2).join(' ')} failed (exit ${m.code ?? m.signal}): ${tail(m.stderr || m.stdout)}`);
+  return m;
+}
+
+export interface QueryLogs {
+  mainLog: string;
+  otherLogs: string[];
+  generateMs: number;
+}
+
+/** Step 1: the main domain's log (`rows` lines, NEEDLES of them marked) and the others' (a tenth each), ending at `end`, in `dir`. */
+export function writeQueryLogs(dir: string, rows: number, end: number): QueryLogs {
+  const otherRows = Math.max(1, Math.round(rows / 10));
+  const started = performance.now();
+  const mainLog = path.join(dir, 'main-access.log');
+  const otherLog = path.join(dir, 'other-access.log');
+  writeLog(mainLog, rows, end, NEEDLES);
+  writeLog(otherLog, otherRows, end);
+  // The same lines for every other domain, each its own file (the import keeps a checkpoint per file).
+  const otherLogs = Array.from({ length: OTHER_DOMAINS }, (_, i) => {
+    const file = path.join(dir, `site${i + 1}-access.log`);
+    fs.copyFileSync(otherLog, file);
+    return file;
+  });
+  fs.rmSync(otherLog);
+  return { mainLog, otherLogs, generateMs: performance.now() - started };
+}
+
+export interface QueryLoad {
+  /** Domain ids by name. */
+  ids: Map<string, number>;
+  domainsMs: number;
+  importMs: number;
+  /** The main domain's import first. */
+  imports: { name: string; m: Measured; summary: string }[];
+}
+
+/** Step 2: the domains registered and the logs imported on `dataDir`, one process after the other; each import must store every line. */
+export async function loadQueryData(dataDir: string, logs: QueryLogs, rows: number): Promise<QueryLoad> {
+  const otherRows = Math.max(1, Math.round(rows / 10));
+  let started = performance.now();
+  const ids = new Map<string, number>();
+  for (const name of [MAIN_DOMAIN, ...logs.otherLogs.map((_, i) => otherDomain(i + 1))]) {
+    const m = await tailhouse(['domains', 'add', name], dataDir);
+    const id = Number(/added domain (\d+)/.exec(m.stdout)?.[1]);
+    if (!id) throw new Error(`domains add ${name}: no id in ${JSON.stringify(m.stdout)}`);
+    ids.set(name, id);
+  }
+  const domainsMs = performance.now() - started;
+  started = performance.now();
+  const imports: QueryLoad['imports'] = [];
+  for (const [name, file, lines] of [[MAIN_DOMAIN, logs.mainLog, rows], ...logs.otherLogs.map((f, i) => [otherDomain(i + 1), f, otherRows])] as [string, string, number][]) {
+    process.stderr.write(`importing ${fmt(lines)} lines for ${name}…\n`);
+    const m = await tailhouse(['import', file, '--domain', name, '--format', ACCESS_FORMAT], dataDir);
+    const summary = m.stdout.split('\n').find((l) => l.startsWith('imported ')) ?? tail(m.stdout, 1);
+    const stored = Number(/: (\d+) stored/.exec(summary)?.[1]);
+    if (stored !== lines) throw new Error(`import for ${name} stored ${stored} of ${lines} lines: ${summary}`);
+    imports.push({ name, m, summary });
+  }
+  return { ids, domainsMs, importMs: performance.now() - started, imports };
+}
