@@ -236,9 +236,11 @@ function knownValid(name: string, op: Operation, ctx: Context, variant: number):
   }
 }
 
-/** A valid value of a schema; arrays of an enum hold every value (a search over all fields). */
+/** A valid value of a schema; arrays of an enum hold every value (a search over all fields), whatever their default. */
 function validOf(schema: Schema): unknown {
   const s = alternatives(schema)[0]!;
+  const items = s.type === 'array' ? resolve(s.items) : undefined;
+  if (items?.enum) return [...items.enum];
   if (s.example !== undefined) return s.example;
   if (s.default !== undefined) return s.default;
   if (s.enum) return s.enum[0];
