@@ -202,8 +202,8 @@ describe('search', () => {
   it('validation → 422 with details', async () => {
     expect422(await search({ startDate: from }), 'query');
     expect422(await search({ query: '', startDate: from }), 'query');
-    expect422(await search({ query: 'x'.repeat(65_537), startDate: from }), 'query');
-    expect((await search({ query: 'x'.repeat(65_536), startDate: from })).status).toBe(200);
+    expect422(await search({ query: 'x'.repeat(501), startDate: from }), 'query');
+    expect((await search({ query: 'x'.repeat(500), startDate: from })).status).toBe(200);
     expect422(await search({ query: 7, startDate: from }), 'query');
     const noStart = await search({ query: 'x' });
     expect422(noStart, 'startDate');

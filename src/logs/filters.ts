@@ -162,13 +162,13 @@ export function urlGlobToLike(glob: string): string {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * The longest text a filter or a search may hold: as long as any value a stored entry can hold.
- * The ingest stores lines of up to 64 KiB (longer ones go to ingest_rejects), so no logged URL is
- * longer, whatever nginx's large_client_header_buffers allow (8 KiB by default). In a listing's
+ * The longest `url` filter: as long as any URL a stored entry can hold. The ingest stores lines of
+ * up to 64 KiB (longer ones go to ingest_rejects), so no logged URL is longer, whatever nginx's
+ * large_client_header_buffers allow (8 KiB by default). In a listing's
  * query string it may take three times as many bytes percent-encoded, which the server accepts
  * (src/http/node-server.ts).
  */
-export const LOGGED_TEXT_MAX = 65_536;
+export const URL_FILTER_MAX = 65_536;
 
 /** A zod transform through `parse`, failing with `message` where it gives null. */
 const parsedBy =
@@ -203,7 +203,7 @@ const ipAddressField = z
 const urlField = z
   .string({ message: 'must be a string' })
   .min(1, { message: 'must not be empty' })
-  .max(LOGGED_TEXT_MAX, { message: `must be at most ${LOGGED_TEXT_MAX} characters` })
+  .max(URL_FILTER_MAX, { message: `must be at most ${URL_FILTER_MAX} characters` })
   .openapi({
     type: 'string',
     example: '/api/*/orders',

@@ -1,11 +1,13 @@
 import { z } from '@hono/zod-openapi';
 import { paginationSchema } from '../http/envelope.js';
 import { checkDateOrder, checkPageDepth, dateRangeQuery, pageBody, pageQuery } from '../http/query.js';
-import { accessFilterQuery, errorFilterQuery, LEVELS, LOGGED_TEXT_MAX } from './filters.js';
+import { accessFilterQuery, errorFilterQuery, LEVELS } from './filters.js';
 import { SEARCH_FIELDS } from './store.js';
 
 /** The highest `limit` of log listings and search (CONTRACT §3). */
 export const LOG_PAGE_MAX = 1000;
+/** The longest search `query` (CONTRACT §5). A longer logged value, such as a long URL, is found by any part of it. */
+export const SEARCH_QUERY_MAX = 500;
 
 export const accessListQuery = z
   .object({ ...pageQuery(LOG_PAGE_MAX), ...dateRangeQuery(false), ...accessFilterQuery })
@@ -27,7 +29,7 @@ export const searchBody = z
     query: z
       .string({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a string') })
       .min(1, { message: 'must not be empty' })
-      .max(LOGGED_TEXT_MAX, { message: `must be at most ${LOGGED_TEXT_MAX} characters` })
+      .max(SEARCH_QUERY_MAX, { message: `must be at most ${SEARCH_QUERY_MAX} characters` })
       .openapi({ description: 'A case-insensitive substring', example: 'timed out' }),
     fields: z
       .array(z.enum(SEARCH_FIELDS, { message: `must be one of ${SEARCH_FIELDS.join(', ')}` }), { message: 'must be an array of field names' })
