@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, MAX_BODY_BYTES } from '../src/app.js';
+import { THROTTLES } from '../src/auth/throttle.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, startTestApp, type TestApp } from './support/app.js';
 
 // A real listening server (node's http stack, real sockets) over a runtime with TRUST_PROXY off.
@@ -131,7 +132,7 @@ describe('a real listening server', () => {
 
   // Last: it blocks logins from 127.0.0.1 for the rest of the file.
   it('a forged X-Forwarded-For does not dodge the per-address login throttle', async () => {
-    for (let i = 0; i < 10; i++) {
+    for (let i = 0; i < THROTTLES['login-address'].max; i++) {
       const res = await fetchJson('/api/auth/login', {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-forwarded-for': `192.0.2.${i + 1}` },
