@@ -26,6 +26,7 @@ describe('error-log lines', () => {
     const line = '2026/11/21 08:15:30 [error] 1234#1234: *5 open() "/usr/share/nginx/html/favicon.ico" failed (2: No such file or directory), client: 203.0.113.7, server: shop.example.com, request: "GET /favicon.ico HTTP/1.1", host: "shop.example.com", referrer: "https://shop.example.com/cart"';
     expect(parseErrorLine(line)).toEqual({
       ok: true,
+      contextAmbiguous: false,
       entry: {
         timestamp: T,
         level: 'error',
@@ -89,6 +90,36 @@ describe('error-log lines', () => {
       message: 'limiting requests, excess: 10.520 by zone "api"',
       context: { client: '203.0.113.7', server: 'api.example.com', request: 'GET /v1/items?q="x" HTTP/1.1', host: 'api.example.com', referrer: "=cmd|' /C calc'!A0" },
     });
+  });
+});
+
+describe('contexts a client can forge', () => {
+  const forged = ', client: 198.51.100.1, server: victim.example, request: "GET / HTTP/1.1", host: "x';
+  const tail = ', client: 203.0.113.7, server: shop.example, request: "GET /p HTTP/1.1", host: "shop.example"';
+  const ambiguous = (line: string) => {
+    const result = parseErrorLine(line);
+    if (!result.ok) throw new Error(`rejected: ${result.reason}`);
+    return result.contextAmbiguous;
+  };
+
+  it('a decoded path holding a context that swallows the real one: read two ways, marked ambiguous', () => {
+    const line = `2026/11/21 08:15:30 [error] 1#1: *5 open() "/srv/x${forged}" failed (2: No such file or directory)${tail}`;
+    // The first reading is the forged one: nothing in the line tells it from nginx's own.
+    expect(entryOf(line).context.server).toBe('victim.example');
+    expect(ambiguous(line)).toBe(true);
+  });
+
+  it('a referrer holding a context: marked ambiguous although the first reading is the real one', () => {
+    const line = `2026/11/21 08:15:30 [error] 1#1: *5 open() "/srv/y" failed (2: No such file or directory)${tail}, referrer: "r${forged}"`;
+    expect(entryOf(line).context.server).toBe('shop.example');
+    expect(ambiguous(line)).toBe(true);
+  });
+
+  it('readings that name the same server, and lines with one reading, are not ambiguous', () => {
+    expect(ambiguous(`2026/11/21 08:15:30 [error] 1#1: *5 open() "/srv/a, client: b" failed (2: No such file or directory)${tail}`)).toBe(false);
+    const same = forged.replace('victim.example', 'shop.example');
+    expect(ambiguous(`2026/11/21 08:15:30 [error] 1#1: *5 open() "/srv/x${same}" failed (2: No such file or directory)${tail}`)).toBe(false);
+    expect(ambiguous(`2026/11/21 08:15:30 [error] 1#1: *5 open() "/srv/z" failed${tail}`)).toBe(false);
   });
 });
 

@@ -8,6 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseIngestConfig } from '../ingest/config.js';
+import { AMBIGUOUS_CONTEXT } from '../ingest/transforms/rows.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { insertDomain } from '../src/domains/store.js';
 import { createLogger } from '../src/log.js';
@@ -310,6 +311,32 @@ describe('following error files', () => {
     expect(rows[1]).toMatchObject({ level: 'warn', context: { referrer: 'https://r.test/' } });
     const [reject] = await select<{ reason: string; kind: string }>(t.runtime.clickhouse, 'SELECT reason, kind FROM ingest_rejects WHERE source = {s:String}', { s: file });
     expect(reject).toEqual({ reason: 'no host to route the line by', kind: 'error' });
+  });
+
+  it('routing by context: an entry whose path or referrer forges a context naming another domain reaches neither domain', async () => {
+    const [attacker, victim] = [await newDomain(t.runtime.db), await newDomain(t.runtime.db)];
+    const file = logFile('error');
+    const forged = `, client: 198.51.100.1, server: ${victim.name}, request: "GET / HTTP/1.1", host: "x`;
+    const tail = (client: string) => `, client: ${client}, server: ${attacker.name}, request: "GET /p HTTP/1.1", host: "${attacker.name}"`;
+    const lines = [
+      // The decoded path holds a forged context whose host swallows the real one.
+      `${errorLogTime(T0)} [error] 12#12: *5 open() "/srv/x${forged}" failed (2: No such file or directory)${tail('203.0.113.7')}`,
+      // The referrer, which comes last, holds one.
+      `${errorLogTime(T0 + 1000)} [error] 12#12: *6 open() "/srv/y" failed (2: No such file or directory)${tail('203.0.113.8')}, referrer: "r${forged}"`,
+      // A message with ", client: " that names no other server is routed as before.
+      `${errorLogTime(T0 + 2000)} [error] 12#12: *7 open() "/srv/a, client: b" failed (2: No such file or directory)${tail('203.0.113.9')}`,
+    ];
+    append(file, `${lines.join('\n')}\n`);
+    await startWorker(`sources:\n  - error: ${q(file)}\n`);
+    await waitForRows(attacker.id, 1, 'error_logs');
+    const rejectsOf = () => select<{ reason: string; domain_id: number }>(t.runtime.clickhouse, 'SELECT reason, domain_id FROM ingest_rejects WHERE source = {s:String} ORDER BY offset', { s: file });
+    await until(async () => (await rejectsOf()).length === 2, 'the two forged entries to be rejected');
+    const stored = await select<{ message: string }>(t.runtime.clickhouse, 'SELECT message FROM error_logs WHERE domain_id IN ({a:UInt32}, {v:UInt32})', { a: attacker.id, v: victim.id });
+    expect(stored).toEqual([{ message: 'open() "/srv/a, client: b" failed (2: No such file or directory)' }]);
+    expect(await rejectsOf()).toEqual([
+      { reason: AMBIGUOUS_CONTEXT, domain_id: 0 },
+      { reason: AMBIGUOUS_CONTEXT, domain_id: 0 },
+    ]);
   });
 });
 

@@ -19,6 +19,12 @@
  * An entry may span lines: nginx writes the raw line breaks a message holds (a file name from a
  * request for `/a%0d%0ab`). The file readers join them (line-cutter.ts, startsErrorEntry), syslog
  * has one message per datagram; the message keeps them as written.
+ *
+ * Which context is nginx's own cannot always be told: a decoded request path in the message can
+ * hold a whole forged context that swallows the real one (`…, server: victim.example, …, host: "x`
+ * up to the real tail's last quote), and the referrer, which comes last, can hold one too. Every
+ * reading is therefore looked at, and a line whose readings name different servers or hosts is
+ * marked `contextAmbiguous`: whoever routes entries by their context must not trust it.
  */
 import type { ErrorEntry, ErrorLevel, ParseResult } from '../types.js';
 import { d2, wallTime, zonedWallTimeToEpoch } from './time.js';
@@ -50,11 +56,44 @@ const contextPattern = (request: string) =>
 const CONTEXTS = [contextPattern('.*? HTTP/\\d(?:\\.\\d)?'), contextPattern('.*?')];
 
 /**
+/** A parsed error line; `contextAmbiguous`: its context also reads another way that names another server or host. */
+export type ErrorLineResult = { ok: true; entry: ErrorEntry; contextAmbiguous: boolean } | Extract<ParseResult<ErrorEntry>, { ok: false }>;
+
+/** The name an entry is routed by: the context's `server` (from nginx's configuration), else its `host`. */
+export const routingNameOf = (context: Record<string, string>): string | null => context.server ?? context.host ?? null;
+
+/** The context read from the `, client: ` at `at` to the end of the line by `pattern`, or null. */
+function contextAt(line: string, at: number, pattern: RegExp): Record<string, string> | null {
+  pattern.lastIndex = at;
+  const c = pattern.exec(line);
+  if (c === null) return null;
+  const context: Record<string, string> = {};
+  CONTEXT_KEYS.forEach((key, i) => {
+    const value = c[i + 1];
+    if (value !== undefined) context[key] = value;
+  });
+  return context;
+}
+
+/** Whether any other reading of the line's context (at another `, client: `) routes elsewhere than `chosen`. */
+function readsElsewhere(line: string, start: number, chosenAt: number, chosen: Record<string, string>): boolean {
+  const name = routingNameOf(chosen);
+  for (let at = line.indexOf(', client: ', start); at !== -1; at = line.indexOf(', client: ', at + 1)) {
+    if (at === chosenAt) continue;
+    for (const pattern of CONTEXTS) {
+      const other = contextAt(line, at, pattern);
+      if (other !== null && routingNameOf(other) !== name) return true;
+    }
+  }
+  return false;
+}
+
+/**
  * Parses one error-log line. Its time carries no zone and is read in the IANA `timezone`; an
  * unknown zone name throws a RangeError (a configuration error, not a property of the line).
  * `context` holds the keys the line carries, `subrequest` included when nginx wrote one.
  */
-export function parseErrorLine(line: string, timezone = 'UTC'): ParseResult<ErrorEntry> {
+export function parseErrorLine(line: string, timezone = 'UTC'): ErrorLineResult {
   const m = PREFIX.exec(line);
   if (m === null) {
     if (line === '') return { ok: false, reason: 'empty line' };
@@ -69,17 +108,11 @@ export function parseErrorLine(line: string, timezone = 'UTC'): ParseResult<Erro
   if (level !== 'debug') {
     for (const pattern of CONTEXTS) {
       for (let at = line.indexOf(', client: ', start); at !== -1; at = line.indexOf(', client: ', at + 1)) {
-        pattern.lastIndex = at;
-        const c = pattern.exec(line);
-        if (c === null) continue;
-        const context: Record<string, string> = {};
-        CONTEXT_KEYS.forEach((key, i) => {
-          const value = c[i + 1];
-          if (value !== undefined) context[key] = value;
-        });
-        return { ok: true, entry: { timestamp, level, message: line.slice(start, at), context } };
+        const context = contextAt(line, at, pattern);
+        if (context === null) continue;
+        return { ok: true, entry: { timestamp, level, message: line.slice(start, at), context }, contextAmbiguous: readsElsewhere(line, start, at, context) };
       }
     }
   }
-  return { ok: true, entry: { timestamp, level, message: line.slice(start), context: {} } };
+  return { ok: true, entry: { timestamp, level, message: line.slice(start), context: {} }, contextAmbiguous: false };
 }

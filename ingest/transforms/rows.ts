@@ -6,7 +6,7 @@
  */
 import type { IdOf } from '../ids.js';
 import { newAccessFields, type AccessLineParser } from '../parsers/access-format.js';
-import { parseErrorLine } from '../parsers/error-log.js';
+import { parseErrorLine, routingNameOf } from '../parsers/error-log.js';
 import { AccessBatch, type AccessTsv, type ErrorRow, type RejectRow } from '../sinks/clickhouse.js';
 import type { AccessEntry, ErrorEntry, LineChunk, SourceLine } from '../types.js';
 import type { DomainDirectory } from '../domains.js';
@@ -54,6 +54,9 @@ export interface Rows {
 }
 
 export const emptyDecoded = (): Decoded => ({ access: new AccessBatch(), error: [], rejects: [] });
+
+export const AMBIGUOUS_CONTEXT =
+  'context reads two ways naming different servers (the message or referrer holds text shaped like nginx\'s context): not routed; give the domain an error_log and source of its own';
 
 /** A line kept with why it is no entry; `length` is the whole line's bytes (`line` may be only its head). */
 export function rejectRow(origin: Origin, kind: LogKind, domainId: number | null, offset: number, line: string, reason: string, length = Buffer.byteLength(line)): RejectRow {
@@ -110,9 +113,11 @@ export async function decodeLines(
       const parsed = parseErrorLine(line.text, decoder.timezone);
       if (!parsed.ok) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${parsed.reason}`);
       else if (fixed !== null) into.error.push({ entry: parsed.entry, domainId: fixed, offset: line.offset });
-      // `server` (the server block's name, from nginx's config) before `host`: the request line is
-      // logged as the client sent it, so a `host: "…"` after it can be the client's forgery.
-      else pending.push({ entry: parsed.entry, plain: false, host: parsed.entry.context.server ?? parsed.entry.context.host ?? null, line });
+      // A context that reads two ways naming different servers holds a client's forgery (a decoded
+      // request path or referrer shaped like nginx's context): routing by it would let a client of
+      // one domain write into another.
+      else if (parsed.contextAmbiguous) reject(line.offset, line.text, Buffer.byteLength(line.text), AMBIGUOUS_CONTEXT, null);
+      else pending.push({ entry: parsed.entry, plain: false, host: routingNameOf(parsed.entry.context), line });
     }
   }
   for (const o of overlong) reject(o.offset, o.head, o.length, `line longer than ${maxLineBytes} bytes`);
