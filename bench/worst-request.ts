@@ -44,7 +44,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { DATE_RANGE } from '../src/http/query.js';
+import { STORED_TIME_RANGE } from '../src/db/time-range.js';
 import { killAll, machineBusyTicks } from './lib/measure.js';
 import { BENCH_ADMIN, COMMON, loadQueryData, MAIN_DOMAIN, NEEDLE, writeQueryLogs } from './lib/query-data.js';
 import { api as apiOf, childEnv, cpuTicks, killServer, login, ROOT, startServer, stopServer, waitIdle, type Server } from './lib/serve-child.js';
@@ -65,7 +65,7 @@ const WORST_TARGET_MS = 2000;
 const HEALTHZ_TARGET_MS = 50;
 const HEALTHZ_EVERY_MS = 10;
 const FIELDS = ['url', 'message', 'userAgent', 'referrer', 'ipAddress'];
-const WIDEST = { startDate: new Date(DATE_RANGE.first).toISOString(), endDate: new Date(DATE_RANGE.last).toISOString() };
+const WIDEST = { startDate: new Date(STORED_TIME_RANGE.first).toISOString(), endDate: new Date(STORED_TIME_RANGE.last).toISOString() };
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);

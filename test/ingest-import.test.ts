@@ -135,6 +135,19 @@ describe('tailhouse import', () => {
     expect(summary.files[0]).toMatchObject({ inserted: 5, expired: 3 });
   });
 
+  it('keeps lines dated outside what the store holds (1970 to 2106) as rejects, access and error alike', async () => {
+    const domain = await newDomain(t.runtime.db);
+    const at = (time: string) => accessLines(0, 1).replace(/\[[^\]]+\]/, `[${time}]`);
+    const access = write(at('31/Dec/1969:23:59:59 +0000') + at('07/Feb/2106:00:00:00 +0000') + at('01/Jan/1970:00:30:00 +0100') + accessLines(1, 3));
+    const summary = await run([access], { domain: domain.name });
+    expect(summary.files[0]).toMatchObject({ inserted: 2, rejected: 3 });
+    const error = path.join(dir, `error-${++seq}.log`);
+    fs.writeFileSync(error, `2200/01/01 00:00:00 [error] 1#1: far future\n${errorLogTime(T0)} [error] 1#1: now\n`);
+    expect((await run([error], { domain: domain.name, type: 'error' })).files[0]).toMatchObject({ inserted: 1, rejected: 1 });
+    const reasons = await select<{ reason: string; n: string }>(t.runtime.clickhouse, 'SELECT reason, count() AS n FROM ingest_rejects WHERE domain_id = {d:UInt32} GROUP BY reason', { d: domain.id });
+    expect(reasons.map((r) => [r.reason, Number(r.n)])).toEqual([['time outside 1970-01-01T00:00:00.000Z to 2106-02-06T23:59:59.999Z', 4]]);
+  });
+
   it('refuses an unregistered domain, and a format without $host when no domain is given', async () => {
     const file = write(accessLines(0, 1));
     await expect(run([file], { domain: 'unregistered.example.com' })).rejects.toThrow(

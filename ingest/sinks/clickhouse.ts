@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { chdbOf, type ChdbExtension, type ClickHouseClient } from '../../src/db/clickhouse.js';
+import { STORED_TIME_RANGE } from '../../src/db/time-range.js';
 import type { IdOf } from '../ids.js';
 import type { AccessEntry, ErrorEntry } from '../types.js';
 
@@ -331,9 +332,9 @@ function uint(n: number, max = Number.MAX_SAFE_INTEGER): number {
   return n > 0 ? Math.min(Math.round(n), max) : 0;
 }
 
-// DateTime64(3)'s range; times outside it (a parser bug) are held at its edges.
-const MIN_TIME_MS = Date.UTC(1900, 0, 1);
-const MAX_TIME_MS = Date.UTC(2299, 11, 31, 23, 59, 59, 999);
+// The transform rejects times outside what is stored; one that got here anyway (a caller's bug) is
+// held at the range's edges rather than failing the whole batch on every retry.
+const { first: MIN_TIME_MS, last: MAX_TIME_MS } = STORED_TIME_RANGE;
 
 const DAY_MS = 86_400_000;
 const TWO_DIGITS = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, '0'));

@@ -4,6 +4,7 @@
  * stored as an entry (does not parse, names an unknown domain, too long) becomes a reject row
  * with its reason, so that nothing read is dropped without a trace.
  */
+import { isStoredTime, STORED_TIME_RANGE_TEXT } from '../../src/db/time-range.js';
 import type { IdOf } from '../ids.js';
 import { newAccessFields, type AccessLineParser } from '../parsers/access-format.js';
 import { parseErrorLine, routingNameOf } from '../parsers/error-log.js';
@@ -55,6 +56,9 @@ export interface Rows {
 
 export const emptyDecoded = (): Decoded => ({ access: new AccessBatch(), error: [], rejects: [] });
 
+/** A time the log store cannot hold, or no query could reach. */
+export const OUT_OF_RANGE = `time outside ${STORED_TIME_RANGE_TEXT}`;
+
 export const AMBIGUOUS_CONTEXT =
   'context reads two ways naming different servers (the message or referrer holds text shaped like nginx\'s context): not routed; give the domain an error_log and source of its own';
 
@@ -101,6 +105,7 @@ export async function decodeLines(
     for (const line of lines) {
       const reason = parse.into(line.text, fields);
       if (reason !== null) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${reason}`);
+      else if (!isStoredTime(fields.timestamp)) reject(line.offset, line.text, Buffer.byteLength(line.text), OUT_OF_RANGE);
       else if (fixed !== null) into.access.add(fields, fields.plain, fixed, line.offset);
       else {
         const domainId = fields.host === null ? undefined : byHost!.idOf(normaliseHost(fields.host));
@@ -112,6 +117,7 @@ export async function decodeLines(
     for (const line of lines) {
       const parsed = parseErrorLine(line.text, decoder.timezone);
       if (!parsed.ok) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${parsed.reason}`);
+      else if (!isStoredTime(parsed.entry.timestamp)) reject(line.offset, line.text, Buffer.byteLength(line.text), OUT_OF_RANGE);
       else if (fixed !== null) into.error.push({ entry: parsed.entry, domainId: fixed, offset: line.offset });
       // A context that reads two ways naming different servers holds a client's forgery (a decoded
       // request path or referrer shaped like nginx's context): routing by it would let a client of

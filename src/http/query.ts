@@ -1,4 +1,5 @@
 import { z } from '@hono/zod-openapi';
+import { isStoredTime, STORED_TIME_RANGE_TEXT } from '../db/time-range.js';
 
 /**
  * A whole number written as plain decimal digits, between min and max. Stricter than
@@ -53,13 +54,6 @@ export const checkPageDepth = (value: { page: number; limit: number }, ctx: z.Re
   }
 };
 
-/**
- * The times the stores hold, whole UTC days: ClickHouse's DateTime (the hour counts and rollups
- * of the log tables, sql/clickhouse/005_stats_deferred_rollups.sql) runs from 1970-01-01 to
- * 2106-02-07T06:28:15Z. A date outside is a 422 naming this range, never a query that fails.
- */
-export const DATE_RANGE = { first: Date.UTC(1970, 0, 1), last: Date.UTC(2106, 1, 6, 23, 59, 59, 999) } as const;
-const DATE_RANGE_TEXT = `${new Date(DATE_RANGE.first).toISOString()} to ${new Date(DATE_RANGE.last).toISOString()}`;
 
 const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
@@ -99,7 +93,7 @@ export function parseIsoDate(text: string, endOfDay = false): Date | null {
 
 const DATE_MESSAGE = 'must be an ISO 8601 date, e.g. 2026-11-21T08:15:30Z';
 
-/** A date of a query string or a JSON body, within DATE_RANGE; as an end (`endOfDay`) a date alone is its last millisecond. */
+/** A date of a query string or a JSON body, within STORED_TIME_RANGE (db/time-range.ts); as an end (`endOfDay`) a date alone is its last millisecond. */
 export const isoDate = (endOfDay: boolean) =>
   z
     .string({ error: (issue) => (issue.input === undefined ? 'is required' : DATE_MESSAGE) })
@@ -109,13 +103,13 @@ export const isoDate = (endOfDay: boolean) =>
         ctx.addIssue({ code: 'custom', message: DATE_MESSAGE });
         return z.NEVER;
       }
-      if (date.getTime() < DATE_RANGE.first || date.getTime() > DATE_RANGE.last) {
-        ctx.addIssue({ code: 'custom', message: `must be within ${DATE_RANGE_TEXT}` });
+      if (!isStoredTime(date.getTime())) {
+        ctx.addIssue({ code: 'custom', message: `must be within ${STORED_TIME_RANGE_TEXT}` });
         return z.NEVER;
       }
       return date;
     })
-    .openapi({ type: 'string', format: 'date-time', example: '2026-11-21T08:15:30.123Z', description: `Within ${DATE_RANGE_TEXT}` });
+    .openapi({ type: 'string', format: 'date-time', example: '2026-11-21T08:15:30.123Z', description: `Within ${STORED_TIME_RANGE_TEXT}` });
 
 /** `startDate` and `endDate` (query string or JSON body), both ends included; `endDate` before `startDate` is a 422 on `endDate`. */
 export const dateRangeQuery = <T extends boolean>(startRequired: T) => ({

@@ -7,14 +7,14 @@
  * and skipping the matches of the whole range row by row. For a range without dates the counts
  * are one read of a table of a few rows per hour.
  */
-import { DATE_RANGE } from '../http/query.js';
+import { STORED_TIME_RANGE } from '../db/time-range.js';
 import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
 import { unionAll } from './shared-sql.js';
 
 const HOUR_MS = 3_600_000;
 /** The open ends of a range: the times the stores hold (whole days, so whole hours), the end exclusive. */
-const OPEN_START = DATE_RANGE.first;
-const OPEN_END = DATE_RANGE.last + 1;
+const OPEN_START = STORED_TIME_RANGE.first;
+const OPEN_END = STORED_TIME_RANGE.last + 1;
 
 /** A query with bound parameters whose rows are (hour: start in seconds, n: matches), one per hour. */
 export interface HourCountsQuery {
