@@ -11,6 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nonPublicAddressOf, nonPublicRange } from '../src/alerts/addresses.js';
+import { postOnce, type WebhookPost } from '../src/alerts/webhook-post.js';
 import { PUBLIC_ADDRESSES, REFUSED_ADDRESSES } from './support/addresses.js';
 import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from '../src/alerts/delivery.js';
 import type { AlertEvaluator, AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
@@ -468,11 +469,8 @@ describe('permanent refusals', () => {
     const gone = await webhookReceiver(() => 404);
     const busy = await webhookReceiver((n) => (n <= 4 ? (n % 2 === 0 ? 429 : 503) : 204));
     const targets: Record<string, string> = { 'gone.example.test': gone.origin, 'busy.example.test': busy.origin };
-    const viaLocal: typeof fetch = (url, init) => {
-      const u = new URL(String(url));
-      return fetch(`${targets[u.hostname]}${u.pathname}${u.search}`, init);
-    };
-    const ev = evaluator({ delivery: { fetch: viaLocal } });
+    const viaLocal: WebhookPost = (url, request) => postOnce(new URL(`${targets[url.hostname]}${url.pathname}${url.search}`), request);
+    const ev = evaluator({ delivery: { post: viaLocal } });
     const domain = await newDomain();
     const dead = await newAlert(domain.id, { name: 'Dead hook', notificationMethod: 'webhook', notificationTarget: 'https://gone.example.test/hook?token=s3cret' });
     const live = await newAlert(domain.id, { name: 'Busy hook', notificationMethod: 'webhook', notificationTarget: 'https://busy.example.test/hook' });
@@ -511,9 +509,9 @@ describe('webhook delivery', () => {
   it('POSTs the facts as JSON, retries an error answer, and logs the target by its origin only', async () => {
     const receiver = await webhookReceiver((n) => (n === 1 ? 503 : 204));
     const secretTarget = 'https://hooks.example.test/services/T000/B000?token=s3cret-webhook-token';
-    // The https target of the alert, reached at the local receiver (tests only: an injected fetch).
-    const viaLocal: typeof fetch = (url, init) => fetch(String(url).replace('https://hooks.example.test', receiver.origin), init);
-    const ev = evaluator({ delivery: { fetch: viaLocal } });
+    // The https target of the alert, reached at the local receiver (tests only: an injected post).
+    const viaLocal: WebhookPost = (url, request) => postOnce(new URL(url.href.replace('https://hooks.example.test', receiver.origin)), request);
+    const ev = evaluator({ delivery: { post: viaLocal } });
     const domain = await newDomain();
     const alert = await newAlert(domain.id, { name: 'Silent', notificationMethod: 'webhook', notificationTarget: secretTarget });
     try {
@@ -612,6 +610,43 @@ describe('webhook delivery', () => {
       }
     } finally {
       for (const a of alerts) await deleteAlert(domain.id, a.id);
+    }
+  });
+  it('a name is judged by the lookup the connection itself uses: refused when it resolves to a non-public address, and never resolved a second time (no DNS rebinding)', async () => {
+    // What listens on the server's own network, on the port of the targets.
+    let connections = 0;
+    const internal = net.createServer((socket) => {
+      connections++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => internal.listen(0, '127.0.0.1', resolve));
+    const port = (internal.address() as net.AddressInfo).port;
+    const domain = await newDomain();
+    const loopback = await newAlert(domain.id, { notificationMethod: 'webhook', notificationTarget: 'https://placeholder.example.com/hook' });
+    const rebinding = await newAlert(domain.id, { notificationMethod: 'webhook', notificationTarget: 'https://placeholder.example.com/hook' });
+    await t.runtime.db.query(sql`update alerts set notification_target = ${`https://loopback.example.test:${port}/hook`} where id = ${loopback.id}`);
+    await t.runtime.db.query(sql`update alerts set notification_target = ${`https://rebinding.example.test:${port}/hook`} where id = ${rebinding.id}`);
+    // The rebinding name answers a public address once, then the loopback address.
+    const lookups: string[] = [];
+    const resolve = async (name: string) => {
+      lookups.push(name);
+      if (name === 'loopback.example.test') return ['127.0.0.1'];
+      return lookups.filter((n) => n === name).length === 1 ? ['93.184.216.34'] : ['127.0.0.1'];
+    };
+    try {
+      const ev = evaluator({ delivery: { resolve, webhookTimeoutMs: 300 } });
+      await round(ev);
+      expect(await ev.deliverDue()).toMatchObject({ delivered: 0, failed: 2 });
+      expect((await notificationsOf(t.runtime.db, loopback.id))[0]!.last_error).toBe('webhook host loopback.example.test is a non-public address (127.0.0.1: loopback): refused');
+      // The public address was the one connected to (here unreachable: a timeout or a refusal), and
+      // the name was looked up once: nothing reached the server's own network.
+      expect((await notificationsOf(t.runtime.db, rebinding.id))[0]!.last_error).not.toMatch(/non-public/);
+      expect(lookups.filter((n) => n === 'rebinding.example.test')).toHaveLength(1);
+      expect(connections).toBe(0);
+    } finally {
+      await new Promise((resolve) => internal.close(resolve));
+      await deleteAlert(domain.id, loopback.id);
+      await deleteAlert(domain.id, rebinding.id);
     }
   });
 });

@@ -30,8 +30,9 @@
 import type { Db } from '../db/postgres.js';
 import type { Logger } from '../log.js';
 import type { Mailer } from '../mail/mailer.js';
-import { nonPublicAddressOf } from './addresses.js';
+import type { ResolveAll } from './addresses.js';
 import { emailOf, webhookBodyOf, type DeliveryFacts, type NotificationPayload } from './notifications.js';
+import { postOnce, publicPost, type WebhookPost } from './webhook-post.js';
 import { claimNotifications, markDelivered, markFailed, markHeld, type ClaimedNotification, type HeldNotification } from './store.js';
 
 export interface DeliveryOptions {
@@ -39,10 +40,12 @@ export interface DeliveryOptions {
   mailer: Mailer;
   log: Logger;
   /**
-   * The fetch used for webhooks (tests may inject one). With the default fetch, a target whose
-   * host is, or resolves to, a non-public address is refused (see addresses.ts).
+   * How a webhook is sent (tests may inject one that reaches a local receiver). The default sends
+   * to public addresses only, judged by the connection's own name lookup (webhook-post.ts).
    */
-  fetch?: typeof fetch;
+  post?: WebhookPost;
+  /** How the default post resolves names (tests may inject one); the system resolver otherwise. */
+  resolve?: ResolveAll;
   /** A webhook answer must arrive within this (default 10 s). */
   webhookTimeoutMs?: number;
   /** A mail must be accepted within this (default 60 s, below the lease). */
@@ -163,7 +166,7 @@ export interface Deliverer {
 export function createDeliverer(options: DeliveryOptions): Deliverer {
   const { db, mailer } = options;
   const log = options.log.child({ component: 'alerts' });
-  const fetchImpl = options.fetch ?? fetch;
+  const post = options.post ?? publicPost(options.resolve);
   const timeoutMs = options.webhookTimeoutMs ?? 10_000;
   const mailTimeoutMs = options.mailTimeoutMs ?? 60_000;
   const insecure = new Set(options.insecureWebhookOrigins ?? []);
@@ -178,13 +181,8 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
     const url = new URL(n.notification_target);
     const allowedInsecure = url.protocol === 'http:' && insecure.has(url.origin);
     if (url.protocol !== 'https:' && !allowedInsecure) throw new Error('webhook targets must be https URLs');
-    if (!options.fetch && !allowedInsecure) {
-      // The connection resolves the name again: a DNS answer that changes in between is not caught.
-      const internal = await nonPublicAddressOf(url.hostname);
-      if (internal) throw new Error(`webhook host ${url.hostname} is a non-public address (${internal.address}: ${internal.range}): refused`);
-    }
-    const response = await fetchImpl(url, {
-      method: 'POST',
+    // A redirect is an answer we do not follow: a webhook is one POST to the URL the user gave.
+    const status = await (allowedInsecure ? postOnce : post)(url, {
       headers: {
         'content-type': 'application/json',
         'user-agent': 'tailhouse-alerts',
@@ -192,15 +190,11 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
         'x-tailhouse-event': n.kind,
       },
       body: webhookBodyOf(String(n.id), payload, facts),
-      // A redirect is an answer we do not follow: a webhook is one POST to the URL the user gave.
-      redirect: 'manual',
       signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), stop.signal]),
     });
-    // The body is not needed; releasing it frees the connection.
-    await response.body?.cancel().catch(() => {});
-    if (response.status < 200 || response.status > 299) {
-      const message = `webhook answered HTTP ${response.status}`;
-      throw permanentStatus(response.status) ? new PermanentRefusal(message) : new Error(message);
+    if (status < 200 || status > 299) {
+      const message = `webhook answered HTTP ${status}`;
+      throw permanentStatus(status) ? new PermanentRefusal(message) : new Error(message);
     }
   }
 
