@@ -50,12 +50,11 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { killAll, machineBusyTicks, spawnMeasured, type Measured } from './lib/measure.js';
+import { killAll, spawnMeasured, type Measured } from './lib/measure.js';
 import { BENCH_ADMIN, COMMON, DAY_MS, loadQueryData, MAIN_DOMAIN, NEEDLE, NEEDLES, OTHER_DOMAINS, writeQueryLogs } from './lib/query-data.js';
 import {
   api as apiOf,
   childEnv,
-  cpuTicks,
   download,
   killServer,
   login as loginOf,
@@ -64,6 +63,7 @@ import {
   statusMb,
   stopServer,
   waitIdle,
+  withOtherLoad,
   type Download,
   type Server,
 } from './lib/serve-child.js';
@@ -105,23 +105,6 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 /** The server of step 4, from its spawn on: killed and its output shown on a failure or Ctrl-C. */
 let server: Server | undefined;
 
-/**
- * Measures the CPU the rest of the machine used while `work` ran, in cores: the machine's busy
- * time less the server's and this process's. Above about 0.1 the figures shared the machine.
- */
-async function withOtherLoad<T>(work: () => Promise<T>): Promise<{ value: T; otherCores: number }> {
-  const pid = server?.pid ?? 0;
-  const busy0 = machineBusyTicks();
-  const server0 = cpuTicks(pid);
-  const self0 = process.cpuUsage();
-  const started = performance.now();
-  const value = await work();
-  const wallS = (performance.now() - started) / 1000;
-  const self = process.cpuUsage(self0);
-  const ownTicks = (cpuTicks(pid) - server0) + (self.user + self.system) / 10_000;
-  return { value, otherCores: Math.max(0, (machineBusyTicks() - busy0 - ownTicks) / 100 / wallS) };
-}
-
 // --- HTTP ------------------------------------------------------------------------------------------
 
 /** The API of the server of step 4. */
@@ -147,7 +130,7 @@ async function timeRequest(label: string, method: 'GET' | 'POST', p: string, tok
   const times: number[] = [];
   let json: any;
   await api(method, p, token, body); // warm-up, untimed
-  const { otherCores } = await withOtherLoad(async () => {
+  const { otherCores } = await withOtherLoad(server?.pid ?? 0, async () => {
     for (let run = 0; run < RUNS; run++) {
       const started = performance.now();
       const res = await api(method, p, token, body);
@@ -289,7 +272,7 @@ async function main(): Promise<void> {
         if (created.status !== 201) throw new Error(`export ${format}: POST answered ${created.status}: ${JSON.stringify(created.json)}`);
         const url = `${s.base}${new URL(created.json.data.downloadUrl as string).pathname}`;
         await waitIdle(s.pid, 30_000);
-        const { value, otherCores } = await withOtherLoad(() => download(url, format, s.pid, 300_000));
+        const { value, otherCores } = await withOtherLoad(server?.pid ?? 0, () => download(url, format, s.pid, 300_000));
         exports.push({ ...value, nth, otherCores });
       }
     }

@@ -45,9 +45,9 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { STORED_TIME_RANGE } from '../src/db/time-range.js';
-import { killAll, machineBusyTicks } from './lib/measure.js';
+import { killAll } from './lib/measure.js';
 import { BENCH_ADMIN, COMMON, loadQueryData, MAIN_DOMAIN, NEEDLE, writeQueryLogs } from './lib/query-data.js';
-import { api as apiOf, childEnv, cpuTicks, killServer, login, ROOT, startServer, stopServer, waitIdle, type Server } from './lib/serve-child.js';
+import { api as apiOf, childEnv, killServer, login, ROOT, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
 import { fmt, load, sleep, tail } from './lib/util.js';
 
 const int = (name: string, fallback: number) => {
@@ -77,20 +77,6 @@ const met = (value: number, target: number) => (value <= target ? 'met' : '**not
 
 let server: Server | undefined;
 let control: { base: string; child: ChildProcess } | undefined;
-
-/** The CPU the rest of the machine used while `work` ran, in cores (machine busy time less the server's and this process's). */
-async function withOtherLoad<T>(work: () => Promise<T>): Promise<{ value: T; otherCores: number }> {
-  const pid = server?.pid ?? 0;
-  const busy0 = machineBusyTicks();
-  const server0 = cpuTicks(pid);
-  const self0 = process.cpuUsage();
-  const started = performance.now();
-  const value = await work();
-  const wallS = (performance.now() - started) / 1000;
-  const self = process.cpuUsage(self0);
-  const own = cpuTicks(pid) - server0 + (self.user + self.system) / 10_000;
-  return { value, otherCores: Math.max(0, (machineBusyTicks() - busy0 - own) / 100 / wallS) };
-}
 
 const api = (method: string, p: string, token?: string, body?: unknown) => apiOf(server!.base, method, p, token, body);
 
@@ -220,7 +206,7 @@ async function main(): Promise<void> {
     for (const c of candidates) {
       process.stderr.write(`timing ${c.label}…\n`);
       await timedSearch(searchPath, token, c.body); // warm-up
-      const { otherCores } = await withOtherLoad(async () => {
+      const { otherCores } = await withOtherLoad(server?.pid ?? 0, async () => {
         for (let run = 0; run < RUNS; run++) {
           const { ms, total } = await timedSearch(searchPath, token, c.body);
           c.times.push(ms);
@@ -240,7 +226,7 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++) {
       process.stderr.write(`three at once, round ${round + 1}…\n`);
       await waitIdle(s.pid, 30_000);
-      const { value, otherCores } = await withOtherLoad(async () => {
+      const { value, otherCores } = await withOtherLoad(server?.pid ?? 0, async () => {
         const three = Promise.all([0, 1, 2].map(() => timedSearch(searchPath, token, worst.body)));
         const [healthz, controlTimes] = await Promise.all([poll(healthzUrl, three), poll(control!.base, three)]);
         return { three: (await three).map((r) => r.ms), healthz, control: controlTimes };

@@ -9,7 +9,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../test/support/ports.js';
-import { terminate } from './measure.js';
+import { machineBusyTicks, terminate } from './measure.js';
 import { sleep, tail } from './util.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -101,6 +101,23 @@ export function cpuTicks(pid: number): number {
   } catch {
     return NaN;
   }
+}
+
+/**
+ * Runs `work` and measures the CPU the rest of the machine used meanwhile, in cores: the machine's
+ * busy time less the process `pid`'s (the server measured) and this process's. Above about 0.1 the
+ * figures shared the machine.
+ */
+export async function withOtherLoad<T>(pid: number, work: () => Promise<T>): Promise<{ value: T; otherCores: number }> {
+  const busy0 = machineBusyTicks();
+  const server0 = cpuTicks(pid);
+  const self0 = process.cpuUsage();
+  const started = performance.now();
+  const value = await work();
+  const wallS = (performance.now() - started) / 1000;
+  const self = process.cpuUsage(self0);
+  const ownTicks = cpuTicks(pid) - server0 + (self.user + self.system) / 10_000;
+  return { value, otherCores: Math.max(0, (machineBusyTicks() - busy0 - ownTicks) / 100 / wallS) };
 }
 
 /** A line of /proc/PID/status in MiB (VmRSS, VmHWM, RssAnon), NaN where unreadable. */
