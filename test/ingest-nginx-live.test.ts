@@ -27,6 +27,7 @@ import { createLogger } from '../src/log.js';
 import { startTestApp, type TestApp } from './support/app.js';
 import { freePort } from './support/ports.js';
 import { countRows, newDomain, select, until } from './support/ingest.js';
+import { loggedText, splitRequest } from './support/nginx-logged.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 
@@ -173,27 +174,6 @@ function send(r: Request, port: number): Promise<Answer> {
 }
 
 // ---- what must be stored ----------------------------------------------------------------------
-
-const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
-/** A value as stored: the text of its bytes when they are UTF-8, else as nginx logged them (\xHH). */
-function loggedText(bytes: string): string {
-  const b = Buffer.from(bytes, 'latin1');
-  try {
-    return UTF8.decode(b);
-  } catch {
-    let s = '';
-    for (const x of b) s += x === 0x22 || x === 0x5c || x < 0x20 || x > 0x7e ? `\\x${x.toString(16).toUpperCase().padStart(2, '0')}` : String.fromCharCode(x);
-    return s;
-  }
-}
-
-/** Method, target and protocol of a request line as access-format.ts documents reading $request. */
-function splitRequest(line: string): { method: string; url: string; protocol: string } {
-  const m = /^([A-Z_-]+) (.*?)(?: (HTTP\/[^ ]*))?$/s.exec(line);
-  if (m === null) return { method: '', url: loggedText(line), protocol: '' };
-  return { method: m[1]!, url: loggedText(m[2]!), protocol: m[3] ?? '' };
-}
 
 interface Stored {
   timestamp: string;

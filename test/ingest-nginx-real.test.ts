@@ -4,6 +4,7 @@ import { compileAccessFormat } from '../ingest/parsers/access-format.js';
 import { parseErrorLine } from '../ingest/parsers/error-log.js';
 import { DEFAULT_CUT_LIMITS, LineCutter } from '../ingest/sources/line-cutter.js';
 import type { AccessEntry, ErrorEntry, ErrorLevel } from '../ingest/types.js';
+import { loggedText, splitRequest } from './support/nginx-logged.js';
 
 // The parsers against lines a real nginx wrote (test/fixtures/nginx, made by capture.sh there; see
 // its README). Each parsed entry is compared with what requests.json says the client sent, never
@@ -64,25 +65,9 @@ function entriesOf(name: string): string[] {
 }
 
 const bytes = (s: string) => Buffer.from(s, 'latin1');
-const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
-/**
- * What AccessEntry carries for bytes the client sent: the text when they are UTF-8 (ASCII
- * included), otherwise the value as nginx logged it with escape=default (", \, control bytes, DEL
- * and bytes above 0x7e as \xHH, upper-case), so that no byte is lost (CONTRACT §5: "as logged").
- */
-function loggedText(b: Buffer): string {
-  try {
-    return UTF8.decode(b);
-  } catch {
-    let s = '';
-    for (const x of b) s += x === 0x22 || x === 0x5c || x < 0x20 || x > 0x7e ? `\\x${x.toString(16).toUpperCase().padStart(2, '0')}` : String.fromCharCode(x);
-    return s;
-  }
-}
 
 /** A header's value in an entry: "" when it was not sent or was `-` (nginx logs both as -). */
-const headerText = (value: string | null) => (value === null || value === '-' ? '' : loggedText(bytes(value)));
+const headerText = (value: string | null) => (value === null || value === '-' ? '' : loggedText(value));
 
 /** The request line as the client sent it (nginx skips CRLFs before it), as bytes in a latin1 string. */
 function requestLine(r: Request): string {
@@ -92,23 +77,12 @@ function requestLine(r: Request): string {
   return end === -1 ? line : line.slice(0, end);
 }
 
-/**
- * Method, target and protocol of a request line, split as nginx's $request is documented to be
- * read (access-format.ts): a method token, the target, ` HTTP/…` when present; anything that does
- * not start with a method token is all target (a TLS handshake on the plain port, `get`).
- */
-function splitRequest(line: string): { method: string; url: string; protocol: string } {
-  const m = /^([A-Z_-]+) (.*?)(?: (HTTP\/[^ ]*))?$/s.exec(line);
-  if (m === null) return { method: '', url: loggedText(bytes(line)), protocol: '' };
-  return { method: m[1]!, url: loggedText(bytes(m[2]!)), protocol: m[3] ?? '' };
-}
-
 const serverName = (r: Request) => capture.servers[String(r.port)]!;
 
 /** $host: the Host header lower-cased without its port, or the server's name when none was read. */
 function expectedHost(r: Request): string {
   if (r.raw !== null || r.host === null) return serverName(r);
-  const host = loggedText(bytes(r.host)).toLowerCase();
+  const host = loggedText(r.host).toLowerCase();
   return host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.replace(/:\d+$/, '');
 }
 
@@ -121,7 +95,7 @@ const measured = verboseLines.map((line) => {
 
 function expectedEntry(r: Request, i: number, format: { hasTimes: boolean; hasHost: boolean }): AccessEntry {
   const m = measured[i]!;
-  const request = r.raw === null ? { method: r.method, url: loggedText(bytes(r.target)), protocol: r.protocol } : splitRequest(requestLine(r));
+  const request = r.raw === null ? { method: r.method, url: loggedText(r.target), protocol: r.protocol } : splitRequest(requestLine(r));
   return {
     // $msec has milliseconds; $time_local has seconds, the same second ($msec is not rounded).
     timestamp: format.hasTimes ? Math.round(m.msec * 1000) : Math.floor(m.msec) * 1000,
@@ -282,7 +256,7 @@ describe.each(capture.errorLogs)('$file', ({ file }) => {
   entries.forEach((entry, i) => {
     const head = HEAD.exec(entry)!;
     it(`${file} entry ${i + 1} ${JSON.stringify(entry.slice(20, 90))}`, () => {
-      expect(parseErrorLine(entry, capture.timezone)).toEqual({ ok: true, entry: expectedError(entry, head) });
+      expect(parseErrorLine(entry, capture.timezone)).toEqual({ ok: true, entry: expectedError(entry, head), contextAmbiguous: false });
     });
   });
 
