@@ -7,5 +7,3 @@ export const EMAIL_ADDRESS = /^[a-z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-z0-9](?:[a-z0-9-
 /** A lower-case host name: dot-separated labels of letters, digits and inner hyphens. */
 export const HOST_NAME = /^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
-/** Text without NUL characters: Postgres `text` cannot hold U+0000, so such input is a 422, not a 500. */
-export const NO_NUL = /^[^\u0000]*$/;

@@ -3,7 +3,7 @@
  * alerts:read/create/update/delete permissions, activity, and PUT (beyond the specification).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALERTS_PER_DOMAIN } from '../src/alerts/service.js';
+import { ALERTS_PER_DOMAIN } from '../src/alerts/limits.js';
 import { sql } from '../src/db/sql.js';
 import { PUBLIC_ADDRESSES, REFUSED_ADDRESSES } from './support/addresses.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nonPublicAddressOf, nonPublicRange } from '../src/alerts/addresses.js';
 import { postOnce, type WebhookPost } from '../src/alerts/webhook-post.js';
 import { PUBLIC_ADDRESSES, REFUSED_ADDRESSES } from './support/addresses.js';
-import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from '../src/alerts/delivery.js';
+import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from '../src/alerts/limits.js';
 import type { AlertEvaluator, AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
 import { notificationsOf } from '../src/alerts/store.js';
 import { sql } from '../src/db/sql.js';

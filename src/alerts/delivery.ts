@@ -31,6 +31,7 @@ import type { Db } from '../db/postgres.js';
 import type { Logger } from '../log.js';
 import type { Mailer } from '../mail/mailer.js';
 import type { ResolveAll } from './addresses.js';
+import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';
 import { emailOf, webhookBodyOf, type DeliveryFacts, type NotificationPayload } from './notifications.js';
 import { postOnce, publicPost, type WebhookPost } from './webhook-post.js';
 import { claimNotifications, markDelivered, markFailed, markHeld, type ClaimedNotification, type HeldNotification } from './store.js';
@@ -68,12 +69,6 @@ export interface DeliveryOptions {
   perTargetPerHour?: number;
 }
 
-/**
- * 20 an hour to one e-mail address or webhook URL: more than an on-call address receives from one
- * provider in a bad hour (a firing and a resolution for each of ten incidents), while no address
- * can be sent more than 480 a day through this server, whoever configures alerts for it.
- */
-export const NOTIFICATIONS_PER_TARGET_PER_HOUR = 20;
 
 export interface Backoff {
   initialMs: number;

@@ -6,7 +6,7 @@ import { commonErrors, dataEnvelope, errorResponse, jsonBody, jsonContent, messa
 import { bearerSecurity, createRouter } from '../http/router.js';
 import { alertParams, alertSchema, createAlertBody, updateAlertBody } from './schemas.js';
 import * as alerts from './service.js';
-import { ALERTS_PER_DOMAIN } from './service.js';
+import { ALERTS_PER_DOMAIN } from './limits.js';
 
 const base = { tags: ['Alerts'], security: bearerSecurity };
 const domainNotFound = { 404: notFoundResponse('Domain') };

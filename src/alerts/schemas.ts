@@ -1,8 +1,8 @@
 import { z } from '@hono/zod-openapi';
-import { EMAIL_ADDRESS, NO_NUL } from '../formats.js';
+import { EMAIL_ADDRESS } from '../formats.js';
 import { domainIdParams } from '../domains/schemas.js';
 import { idParam } from '../http/query.js';
-import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './delivery.js';
+import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';
 
 export const CONDITIONS = ['errorRate', 'requestCount', 'averageResponseTime'] as const;
 export const OPERATORS = ['greaterThan', 'greaterThanOrEqual', 'lessThan', 'lessThanOrEqual'] as const;
@@ -38,8 +38,7 @@ const fields = {
     .string({ message: 'is required' })
     .trim()
     .min(1, { message: 'must not be empty' })
-    .max(200, { message: 'must be at most 200 characters' })
-    .regex(NO_NUL, { message: 'must not contain NUL characters' }),
+    .max(200, { message: 'must be at most 200 characters' }),
   condition: z.enum(CONDITIONS, { message: oneOf(CONDITIONS) }),
   operator: z.enum(OPERATORS, { message: oneOf(OPERATORS) }),
   threshold: z.number({ message: 'must be a number' }).finite({ message: 'must be a number' }),

@@ -4,6 +4,7 @@ import { resolveDomain } from '../domains/service.js';
 import { ApiError, notFound } from '../http/errors.js';
 import type { Action } from '../users/permissions.js';
 import { nonPublicAddressOf, systemResolve, type ResolveAll } from './addresses.js';
+import { ALERTS_PER_DOMAIN } from './limits.js';
 import { definitionProblems, type AlertDefinition } from './schemas.js';
 import {
   definitionOf,
@@ -19,12 +20,6 @@ import {
 
 type Deps = Pick<Services, 'db'>;
 
-/**
- * The most alerts one domain may hold (409 beyond): a domain needs a few conditions times a few
- * recipients, far fewer than 50, while every alert is a way to send mail to an address its
- * creator chose (see NOTIFICATIONS_PER_TARGET_PER_HOUR for the other half of that limit).
- */
-export const ALERTS_PER_DOMAIN = 50;
 
 /** How long a webhook target's DNS answer is waited for when an alert is saved. */
 const TARGET_LOOKUP_TIMEOUT_MS = 3_000;

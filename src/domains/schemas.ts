@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { HOST_NAME, NO_NUL } from '../formats.js';
+import { HOST_NAME } from '../formats.js';
 import { checkPageDepth, idParam, pageQuery } from '../http/query.js';
 
 /** A host name, lower-cased, without a trailing dot. */
@@ -34,7 +34,7 @@ export const domainIdParams = z.object({ domainId: idParam('domainId') });
 export const listDomainsQuery = z
   .object({
     ...pageQuery(),
-    search: z.string().max(253).regex(NO_NUL, { message: 'must not contain NUL characters' }).optional(),
+    search: z.string().max(253).optional(),
   })
   .superRefine(checkPageDepth);
 

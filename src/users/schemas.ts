@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { checkDateOrder, checkPageDepth, dateRangeQuery, idParam, pageQuery } from '../http/query.js';
-import { EMAIL_ADDRESS, NO_NUL } from '../formats.js';
+import { EMAIL_ADDRESS } from '../formats.js';
 import { ACTIONS, RESOURCES } from './permissions.js';
 
 export const emailField = z
@@ -20,8 +20,7 @@ export const passwordField = z
 const nameField = z
   .string({ message: 'must be a string' })
   .trim()
-  .max(200, { message: 'must be at most 200 characters' })
-  .regex(NO_NUL, { message: 'must not contain NUL characters' });
+  .max(200, { message: 'must be at most 200 characters' });
 const roleField = z.enum(['admin', 'user'], { message: 'must be admin or user' });
 const activeField = z.boolean({ message: 'must be true or false' });
 
@@ -51,7 +50,7 @@ export const userIdParams = z.object({ id: idParam('id') });
 export const listUsersQuery = z
   .object({
     ...pageQuery(),
-    search: z.string().max(254).regex(NO_NUL, { message: 'must not contain NUL characters' }).optional(),
+    search: z.string().max(254).optional(),
     role: roleField.optional(),
   })
   .superRefine(checkPageDepth);
