@@ -18,6 +18,11 @@
  * The randomness is seeded and the seed printed: CHAOS_SEED=<seed> replays a run's schedule (the
  * operating system's timing still varies). Waits poll a condition with a deadline; the random delays
  * are the test's input.
+ *
+ * A failed run keeps its temporary directory (path printed) with what explains it: `events.log`
+ * (each rotation, kill, start and registration, with the log directory listed: inode, size,
+ * modification time, first line), `proc-N.stdout`/`.stderr` of every process, and
+ * `checkpoints-N.json`, the checkpoint file as each killed process left it.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -40,6 +45,8 @@ const DOMAIN = 'chaos.example.com';
 const ADMIN_PASSWORD = 'chaos-admin-password';
 
 let dir: string;
+/** Cleared once every check passed: a failed run's directory is kept for its logs. */
+let failed = true;
 let database: { url: string | undefined; drop: () => Promise<void> };
 let vars: Record<string, string>;
 
@@ -51,7 +58,7 @@ beforeAll(async () => {
     JWT_SECRET,
     ADMIN_PASSWORD,
     PORT: '0',
-    LOG_LEVEL: 'info',
+    LOG_LEVEL: process.env.CHAOS_LOG_LEVEL ?? 'info',
     INGEST_STATS_INTERVAL_MS: '0',
     ...(database.url ? { DATABASE_URL: database.url } : {}),
   };
@@ -60,7 +67,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await killChildren();
   await database?.drop();
-  fs.rmSync(dir, { recursive: true, force: true });
+  if (failed) console.log(`ingest chaos: the run's files (events.log, each process's output, checkpoint history) are kept in ${dir}`);
+  else fs.rmSync(dir, { recursive: true, force: true });
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -162,6 +170,41 @@ class Rotator {
   }
 }
 
+/** The log directory as the follower sees it: name, inode, size, modification time, first bytes. */
+function listing(logs: string): string {
+  return fs
+    .readdirSync(logs)
+    .sort()
+    .map((name) => {
+      const file = path.join(logs, name);
+      try {
+        const st = fs.statSync(file);
+        const fd = fs.openSync(file, 'r');
+        const head = Buffer.alloc(64);
+        const n = fs.readSync(fd, head, 0, head.length, 0);
+        fs.closeSync(fd);
+        const text = head.subarray(0, n);
+        const first = text[0] === 0x1f && text[1] === 0x8b ? '(gzip)' : JSON.stringify(text.toString('latin1').split('\n')[0]);
+        return `    ${name} ino ${st.ino} size ${st.size} mtime ${new Date(st.mtimeMs).toISOString()} ${first}`;
+      } catch (err) {
+        return `    ${name} ${(err as Error).message}`;
+      }
+    })
+    .join('\n');
+}
+
+/** Line numbers as ranges: `0..1850, 4012`. */
+function ranges(numbers: number[]): string {
+  const out: string[] = [];
+  for (let i = 0; i < numbers.length; ) {
+    let j = i;
+    while (j + 1 < numbers.length && numbers[j + 1] === numbers[j]! + 1) j++;
+    out.push(i === j ? `${numbers[i]}` : `${numbers[i]}..${numbers[j]}`);
+    i = j + 1;
+  }
+  return out.length === 0 ? 'none' : out.join(', ');
+}
+
 function portOf(proc: Proc): number | null {
   const match = /"port":(\d+)[^\n]*"msg":"listening"/.exec(proc.stdout);
   return match ? Number(match[1]) : null;
@@ -185,15 +228,31 @@ describe('tailhouse serve following a rotating log, killed at random moments', (
     const file = path.join(logs, 'chaos.access.log');
     const config = path.join(dir, 'ingest.yaml');
     fs.writeFileSync(config, `sources:\n  - domain: ${DOMAIN}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
+    const events = path.join(dir, 'events.log');
+    const history: string[] = [];
+    const t0 = Date.now();
+    const note = (what: string) => {
+      const line = `${((Date.now() - t0) / 1000).toFixed(2)}s ${what}`;
+      history.push(line);
+      fs.appendFileSync(events, `${new Date().toISOString()} ${line}\n${listing(logs)}\n`);
+    };
     const started: Proc[] = [];
     const serve = () => {
       const proc = start(['serve'], { ...vars, INGEST_CONFIG: config });
-      started.push(proc);
+      const n = started.push(proc);
+      note(`process ${n} started (pid ${proc.child.pid})`);
+      // Every process's own account, kept for a failure: the follower's log lines among the rest.
+      void proc.exited.then(() => {
+        fs.writeFileSync(path.join(dir, `proc-${n}.stdout`), proc.stdout);
+        fs.writeFileSync(path.join(dir, `proc-${n}.stderr`), proc.stderr);
+      });
       return proc;
     };
-    const history: string[] = [];
-    const note = (what: string) => history.push(`${((Date.now() - t0) / 1000).toFixed(2)}s ${what}`);
-    const t0 = Date.now();
+    /** The checkpoint file as the process just killed left it (before the next one starts). */
+    const keepCheckpoints = () => {
+      const from = path.join(vars.DATA_DIR!, 'ingest', 'checkpoints.json');
+      if (fs.existsSync(from)) fs.copyFileSync(from, path.join(dir, `checkpoints-${started.length}.json`));
+    };
 
     const writer = new Writer(file);
     writer.run();
@@ -205,6 +264,7 @@ describe('tailhouse serve following a rotating log, killed at random moments', (
     await waitForOutput(proc, /"msg":"domain not registered: waiting for it, reading nothing"/, 60_000);
     await sleep(rand() * 300);
     proc.child.kill('SIGKILL');
+    keepCheckpoints();
     note('killed before the domain was registered');
     await rotator.rotate();
     note('rotated before the restart');
@@ -244,6 +304,7 @@ describe('tailhouse serve following a rotating log, killed at random moments', (
         proc.child.kill('SIGKILL');
         kills.total++;
         note(`killed${portOf(proc) === null ? ' before listening' : ''}`);
+        keepCheckpoints();
         // Right after the kill: the dead process may not even be reaped yet.
         proc = serve();
         killAt = Date.now() + 300 + rand() * 3_700;
@@ -299,11 +360,13 @@ describe('tailhouse serve following a rotating log, killed at random moments', (
         rejects: Number(rejects!.n),
       };
       console.log(`ingest chaos: ${JSON.stringify({ ...summary, kills, rotations: rotator.rotations, seconds: (Date.now() - t0) / 1000 })}`);
-      const detail = `seed ${SEED}; first lost ${lost.slice(0, 5)}, doubled ${doubled.slice(0, 5)}, phantoms ${phantoms.slice(0, 5)}\n${history.join('\n')}\n--- the last process's follower ---\n${followerLog.slice(-40).join('\n')}`;
+      note(`counted: lost ${ranges(lost)}; doubled ${ranges(doubled)}; phantoms ${ranges(phantoms)}`);
+      const detail = `seed ${SEED}; lost ${ranges(lost)}; doubled ${ranges(doubled)}; phantoms ${ranges(phantoms)}; files kept in ${dir}\n${history.join('\n')}\n--- the last process's follower ---\n${followerLog.slice(-40).join('\n')}`;
       expect(summary, detail).toEqual({ seed: SEED, written, lost: 0, doubled: 0, phantoms: 0, rows: written, ids: written, rejects: 0 });
       expect(kills.total).toBeGreaterThan(3);
       // No restart was refused because the killed process still seemed to hold DATA_DIR.
       expect(started.filter((p) => /is in use by process/.test(p.stderr)).map((p) => p.stderr)).toEqual([]);
+      failed = false;
     } finally {
       await stores.close();
     }
