@@ -63,7 +63,7 @@ export async function openStores(config: Config, log: Logger): Promise<Stores> {
     const db = await openDb(config);
     closers.push(() => db.close());
     const postgres = await migratePostgres(db, log);
-    const clickhouse = await openClickhouse(config);
+    const clickhouse = await openClickhouse(config, log);
     closers.push(() => clickhouse.close());
     const applied = { postgres, clickhouse: await migrateClickhouse(clickhouse, log, { LOG_RETENTION_DAYS: config.logRetentionDays }) };
     return { db, clickhouse, applied, close, onClose: (closer) => closers.push(closer) };

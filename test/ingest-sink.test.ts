@@ -158,6 +158,36 @@ describe('access rows', () => {
     expect(await count('access_logs')).toBe(6);
   });
 
+  it('lands a batch sent again after a crash that came between its deduplication record and its part', async () => {
+    // The engine records an insert's block id, then renames its part into place: killed between
+    // the two, the record stays and the part's temporary directory is deleted at the next start.
+    // The state such a kill leaves is made here: the last part of each table written by the batch
+    // (the second partition of access_logs, and the view's hour counts) put back to a temporary
+    // directory behind a complete record. Merges stay off, so the parts are still the insert's own.
+    const domainId = 4242;
+    const rows = [accessRow(1, { domainId }), accessRow(2, { domainId, timestamp: SINK_NOW - DAY })];
+    const token = dedupToken('file-crash', 0, 200);
+    const tables = ['access_logs', 'access_hour_rows'];
+    for (const table of tables) await ch.command({ query: `SYSTEM STOP MERGES ${table}` });
+    await insertAccessBatch(ch, rows, token);
+    const lastParts = await Promise.all(
+      tables.map(async (table) => (await select<{ path: string }>(`SELECT path FROM system.parts WHERE table = '${table}' AND active ORDER BY max_block_number DESC LIMIT 1`))[0]!.path),
+    );
+    await ch.close();
+    for (const part of lastParts) await fs.rename(part, path.join(path.dirname(part), `tmp_insert_${path.basename(part)}`));
+    ch = await openClickhouse({ dataDir: dir });
+    expect(await count('access_logs')).toBe(1);
+
+    await insertAccessBatch(ch, rows, token);
+    expect(await count('access_logs')).toBe(2);
+    // The hour counts match the rows again: the interrupted hour lands once, the other stays once.
+    const [hours] = await select<{ n: string }>(`SELECT sum(rows) AS n FROM access_hour_rows WHERE domain_id = ${domainId}`);
+    expect(Number(hours!.n)).toBe(2);
+    // And the batch is deduplicated as before.
+    await insertAccessBatch(ch, rows, token);
+    expect(await count('access_logs')).toBe(2);
+  });
+
   it('is a no-op for an empty batch', async () => {
     await insertAccessBatch(ch, [], 't');
     expect(await count('access_logs')).toBe(0);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import type { ChdbExtension } from 'chdb/connection';
 import type { Logger } from '../log.js';
+import { dropUncommittedDedupRecords } from './dedup-log-repair.js';
 import { readMigrations, SQL_DIR } from './migrate.js';
 
 export type { ChdbExtension, ClickHouseClient };
@@ -29,7 +30,7 @@ export async function selectRows<T>(clickhouse: ClickHouseClient, query: string,
  * One `@clickhouse/client` API for both modes: a ClickHouse server at CLICKHOUSE_URL, or the
  * in-process chDB engine under DATA_DIR/clickhouse (one process per data directory).
  */
-export async function openClickhouse(options: { clickhouseUrl?: string; dataDir: string }): Promise<ClickHouseClient> {
+export async function openClickhouse(options: { clickhouseUrl?: string; dataDir: string }, log?: Logger): Promise<ClickHouseClient> {
   if (options.clickhouseUrl) {
     // The client's own log is unstructured text on stderr; failures reach ours through the callers.
     const client = createClient({ url: options.clickhouseUrl, request_timeout: 60_000, log: { level: ClickHouseLogLevel.OFF } });
@@ -39,6 +40,11 @@ export async function openClickhouse(options: { clickhouseUrl?: string; dataDir:
   }
   const dir = path.join(options.dataDir, 'clickhouse');
   await fs.mkdir(dir, { recursive: true });
+  // Before the engine loads the tables: a kill in the middle of an insert must not make its replay a no-op.
+  for (const repair of await dropUncommittedDedupRecords(dir)) {
+    if (repair.removed > 0) log?.warn({ table: repair.table, removed: repair.removed }, 'ClickHouse: removed the deduplication records of inserts a crash interrupted, so that their batches can land when sent again');
+    if (repair.unreadable.length > 0) log?.warn({ table: repair.table, files: repair.unreadable }, 'ClickHouse: a deduplication log does not read as expected and was left as it is');
+  }
   // Loaded here only: a server-mode process never maps libchdb (hundreds of MB of code).
   const { createChdbConnection } = await import('chdb/connection');
   // chdb bundles its own copy of @clickhouse/client-common's types; the objects are compatible.
