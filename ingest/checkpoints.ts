@@ -139,9 +139,9 @@ export class CheckpointStore {
   /**
    * Deletes the entries of `source` unchanged for `olderThanMs` whose file `isGone` says has
    * disappeared. The age guard keeps the entry of a file that is only being renamed right now.
-   * Dropping the entry of a rotated file that still exists under another name is harmless: a
-   * follower only ever reopens files that have an entry, and never reads a file from its beginning
-   * unless it is the file at the followed path. Returns how many entries went.
+   * `isGone` must look for the file under any name: a generation whose entry is dropped while a
+   * file still holds it may be read again from its beginning as one never seen (file-tail.ts).
+   * Returns how many entries went.
    */
   async prune(source: string, olderThanMs: number, isGone: (identity: string, entry: Checkpoint) => Promise<boolean>): Promise<number> {
     const limit = Date.now() - olderThanMs;

@@ -1,8 +1,9 @@
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { checkpointDir, CheckpointStore } from '../ingest/checkpoints.js';
 import { fileIdentity, fingerprintLength, IDENTITY_BYTES, inspectPath, relate } from '../ingest/sources/file-identity.js';
 import { FileTail, type FileTailOptions } from '../ingest/sources/file-tail.js';
@@ -749,6 +750,124 @@ describe('generations found by their identity', () => {
     await second.untilLines(8);
     await second.stop();
     expect(second.lines().map(seqOf)).toEqual([15, 16, 17, 10, 11, 12, 13, 14]);
+  });
+});
+
+describe('windows of a kill or a rotation', () => {
+  it('finishes a known generation from the copy that holds the most of it: a shorter .bak beside the complete gzip', async () => {
+    const writer = new Writer(file);
+    writer.write(10);
+    await runUntilLines(10);
+    writer.write(2);
+    // A copy taken while nginx still wrote to the file: it misses the generation's last lines.
+    fs.copyFileSync(file, `${file}.1.bak`);
+    writer.write(3);
+    fs.renameSync(file, `${file}.1`);
+    writer.reopen();
+    compress(`${file}.1`, `${file}.1.gz`);
+    writer.write(4);
+    writer.close();
+
+    const second = new Consumer(await openTail());
+    await second.untilLines(9);
+    expect(second.lines().map(seqOf)).toEqual(Array.from({ length: 9 }, (_, i) => 10 + i));
+    expect(second.chunks.filter((c) => c.path === `${file}.1.bak`)).toEqual([]);
+  });
+
+  it('finds an unseen generation renamed again between the look that found it and its opening', async () => {
+    const writer = new Writer(file);
+    writer.write(10);
+    await runUntilLines(10);
+    // While stopped: the known generation (A) gets 5 lines and becomes .1; a new one (B), never
+    // seen, gets 6 and becomes .1 in turn (A .2); the one at the path (C) gets 4.
+    writer.write(5);
+    fs.renameSync(file, `${file}.1`);
+    writer.reopen();
+    writer.write(6);
+    fs.renameSync(`${file}.1`, `${file}.2`);
+    fs.renameSync(file, `${file}.1`);
+    writer.reopen();
+    writer.write(4);
+    // C last changed well after B: a look owed by C's rotation starts after B's last change.
+    const later = new Date(Date.now() + 10_000);
+    fs.utimesSync(file, later, later);
+    // The next rotation comes while the restarted follower opens B (its second opening of .1: the
+    // first is the look that fingerprints it): B is .2 by then, C .1, and D at the path.
+    const open = fsp.open;
+    let opensOfFirst = 0;
+    const spy = vi.spyOn(fsp, 'open').mockImplementation(async (...args: Parameters<typeof fsp.open>) => {
+      if (args[0] === `${file}.1` && ++opensOfFirst === 2) {
+        fs.renameSync(`${file}.2`, `${file}.3`);
+        fs.renameSync(`${file}.1`, `${file}.2`);
+        fs.renameSync(file, `${file}.1`);
+        writer.reopen();
+        writer.write(3);
+      }
+      return open(...args);
+    });
+    try {
+      const second = new Consumer(await openTail());
+      await second.untilLines(18);
+      expect(opensOfFirst).toBeGreaterThanOrEqual(2);
+      writer.close();
+      // A, C, B, D: each whole, once (A and C were open before B was found).
+      expect(second.lines().map(seqOf).sort((a, b) => a - b)).toEqual(Array.from({ length: 18 }, (_, i) => 10 + i));
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('records a first start in the write that claims the file at the path: a kill before it leaves a first start to do again', async () => {
+    const writer = new Writer(file);
+    writer.write(5);
+    // The write that claims the file fails, as if the worker were killed before it landed.
+    const rename = fsp.rename;
+    const spy = vi.spyOn(fsp, 'rename').mockImplementation(async (...args: Parameters<typeof fsp.rename>) => {
+      const state = JSON.parse(fs.readFileSync(args[0], 'utf8')) as { files: Record<string, unknown> };
+      if (Object.keys(state.files).length > 0) throw new Error('killed before the claim landed');
+      return rename(...args);
+    });
+    try {
+      const first = await openTail({ startAt: 'end' });
+      await expect(first.start()).rejects.toThrow('killed before the claim landed');
+      await first.close();
+    } finally {
+      spy.mockRestore();
+    }
+    // Still a first start: what the file held before it is skipped, as startAt end asks.
+    writer.write(3);
+    writer.close();
+    const second = new Consumer(await openTail({ startAt: 'end' }));
+    second.run();
+    const tail = tails.at(-1)!;
+    const seen = tail.stats().refreshes;
+    await waitFor(() => tail.stats().refreshes >= seen + 10, () => 'the follower stopped looking');
+    await second.stop();
+    expect(second.lines()).toEqual([]);
+  });
+
+  it('keeps the checkpoint of a generation a file beside the path still holds, however old', async () => {
+    const writer = new Writer(file);
+    writer.write(10);
+    await runUntilLines(10);
+    fs.renameSync(file, `${file}.1`);
+    writer.reopen();
+    writer.write(4);
+    writer.close();
+    // A compressor at work on a generation never seen: the look for generations stays owed (it
+    // is tried again every second) after the restart's first one.
+    const unseen = zlib.gzipSync('2025/01/01 00:00:00 an unseen generation\n'.repeat(200));
+    fs.writeFileSync(`${file}.2.gz`, unseen.subarray(0, unseen.length >> 1));
+
+    // Every checkpoint counts as old: the known generation's (now .1) must stay all the same.
+    const tail = await openTail({ pruneAfterMs: 0 });
+    const second = new Consumer(tail);
+    second.run();
+    await second.untilLines(4);
+    const seen = tail.stats().refreshes;
+    await waitFor(() => tail.stats().refreshes >= seen + 30, () => 'the follower stopped looking');
+    await second.stop();
+    expect(second.lines().map(seqOf)).toEqual([10, 11, 12, 13]);
   });
 });
 

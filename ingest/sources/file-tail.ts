@@ -29,7 +29,9 @@
  * content; a compressed one only once its gzip stream is complete, gzip-text.ts):
  * - known generations (a checkpoint, or this run's progress) holding more than was read are
  *   finished from where they were, whatever their name now: a file rotated away (and perhaps
- *   compressed) before it was finished, the copy of a file truncated in place;
+ *   compressed) before it was finished, the copy of a file truncated in place; from the copy that
+ *   holds the most of it (a `.bak` taken before the writer let go of the file holds less). A
+ *   checkpoint stays as long as some file holds its generation (prune);
  * - unseen generations: a sibling nobody claimed, written after the source last knew every
  *   generation (`knownUntil` in the checkpoint store, advanced as the follower looks; the previous
  *   generation's last change when two rotations come between two looks). It must also be named as
@@ -37,12 +39,14 @@
  *   sibling with the same identity may be older than that time (a fresh copy of an old archive).
  *   So a compressor's temporary file (`access.log.2.gz.tmp`), a `.bak` copy, or an archive from
  *   before the source was first started are never read as generations. Read from their beginning,
- *   oldest first. A file that changed while it had no identity (a new file is empty when first
+ *   oldest first. One renamed again between the look that found it and its opening (a rotation
+ *   under way) keeps the look owed from the same time, so it is found under its next name. A file that changed while it had no identity (a new file is empty when first
  *   seen) has its generations looked for once it has one: lines written to it, copied and truncated
  *   before the next look (a copytruncate right after a rename-and-create) are only in that copy.
- * - the first start of a source claims the file at the path and records when it started; rotated
- *   generations already there are history for `tailhouse import`, which the follower does not read
- *   (importing them and following would store them twice).
+ * - the first start of a source claims the file at the path and records when it started, in one
+ *   write (killed before it, the next start is a first start again); rotated generations already
+ *   there are history for `tailhouse import`, which the follower does not read (importing them and
+ *   following would store them twice).
  *
  * Chunks are exact: [startOffset, endOffset) runs from one line start to the next, cut after
  * `chunkMaxLines` lines or once `chunkMaxBytes` are reached, counted from the chunk's start, so a
@@ -214,6 +218,8 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private closing: Promise<void> | null = null;
   /** Only while starting: the source has no checkpoint and starts at the end. */
   private skipExisting = false;
+  /** Only while a first start has not claimed a file yet: when it began (its record, see begin). */
+  private firstStartAt: number | null = null;
   private dirty = false;
   private waker: (() => void) | null = null;
   private watcher: fs.FSWatcher | null = null;
@@ -352,8 +358,11 @@ export class FileTail implements AsyncIterable<LineChunk> {
     const knownUntil = this.store.knownUntil(this.source) ?? (entries.length > 0 ? Math.max(...entries.map(([, e]) => Date.parse(e.updatedAt))) : undefined);
     const firstStart = knownUntil === undefined;
     if (firstStart) {
-      this.store.noteKnownUntil(this.source, startedAt);
-      await this.store.flush();
+      // Recorded in the write that claims the file at the path (adopt), not before: a kill between
+      // two writes would leave a source that has started without its first file, and the restart,
+      // no longer a first start, would read that file from its beginning (startAt end ignored), or
+      // miss it if it was rotated away meanwhile.
+      this.firstStartAt = startedAt;
       this.log.info({ path: this.path, startAt: this.startAt }, 'first start of the source: following the file at the path, not the generations already rotated');
     }
     this.skipExisting = this.startAt === 'end' && firstStart;
@@ -361,6 +370,12 @@ export class FileTail implements AsyncIterable<LineChunk> {
     this.searchSince = firstStart ? Infinity : knownUntil;
     await this.refresh();
     this.skipExisting = false;
+    if (this.firstStartAt !== null) {
+      // Nothing was claimed (no file at the path, or one without a complete first line yet).
+      this.store.noteKnownUntil(this.source, this.firstStartAt);
+      this.firstStartAt = null;
+      await this.store.flush();
+    }
     const current = this.current;
     for (const [identity, entry] of entries) {
       if (current && identity !== current.identity && entry.path === this.path && relate({ identity, dev: entry.dev, ino: entry.ino }, current) === 'inode-reused') {
@@ -521,11 +536,13 @@ export class FileTail implements AsyncIterable<LineChunk> {
     if (this.skipExisting && t === this.current && at === 0) {
       at = await lastLineEnd(t.fh, t.size);
       p.acked = at;
+      this.noteFirstStart();
       await this.store.set(identity, this.checkpointOf(p));
       this.log.info({ path: t.path, identity, offset: at }, 'no checkpoint and startAt end: skipping what the file already holds');
     } else if (!this.store.get(identity)) {
       // Claimed before anything is read: if the worker dies now and the file is rotated away, the
       // restart knows it and finishes it wherever it went.
+      this.noteFirstStart();
       await this.store.set(identity, this.checkpointOf(p));
     }
     t.identity = identity;
@@ -538,6 +555,17 @@ export class FileTail implements AsyncIterable<LineChunk> {
     }
   }
 
+  /**
+   * On a first start, puts the source's record in memory just before its first claim is: no
+   * await between the two, so every write of the shared store (another source's included) that
+   * carries the record carries the claim.
+   */
+  private noteFirstStart(): void {
+    if (this.firstStartAt === null) return;
+    this.store.noteKnownUntil(this.source, this.firstStartAt);
+    this.firstStartAt = null;
+  }
+
   private loadProgress(identity: string, t: Tracked): Progress {
     const entry = this.store.get(identity);
     return { acked: entry?.offset ?? 0, cuts: [...(entry?.cuts ?? [])], handedOut: [], path: t.path, dev: t.dev, ino: t.ino };
@@ -548,21 +576,23 @@ export class FileTail implements AsyncIterable<LineChunk> {
    * false when it cannot be read yet (a gzip file not complete) or changed since it was looked at.
    */
   private async track(found: FoundFile, identity: string): Promise<boolean> {
+    // Renamed again, or replaced, between the look and the open (a rotation under way): the look
+    // stays owed, from the same time, and finds it under its next name. Taken as done, an unseen
+    // generation would be forgotten: the looks after this one start later than its last change.
     let fh: FileHandle;
     try {
       fh = await fsp.open(found.path, 'r');
     } catch (err) {
-      if (isMissing(err)) return true;
+      if (isMissing(err)) return false;
       throw err;
     }
     const st = await fh.stat();
     let text: TextFile | null = fh;
     if (found.compressed) text = await GzipText.open(fh, IDENTITY_BYTES);
     if (!text) return false;
-    // Renamed again between the look and the open: leave it for the next look.
     if (st.dev !== found.dev || st.ino !== found.ino || (await readIdentity(text, this.source)) !== identity) {
       await text.close();
-      return true;
+      return false;
     }
     const t = newTracked(text, found.path, st, true);
     const textStat = await text.stat();
@@ -626,25 +656,25 @@ export class FileTail implements AsyncIterable<LineChunk> {
   }
 
   /**
-   * Of the copies of one generation, the one to read past `position`: a plain one if there is one
-   * (it may still be growing; a compressed copy of it holds no more), else a complete compressed
-   * one. 'pending' while only a compressed copy still being written could tell; null when no copy
-   * holds more.
+   * Of the copies of one generation, the one to read past `position`: the one holding the most
+   * text, plain or compressed (a copy taken earlier, a `.bak` made before the writer let go of the
+   * file, holds less of the same lines), a plain one when they hold as much. A compressed copy
+   * counts once its gzip stream is complete. 'pending' when no copy holds more but one still being
+   * compressed might; null when none holds more.
    */
   private async readableCopy(copies: FoundFile[], position: number): Promise<FoundFile | 'pending' | null> {
-    const plain = copies.filter((f) => !f.compressed);
-    if (plain.length > 0) {
-      // The longest: a copy taken earlier holds less of the same lines.
-      const longest = plain.reduce((a, b) => (b.size > a.size ? b : a));
-      return longest.size > position ? longest : null;
-    }
+    let best: FoundFile | null = null;
+    let most = position;
     let pending = false;
-    for (const copy of copies) {
-      const length = await this.textLength(copy);
+    for (const copy of [...copies].sort((a, b) => Number(a.compressed) - Number(b.compressed))) {
+      const length = copy.compressed ? await this.textLength(copy) : copy.size;
       if (length === undefined || (length === null && isFresh(copy))) pending = true;
-      else if (length !== null) return length > position ? copy : null;
+      else if (length !== null && length > most) {
+        best = copy;
+        most = length;
+      }
     }
-    return pending ? 'pending' : null;
+    return best ?? (pending ? 'pending' : null);
   }
 
   /** Whether a sibling's name is one logrotate gives a generation: `.N` or `-DATE`, perhaps `.gz`. */
@@ -695,11 +725,18 @@ export class FileTail implements AsyncIterable<LineChunk> {
     await this.prune();
   }
 
+  /**
+   * Drops the checkpoints of generations no file holds any more, at the path or beside it. One a
+   * file still holds must stay, whatever its name now: without its checkpoint a generation named
+   * like one, changed after `knownUntil` (a restart after a long stop starts looking from there),
+   * would be read again from its beginning as unseen.
+   */
   private async prune(): Promise<void> {
-    await this.store.prune(this.source, this.pruneAfterMs, async (identity, entry) => {
+    let present: Set<string | null> | null = null;
+    await this.store.prune(this.source, this.pruneAfterMs, async (identity) => {
       if (this.files.some((t) => t.identity === identity) || (this.progress.get(identity)?.handedOut.length ?? 0) > 0) return false;
-      const found = await inspectPath(entry.path, this.source).catch(() => null);
-      return found?.identity !== identity;
+      present ??= new Set([...(await this.siblings()), await inspectPath(this.path, this.source).catch(() => null)].map((f) => f?.identity ?? null));
+      return !present.has(identity);
     });
   }
 
