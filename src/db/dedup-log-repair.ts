@@ -33,7 +33,7 @@ const PART_NAME = /^([^_]+)_(\d+)_(\d+)_(\d+)(?:_(\d+))?$/;
 const TEMP_NAME = '.deduplication-log-repair.tmp';
 
 export interface DedupRepair {
-  /** The table's data directory. */
+  /** `database.table`, or the table's data directory when no name links to it. */
   table: string;
   /** Records removed: their parts never became active. */
   removed: number;
@@ -70,11 +70,12 @@ export async function dropUncommittedDedupRecords(chdbDir: string): Promise<Dedu
   const repairs: DedupRepair[] = [];
   // Left by a repair killed before its rename.
   await fs.rm(path.join(chdbDir, TEMP_NAME), { force: true });
+  const names = await tableNames(chdbDir);
   for (const tableDir of await tableDirs(chdbDir)) {
     const logsDir = path.join(tableDir, LOGS_DIR);
     const parts = await partsOnDisk(tableDir);
     const backed = (record: BlockRange) => parts.some((p) => p.partition === record.partition && p.min <= record.min && record.max <= p.max);
-    const repair: DedupRepair = { table: tableDir, removed: 0, unreadable: [] };
+    const repair: DedupRepair = { table: names.get(tableDir) ?? tableDir, removed: 0, unreadable: [] };
     for (const name of (await fs.readdir(logsDir)).filter((n) => LOG_FILE.test(n)).sort()) {
       const file = path.join(logsDir, name);
       const lines = (await fs.readFile(file, 'utf8')).split('\n');
@@ -114,6 +115,19 @@ async function tableDirs(chdbDir: string): Promise<string[]> {
     }
   }
   return dirs;
+}
+
+/** `database.table` by data directory, from the links `data/<database>/<table>` → `store/…`. */
+async function tableNames(chdbDir: string): Promise<Map<string, string>> {
+  const names = new Map<string, string>();
+  const data = path.join(chdbDir, 'data');
+  for (const database of await readdirOrEmpty(data)) {
+    for (const table of await readdirOrEmpty(path.join(data, database))) {
+      const real = await fs.realpath(path.join(data, database, table)).catch(() => null);
+      if (real) names.set(real, `${database}.${table}`);
+    }
+  }
+  return names;
 }
 
 /** Writes `text` to a temporary file, syncs it, renames it over `file` and syncs the directory: old or new, never torn. */
