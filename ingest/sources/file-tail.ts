@@ -40,9 +40,10 @@
  *   So a compressor's temporary file (`access.log.2.gz.tmp`), a `.bak` copy, or an archive from
  *   before the source was first started are never read as generations. Read from their beginning,
  *   oldest first. One renamed again between the look that found it and its opening (a rotation
- *   under way) keeps the look owed from the same time, so it is found under its next name. A file that changed while it had no identity (a new file is empty when first
- *   seen) has its generations looked for once it has one: lines written to it, copied and truncated
- *   before the next look (a copytruncate right after a rename-and-create) are only in that copy.
+ *   under way) keeps the look owed from the same time, so it is found under its next name. A file
+ *   that changed while it had no identity (a new file is empty when first seen) has its
+ *   generations looked for once it has one: lines written to it, copied and truncated before the
+ *   next look (a copytruncate right after a rename-and-create) are only in that copy.
  * - the first start of a source claims the file at the path and records when it started, in one
  *   write (killed before it, the next start is a first start again); rotated generations already
  *   there are history for `tailhouse import`, which the follower does not read (importing them and
