@@ -817,6 +817,44 @@ describe('windows of a kill or a rotation', () => {
     }
   });
 
+  it('looks again when a rotation goes through its look: an unseen generation moved away, its .bak seen alone', async () => {
+    const writer = new Writer(file);
+    writer.write(10);
+    await runUntilLines(10);
+    // While stopped: a generation never seen (B, 6 lines) is rotated to .1 and copied to .1.bak.
+    fs.renameSync(file, `${file}.2`);
+    writer.reopen();
+    writer.write(6);
+    fs.renameSync(file, `${file}.1`);
+    fs.copyFileSync(`${file}.1`, `${file}.1.bak`);
+    writer.reopen();
+    writer.write(4);
+    writer.close();
+    // B moves on (.1 -> .3) while the restarted follower looks at the siblings, before it looks at
+    // .1 and after it listed the names: only its .bak copy is seen, which is no generation.
+    const open = fsp.open;
+    let moved = false;
+    const spy = vi.spyOn(fsp, 'open').mockImplementation(async (...args: Parameters<typeof fsp.open>) => {
+      if (!moved && String(args[0]).startsWith(`${file}.`)) {
+        moved = true;
+        fs.renameSync(`${file}.1`, `${file}.3`);
+      }
+      return open(...args);
+    });
+    try {
+      const tail = await openTail();
+      const second = new Consumer(tail);
+      second.run();
+      await second.untilLines(10);
+      expect(moved).toBe(true);
+      expect(second.lines().map(seqOf).sort((a, b) => a - b)).toEqual(Array.from({ length: 10 }, (_, i) => 10 + i));
+      expect(new Set(second.chunks.map((c) => path.basename(c.path)))).toEqual(new Set(['access.log.3', 'access.log']));
+      await second.stop();
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('records a first start in the write that claims the file at the path: a kill before it leaves a first start to do again', async () => {
     const writer = new Writer(file);
     writer.write(5);

@@ -39,8 +39,9 @@
  *   sibling with the same identity may be older than that time (a fresh copy of an old archive).
  *   So a compressor's temporary file (`access.log.2.gz.tmp`), a `.bak` copy, or an archive from
  *   before the source was first started are never read as generations. Read from their beginning,
- *   oldest first. One renamed again between the look that found it and its opening (a rotation
- *   under way) keeps the look owed from the same time, so it is found under its next name. A file
+ *   oldest first. A rotation that goes on during a look (a sibling renamed between the listing
+ *   of the names and the look at it, or between that look and its opening) keeps the look owed
+ *   from the same time, so a generation seen under neither name is found under its next one. A file
  *   that changed while it had no identity (a new file is empty when first seen) has its
  *   generations looked for once it has one: lines written to it, copied and truncated before the
  *   next look (a copytruncate right after a rename-and-create) are only in that copy.
@@ -614,7 +615,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
     const since = this.searchSince;
     if (since === null) return;
     this.searchedAt = Date.now();
-    const siblings = await this.siblings();
+    const { found: siblings, moved } = await this.siblings();
     const open = new Set(this.files.map((t) => t.identity));
     // How far each known generation was read: this run's progress, else its checkpoint.
     const readTo = new Map<string, number>(this.store.list(this.source).map(([identity, e]) => [identity, e.offset]));
@@ -624,7 +625,8 @@ export class FileTail implements AsyncIterable<LineChunk> {
       if (f.identity === null || open.has(f.identity)) continue;
       byIdentity.set(f.identity, [...(byIdentity.get(f.identity) ?? []), f]);
     }
-    let pending = false;
+    // A rotation during the look: what it found is read, and the look is made again.
+    let pending = moved;
     const toRead: { file: FoundFile; identity: string }[] = [];
     for (const [identity, copies] of byIdentity) {
       const position = readTo.get(identity);
@@ -733,30 +735,33 @@ export class FileTail implements AsyncIterable<LineChunk> {
    * would be read again from its beginning as unseen.
    */
   private async prune(): Promise<void> {
-    let present: Set<string | null> | null = null;
+    // The identities files hold, looked for once; 'moved': a rotation went through the look, which
+    // may have missed a file, so nothing counts as gone this time.
+    let present: Set<string | null> | 'moved' | null = null;
     await this.store.prune(this.source, this.pruneAfterMs, async (identity) => {
       if (this.files.some((t) => t.identity === identity) || (this.progress.get(identity)?.handedOut.length ?? 0) > 0) return false;
-      present ??= new Set([...(await this.siblings()), await inspectPath(this.path, this.source).catch(() => null)].map((f) => f?.identity ?? null));
-      return !present.has(identity);
+      if (present === null) {
+        const { found, moved } = await this.siblings();
+        present = moved ? 'moved' : new Set([...found, await inspectPath(this.path, this.source).catch(() => null)].map((f) => f?.identity ?? null));
+      }
+      return present !== 'moved' && !present.has(identity);
     });
   }
 
   /**
    * The files beside the followed path whose names start with its name and `.` or `-`, plain or
-   * compressed, with their identities; files already open are left out.
+   * compressed, with their identities; files already open are left out. `moved`: a rotation went
+   * on during the look (a name came or went, or holds another file than before): a file renamed
+   * meanwhile may have been seen under neither name (`.1` looked at after it became `.2`, `.2` not
+   * yet listed), so the look is to be made again before it can tell that nothing is missing.
    */
-  private async siblings(): Promise<FoundFile[]> {
+  private async siblings(): Promise<{ found: FoundFile[]; moved: boolean }> {
     const dir = path.dirname(this.path);
-    const base = path.basename(this.path);
-    let names: string[] = [];
-    try {
-      names = await fsp.readdir(dir);
-    } catch (err) {
-      if (!isMissing(err)) throw err;
-    }
+    const before = await this.siblingNames();
+    const inodes = new Map<string, string | null>();
+    for (const name of before) inodes.set(name, await inodeOf(path.join(dir, name)));
     const found: FoundFile[] = [];
-    for (const name of names) {
-      if (!name.startsWith(`${base}.`) && !name.startsWith(`${base}-`)) continue;
+    for (const name of before) {
       const candidate = path.join(dir, name);
       const file = await inspectPath(candidate, this.source).catch((err: unknown) => {
         this.log.debug({ path: candidate, err }, 'cannot inspect a sibling');
@@ -764,7 +769,20 @@ export class FileTail implements AsyncIterable<LineChunk> {
       });
       if (file && !this.files.some((t) => t.dev === file.dev && t.ino === file.ino)) found.push(file);
     }
-    return found;
+    const after = await this.siblingNames();
+    let moved = after.length !== before.length;
+    for (const name of after) moved ||= !inodes.has(name) || inodes.get(name) !== (await inodeOf(path.join(dir, name)));
+    return { found, moved };
+  }
+
+  private async siblingNames(): Promise<string[]> {
+    const base = path.basename(this.path);
+    try {
+      return (await fsp.readdir(path.dirname(this.path))).filter((name) => name.startsWith(`${base}.`) || name.startsWith(`${base}-`));
+    } catch (err) {
+      if (isMissing(err)) return [];
+      throw err;
+    }
   }
 
   /** The next chunk of the first file (oldest first) that has a complete line. */
@@ -898,6 +916,12 @@ function newTracked(fh: TextFile, filePath: string, st: { dev: number; ino: numb
 /** A file changed recently enough to be still being written. */
 function isFresh(file: FoundFile): boolean {
   return Date.now() - file.mtimeMs < ABANDONED_AFTER_MS;
+}
+
+/** `dev:ino` of the regular file at `filePath`; null when there is none. */
+async function inodeOf(filePath: string): Promise<string | null> {
+  const st = await statOrNull(filePath).catch(() => null);
+  return st?.isFile() ? `${st.dev}:${st.ino}` : null;
 }
 
 async function statOrNull(filePath: string): Promise<fs.Stats | null> {
