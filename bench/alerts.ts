@@ -31,9 +31,9 @@ import { createAlertEvaluator, type RoundResult } from '../src/alerts/evaluator.
 import { windowFigures } from '../src/alerts/metrics.js';
 import type { AlertDefinition } from '../src/alerts/schemas.js';
 import { enabledAlertDefinitions, insertAlertWithinCap } from '../src/alerts/store.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../core/config.js';
 import { insertDomain } from '../src/domains/store.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../core/log.js';
 import { openRuntime } from '../src/runtime.js';
 import { freshDatabase } from '../test/support/app.js';
 

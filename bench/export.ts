@@ -32,9 +32,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../core/config.js';
 import { insertDomain } from '../src/domains/store.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../core/log.js';
 import { openRuntime } from '../src/runtime.js';
 import { api, childEnv, download, login, startServer, statusMb, stopServer, waitIdle } from './lib/serve-child.js';
 import { fmt, load } from './lib/util.js';

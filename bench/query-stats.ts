@@ -5,7 +5,7 @@
  * route) and through the service with a raw-only plan (every row read from access_logs, the answer
  * without rollups), checking that both answers are equal.
  *
- * Also times the import, then the rollup builder (src/logs/rollups.ts) catching up with it: every
+ * Also times the import, then the rollup builder (src/rollups/builder.ts) catching up with it: every
  * stats answer before that is read raw, and is the same answer.
  *
  *   npx tsx bench/query-stats.ts
@@ -19,11 +19,11 @@ import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { importFiles } from '../ingest/import.js';
 import { createApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../core/config.js';
 import { insertDomain } from '../src/domains/store.js';
-import { createLogger } from '../src/log.js';
-import { buildRollups } from '../src/logs/rollups.js';
-import { periodWindow, queryWindowStats, STATS_PERIODS } from '../src/logs/stats.js';
+import { createLogger } from '../core/log.js';
+import { buildRollups } from '../src/rollups/builder.js';
+import { periodWindow, queryWindowStats, STATS_PERIODS } from '../src/stats/window.js';
 import { openRuntime } from '../src/runtime.js';
 import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
 

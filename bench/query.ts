@@ -215,7 +215,7 @@ async function main(): Promise<void> {
     // Detached, as spawnMeasured's children: cleanUp (also on Ctrl-C) and a failure kill its process group.
     const s = await startServer(childEnv(dataDir, BENCH_ADMIN), { detached: true, onSpawn: (spawned) => (server = spawned) });
     const readyMs = performance.now() - t;
-    // The stats rollup builder (src/logs/rollups.ts) catches up with the import first; until it has,
+    // The stats rollup builder (src/rollups/builder.ts) catches up with the import first; until it has,
     // stats read raw rows (exact, slower). Its rounds run back to back while work is left.
     const idle = await waitIdle(s.pid, 1_800_000);
     // The load wrote gigabytes (logs, parts, merges): the kernel writes them back before the timed

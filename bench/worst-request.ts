@@ -44,7 +44,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { STORED_TIME_RANGE } from '../src/db/time-range.js';
+import { STORED_TIME_RANGE } from '../core/db/time-range.js';
 import { killAll } from './lib/measure.js';
 import { BENCH_ADMIN, COMMON, loadQueryData, MAIN_DOMAIN, NEEDLE, writeQueryLogs } from './lib/query-data.js';
 import { api as apiOf, childEnv, killServer, login, ROOT, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';

@@ -15,7 +15,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import type { Logger } from '../src/log.js';
+import type { Logger } from '../core/log.js';
 
 export interface Checkpoint {
   /** The source (followed path) the file belongs to: each follower lists and prunes its own. */

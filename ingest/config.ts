@@ -7,8 +7,8 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document } from 'yaml';
 import { z } from 'zod';
-import { ConfigError } from '../src/config.js';
-import { HOST_NAME } from '../src/formats.js';
+import { ConfigError } from '../core/config.js';
+import { HOST_NAME } from '../core/formats.js';
 import { compileAccessFormat } from './parsers/access-format.js';
 
 export type StartAt = 'beginning' | 'end';

@@ -10,9 +10,9 @@
  * happens in another process (the API, the CLI), and a notification would need a connection of its
  * own held open by every worker.
  */
-import type { Db } from '../src/db/postgres.js';
-import { domainIdsByName, domainIdsOf } from '../src/domains/store.js';
-import type { Logger } from '../src/log.js';
+import type { Db } from '../core/db/postgres.js';
+import { domainIdsByName, domainIdsOf } from './domain-store.js';
+import type { Logger } from '../core/log.js';
 
 export const DOMAIN_REFRESH_MS = 5_000;
 /** How often the names waited for are looked up: a registration is seen within this (plus a query). */

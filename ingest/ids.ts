@@ -1,5 +1,5 @@
-import type { Db } from '../src/db/postgres.js';
-import { sql } from '../src/db/sql.js';
+import type { Db } from '../core/db/postgres.js';
+import { sql } from '../core/db/sql.js';
 
 /**
  * Entry ids (CONTRACT §5): positive, below 2^53, unique within a domain, and the same whenever

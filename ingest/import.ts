@@ -6,9 +6,9 @@
  * a run interrupted by a crash resumes at its checkpoint, and ClickHouse deduplicates the batch
  * that was in flight.
  */
-import type { ClickHouseClient } from '../src/db/clickhouse.js';
-import type { Db } from '../src/db/postgres.js';
-import type { Logger } from '../src/log.js';
+import type { ClickHouseClient } from '../core/db/clickhouse.js';
+import type { Db } from '../core/db/postgres.js';
+import type { Logger } from '../core/log.js';
 import { CheckpointStore, checkpointDir } from './checkpoints.js';
 import { createDomainDirectory } from './domains.js';
 import { createIdAllocator } from './ids.js';

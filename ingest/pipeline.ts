@@ -12,8 +12,8 @@
  * the file on disk is the buffer and memory stays flat whatever the backlog. An error that a retry
  * cannot cure (ClickHouse refusing the data itself) stops the source and is reported.
  */
-import type { ClickHouseClient } from '../src/db/clickhouse.js';
-import type { Logger } from '../src/log.js';
+import type { ClickHouseClient } from '../core/db/clickhouse.js';
+import type { Logger } from '../core/log.js';
 import type { DomainDirectory } from './domains.js';
 import { UnknownDomainError, type IdAllocator } from './ids.js';
 import { dedupToken, isRetryableInsertError, writeRows } from './sinks/clickhouse.js';

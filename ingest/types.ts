@@ -1,37 +1,7 @@
 /**
  * The shapes that flow through the ingest pipeline: sources produce line chunks, parsers turn
- * lines into entries, sinks write entries (or rejects) to ClickHouse.
+ * lines into entries (core/entries.ts), sinks write entries (or rejects) to ClickHouse.
  */
-
-/** An nginx access-log line, parsed. Times are epoch milliseconds (UTC). */
-export interface AccessEntry {
-  timestamp: number;
-  ipAddress: string;
-  method: string;
-  url: string;
-  protocol: string;
-  statusCode: number;
-  responseSize: number;
-  /** `""` when nginx logged `-`. */
-  referrer: string;
-  /** `""` when nginx logged `-`. */
-  userAgent: string;
-  /** Milliseconds ($request_time × 1000), or null when the format has no $request_time. */
-  responseTime: number | null;
-  /** `$host` or `$server_name` when the format has one: routes the line to its domain. */
-  host: string | null;
-}
-
-export type ErrorLevel = 'error' | 'warn' | 'info' | 'debug';
-
-/** An nginx error-log line, parsed. */
-export interface ErrorEntry {
-  timestamp: number;
-  level: ErrorLevel;
-  message: string;
-  /** Whichever of client, server, request, upstream, host, referrer the line carries. */
-  context: Record<string, string>;
-}
 
 export type ParseResult<T> = { ok: true; entry: T } | { ok: false; reason: string };
 

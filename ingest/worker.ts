@@ -8,9 +8,9 @@
  * stops alone and says so in the log and in its stats; the others go on.
  */
 import { randomUUID } from 'node:crypto';
-import type { ClickHouseClient } from '../src/db/clickhouse.js';
-import type { Db } from '../src/db/postgres.js';
-import type { Logger } from '../src/log.js';
+import type { ClickHouseClient } from '../core/db/clickhouse.js';
+import type { Db } from '../core/db/postgres.js';
+import type { Logger } from '../core/log.js';
 import { CheckpointStore, checkpointDir } from './checkpoints.js';
 import type { FileSource, IngestConfig, SyslogConfig, SyslogRoute } from './config.js';
 import { createDomainDirectory } from './domains.js';

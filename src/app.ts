@@ -12,7 +12,7 @@ import type { ExportLimits } from './exports/service.js';
 import { healthRoutes } from './health/routes.js';
 import { clientInfo } from './http/client-info.js';
 import { handleError, payloadTooLarge } from './http/errors.js';
-import { logStatsRoutes } from './logs/stats-routes.js';
+import { logStatsRoutes } from './stats/routes.js';
 import { logsRoutes } from './logs/routes.js';
 import { usersRoutes } from './users/routes.js';
 

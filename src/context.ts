@@ -1,8 +1,8 @@
 import type { ClientInfo } from './activity/store.js';
-import type { Config } from './config.js';
-import type { ClickHouseClient } from './db/clickhouse.js';
-import type { Db } from './db/postgres.js';
-import type { Logger } from './log.js';
+import type { Config } from '../core/config.js';
+import type { ClickHouseClient } from '../core/db/clickhouse.js';
+import type { Db } from '../core/db/postgres.js';
+import type { Logger } from '../core/log.js';
 import type { Mailer } from './mail/mailer.js';
 import type { PermissionSet } from './users/permissions.js';
 import type { UserRow } from './users/store.js';

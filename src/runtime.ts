@@ -1,14 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { loadJwtSecret } from './auth/tokens.js';
-import type { Config } from './config.js';
+import type { Config } from '../core/config.js';
 import type { Services } from './context.js';
 import { lockDataDir } from './data-dir-lock.js';
-import { migrateClickhouse, openClickhouse, type ClickHouseClient } from './db/clickhouse.js';
-import { migratePostgres } from './db/migrate.js';
-import { openDb, type Db } from './db/postgres.js';
-import { sql } from './db/sql.js';
-import type { Logger } from './log.js';
+import { migrateClickhouse, openClickhouse, type ClickHouseClient } from '../core/db/clickhouse.js';
+import { migratePostgres } from '../core/db/migrate.js';
+import { openDb, type Db } from '../core/db/postgres.js';
+import { sql } from '../core/db/sql.js';
+import type { Logger } from '../core/log.js';
 import { createMailer } from './mail/mailer.js';
 import { createUserRecord } from './users/service.js';
 

@@ -4,9 +4,9 @@ import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { startAlertEvaluator } from './alerts/evaluator.js';
 import { createApp } from './app.js';
 import { NODE_SERVER_OPTIONS } from './http/node-server.js';
-import { startStatsRollups } from './logs/rollups.js';
-import type { Config } from './config.js';
-import type { Logger } from './log.js';
+import { startStatsRollups } from './rollups/builder.js';
+import type { Config } from '../core/config.js';
+import type { Logger } from '../core/log.js';
 import { openRuntime } from './runtime.js';
 import { stopOnSignals } from './shutdown.js';
 
@@ -30,7 +30,7 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
   }
   // CONTRACT §5: with several processes on one Postgres, one of them evaluates each interval.
   const alerts = startAlertEvaluator({ db: runtime.db, clickhouse: runtime.clickhouse, mailer: runtime.mailer, log, baseUrl: config.baseUrl, intervalMs: config.alertIntervalS * 1000 });
-  // Stats rollups are built here, beside ingest, not on its insert path (src/logs/rollups.ts).
+  // Stats rollups are built here, beside ingest, not on its insert path (src/rollups/builder.ts).
   const rollups = startStatsRollups({ db: runtime.db, clickhouse: runtime.clickhouse, log, retentionDays: config.logRetentionDays });
   const app = createApp(runtime);
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: NODE_SERVER_OPTIONS }, (info) => {

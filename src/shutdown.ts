@@ -1,4 +1,4 @@
-import type { Logger } from './log.js';
+import type { Logger } from '../core/log.js';
 
 /**
  * SIGTERM/SIGINT run `stop` once (it finishes work in flight and closes the stores), then exit 0;

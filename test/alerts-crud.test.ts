@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALERTS_PER_DOMAIN } from '../src/alerts/limits.js';
-import { sql } from '../src/db/sql.js';
+import { sql } from '../core/db/sql.js';
 import { PUBLIC_ADDRESSES, REFUSED_ADDRESSES } from './support/addresses.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { activityOf } from './support/auth.js';

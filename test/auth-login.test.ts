@@ -1,6 +1,6 @@
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sql } from '../src/db/sql.js';
+import { sql } from '../core/db/sql.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, startTestApp, type TestApp } from './support/app.js';
 import {
   activityOf,

@@ -1,7 +1,7 @@
 import type { ParsedMail } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomToken, tokenHash } from '../src/auth/tokens.js';
-import { sql } from '../src/db/sql.js';
+import { sql } from '../core/db/sql.js';
 import { call, login, startTestApp, type TestApp } from './support/app.js';
 import {
   activityOf,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomToken } from '../src/auth/tokens.js';
-import { sql } from '../src/db/sql.js';
+import { sql } from '../core/db/sql.js';
 import { call, startTestApp, type CallResult, type TestApp } from './support/app.js';
 import { adminToken, freshEmail, freshUser, nextIp, tryLogin } from './support/auth.js';
 

@@ -2,7 +2,7 @@ import { decodeJwt, SignJWT, UnsecuredJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertApiToken, listApiTokens, revokeApiToken } from '../src/auth/store.js';
 import { randomToken, tokenHash } from '../src/auth/tokens.js';
-import { sql } from '../src/db/sql.js';
+import { sql } from '../core/db/sql.js';
 import { call, JWT_SECRET, login, startTestApp, type TestApp } from './support/app.js';
 import {
   activityOf,

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { dropUncommittedDedupRecords } from '../src/db/dedup-log-repair.js';
+import { dropUncommittedDedupRecords } from '../core/db/dedup-log-repair.js';
 
 // The files of a chDB data directory as the engine leaves them, written by hand: which records
 // go is decided by the part directories on disk alone. (test/ingest-sink.test.ts makes the same

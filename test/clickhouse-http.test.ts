@@ -5,9 +5,9 @@ import { Readable } from 'node:stream';
 import { ClickHouseError, ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dedupToken, insertAccessBatch, isRetryableInsertError, writeRows, type ErrorRow, type RejectRow } from '../ingest/sinks/clickhouse.js';
-import { chdbOf, migrateClickhouse, openClickhouse } from '../src/db/clickhouse.js';
-import { SQL_DIR } from '../src/db/migrate.js';
-import { createLogger } from '../src/log.js';
+import { chdbOf, migrateClickhouse, openClickhouse } from '../core/db/clickhouse.js';
+import { SQL_DIR } from '../core/db/migrate.js';
+import { createLogger } from '../core/log.js';
 import { startClickhouseHttp, type ClickhouseHttp } from './support/clickhouse-http.js';
 import { accessRow, SINK_NOW } from './support/ingest.js';
 

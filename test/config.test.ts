@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig } from '../core/config.js';
 import { parseIsoDate } from '../src/http/query.js';
 
 const SECRET_32 = 'x'.repeat(32);

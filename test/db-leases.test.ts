@@ -1,10 +1,10 @@
 /**
- * Job leases (src/db/leases.ts, sql/postgres/007): one holder at a time, renewal by the holder,
+ * Job leases (core/db/leases.ts, sql/postgres/007): one holder at a time, renewal by the holder,
  * takeover after expiry or release. On PGlite, and on the real Postgres when DATABASE_URL is set.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimLease, releaseLease } from '../src/db/leases.js';
-import { sql } from '../src/db/sql.js';
+import { claimLease, releaseLease } from '../core/db/leases.js';
+import { sql } from '../core/db/sql.js';
 import { startTestApp, type TestApp } from './support/app.js';
 
 let t: TestApp;

@@ -4,7 +4,7 @@ import type { Principal } from '../src/context.js';
 import { resolveDomain } from '../src/domains/service.js';
 import { ApiError } from '../src/http/errors.js';
 import { dedupToken, insertAccessBatch, insertErrorBatch } from '../ingest/sinks/clickhouse.js';
-import { buildRollups } from '../src/logs/rollups.js';
+import { buildRollups } from '../src/rollups/builder.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { accessRow } from './support/ingest.js';
 import { ISO_MS } from './support/auth.js';

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { compileAccessFormat, type AccessLineParser } from '../ingest/parsers/access-format.js';
 import { unescapeNginx } from '../ingest/parsers/nginx-escape.js';
-import type { AccessEntry } from '../ingest/types.js';
+import type { AccessEntry } from '../core/entries.js';
 
 // Fixture lines are written the way nginx writes them, so they are String.raw: `\x22` in a line is
 // the four characters nginx puts in the file, not a quote.

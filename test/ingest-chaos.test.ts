@@ -29,9 +29,9 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../core/config.js';
 import { findDomainByName } from '../src/domains/store.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../core/log.js';
 import { openStores } from '../src/runtime.js';
 import { freshDatabase, JWT_SECRET } from './support/app.js';
 import { describeProc, exitOf, killChildren, start, waitForOutput, type Proc } from './support/child.js';
@@ -359,7 +359,7 @@ describe('tailhouse serve following a rotating log, killed at random moments', (
         ids: Number(ids!.ids),
         rejects: Number(rejects!.n),
       };
-      // Starts that found an insert a kill had interrupted between its deduplication record and its part (src/db/dedup-log-repair.ts).
+      // Starts that found an insert a kill had interrupted between its deduplication record and its part (core/db/dedup-log-repair.ts).
       const dedupRepairs = started.filter((p) => p.stdout.includes('removed the deduplication records of inserts a crash interrupted')).length;
       console.log(`ingest chaos: ${JSON.stringify({ ...summary, kills, rotations: rotator.rotations, dedupRepairs, seconds: (Date.now() - t0) / 1000 })}`);
       note(`counted: lost ${ranges(lost)}; doubled ${ranges(doubled)}; phantoms ${ranges(phantoms)}`);

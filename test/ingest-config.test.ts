@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadIngestConfig, parseIngestConfig, type IngestConfig } from '../ingest/config.js';
-import { ConfigError } from '../src/config.js';
+import { ConfigError } from '../core/config.js';
 
 const FILE = '/etc/tailhouse/ingest.yaml';
 const AT = `ingest config ${FILE}`;

@@ -18,7 +18,7 @@ import { FileTail } from '../ingest/sources/file-tail.js';
 import { LineCutter, type CutLimits, type OverlongScan } from '../ingest/sources/line-cutter.js';
 import type { LineChunk } from '../ingest/types.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../core/log.js';
 import { startTestApp, type TestApp } from './support/app.js';
 import { countRows, errorLogTime, newDomain, select, T0, until } from './support/ingest.js';
 

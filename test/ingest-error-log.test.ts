@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseErrorLine } from '../ingest/parsers/error-log.js';
-import type { ErrorEntry } from '../ingest/types.js';
+import type { ErrorEntry } from '../core/entries.js';
 
 // Fixture lines are written the way nginx writes them (ngx_log_error_core and the HTTP module's
 // context handler): `YYYY/MM/DD HH:MM:SS [level] PID#TID: *CONN message, client: …`.

@@ -8,7 +8,7 @@ import { checkpointDir, CheckpointStore } from '../ingest/checkpoints.js';
 import { fileIdentity, fingerprintLength, IDENTITY_BYTES, inspectPath, relate } from '../ingest/sources/file-identity.js';
 import { FileTail, type FileTailOptions } from '../ingest/sources/file-tail.js';
 import type { LineChunk } from '../ingest/types.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../core/log.js';
 import { prngInt } from './support/random.js';
 
 // Real files in a temporary directory, a real follower, real checkpoints. Nothing sleeps a fixed

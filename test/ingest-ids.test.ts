@@ -3,10 +3,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdAllocator, entryId, MAX_SEGMENT_NUMBER, segmentIndex } from '../ingest/ids.js';
-import { migratePostgres } from '../src/db/migrate.js';
-import { openPglite, openPostgres, type Db } from '../src/db/postgres.js';
-import { sql } from '../src/db/sql.js';
-import { createLogger } from '../src/log.js';
+import { migratePostgres } from '../core/db/migrate.js';
+import { openPglite, openPostgres, type Db } from '../core/db/postgres.js';
+import { sql } from '../core/db/sql.js';
+import { createLogger } from '../core/log.js';
 import { freshDatabase } from './support/app.js';
 
 let dir: string;

@@ -7,7 +7,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ImportError, importFiles, type ImportOptions } from '../ingest/import.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../core/log.js';
 import { startTestApp, type TestApp } from './support/app.js';
 import { accessIds, accessLines, countRows, errorLogTime, FORMAT, HOST_FORMAT, KOLKATA, newDomain, select, T0 } from './support/ingest.js';
 

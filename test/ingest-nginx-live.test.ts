@@ -23,7 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseIngestConfig } from '../ingest/config.js';
 import { importFiles, type ImportSummary } from '../ingest/import.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../core/log.js';
 import { startTestApp, type TestApp } from './support/app.js';
 import { freePort } from './support/ports.js';
 import { countRows, newDomain, select, until } from './support/ingest.js';

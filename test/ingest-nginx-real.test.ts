@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { compileAccessFormat } from '../ingest/parsers/access-format.js';
 import { parseErrorLine } from '../ingest/parsers/error-log.js';
 import { DEFAULT_CUT_LIMITS, LineCutter } from '../ingest/sources/line-cutter.js';
-import type { AccessEntry, ErrorEntry, ErrorLevel } from '../ingest/types.js';
+import type { AccessEntry, ErrorEntry, ErrorLevel } from '../core/entries.js';
 import { loggedText, splitRequest } from './support/nginx-logged.js';
 
 // The parsers against lines a real nginx wrote (test/fixtures/nginx, made by capture.sh there; see

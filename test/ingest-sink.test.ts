@@ -6,7 +6,7 @@ import path from 'node:path';
 import { createClient } from '@clickhouse/client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createIdAllocator } from '../ingest/ids.js';
-import type { ErrorLevel } from '../ingest/types.js';
+import type { ErrorLevel } from '../core/entries.js';
 import {
   accessTsv,
   dedupToken,
@@ -18,13 +18,13 @@ import {
   type ErrorRow,
   type RejectRow,
 } from '../ingest/sinks/clickhouse.js';
-import { chdbOf, migrateClickhouse, openClickhouse, type ClickHouseClient } from '../src/db/clickhouse.js';
-import { migratePostgres } from '../src/db/migrate.js';
-import { openPglite, type Db } from '../src/db/postgres.js';
-import { sql } from '../src/db/sql.js';
-import { createLogger } from '../src/log.js';
+import { chdbOf, migrateClickhouse, openClickhouse, type ClickHouseClient } from '../core/db/clickhouse.js';
+import { migratePostgres } from '../core/db/migrate.js';
+import { openPglite, type Db } from '../core/db/postgres.js';
+import { sql } from '../core/db/sql.js';
+import { createLogger } from '../core/log.js';
 import { accessRow, SINK_NOW } from './support/ingest.js';
-import { STORED_TIME_RANGE } from '../src/db/time-range.js';
+import { STORED_TIME_RANGE } from '../core/db/time-range.js';
 
 let dir: string;
 let ch: ClickHouseClient;

@@ -11,7 +11,7 @@ import { parseIngestConfig } from '../ingest/config.js';
 import { AMBIGUOUS_CONTEXT } from '../ingest/transforms/rows.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { insertDomain } from '../src/domains/store.js';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../core/log.js';
 import { startTestApp, type TestApp } from './support/app.js';
 import { accessIds, accessLine, accessLines, append, countRows, errorLogTime, FORMAT, HOST_FORMAT, KOLKATA, newDomain, select, T0, timeLocal, until } from './support/ingest.js';
 

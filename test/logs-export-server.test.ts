@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { chdbOf } from '../src/db/clickhouse.js';
+import { chdbOf } from '../core/db/clickhouse.js';
 import { call, startTestApp, type TestApp } from './support/app.js';
 import { adminToken, freshUser, ISO_MS } from './support/auth.js';
 import { startClickhouseHttp, type ClickhouseHttp } from './support/clickhouse-http.js';

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../src/app.js';
 import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
 import { MAX_PAGE_DEPTH } from '../src/http/query.js';
-import { buildRollups } from '../src/logs/rollups.js';
+import { buildRollups } from '../src/rollups/builder.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { generateAccess, generateErrors, seedLogs, type SeededLogs } from './support/logs.js';
 

@@ -1,12 +1,12 @@
 /**
- * src/logs/known-plans.ts on its own: when a request plans from a kept state, when it plans again,
+ * src/rollups/known-plans.ts on its own: when a request plans from a kept state, when it plans again,
  * how often at most, and how much it keeps. The end-to-end cases (late lines, buckets built between
  * two requests) are in logs-stats.test.ts and logs-listing.test.ts.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { ClickHouseClient } from '../src/db/clickhouse.js';
-import { readWithKnownPlan, REFRESH_MS, type PlannedRead } from '../src/logs/known-plans.js';
-import { emptyBuildState, type BuildState } from '../src/logs/stats.js';
+import type { ClickHouseClient } from '../core/db/clickhouse.js';
+import { readWithKnownPlan, REFRESH_MS, type PlannedRead } from '../src/rollups/known-plans.js';
+import { emptyBuildState, type BuildState } from '../src/rollups/plan.js';
 
 /** Only a key for the kept states: these reads never query. */
 const client = () => ({}) as ClickHouseClient;

@@ -6,7 +6,7 @@
 import { BlockList, isIPv4 } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createUserAndLogin, startTestApp, type TestApp } from './support/app.js';
-import { buildRollups } from '../src/logs/rollups.js';
+import { buildRollups } from '../src/rollups/builder.js';
 import { importText } from './support/ingest.js';
 import { accessLogLine, apiShape, generateAccess, LOG_FORMAT, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';
 import { ISO_MS } from './support/auth.js';

@@ -6,9 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createUserAndLogin, startTestApp, type TestApp } from './support/app.js';
-import { buildRollups } from '../src/logs/rollups.js';
+import { buildRollups } from '../src/rollups/builder.js';
 import { searchableFields } from '../src/logs/search-fields.js';
-import { planWindow, queryBuildState } from '../src/logs/stats.js';
+import { planWindow, queryBuildState } from '../src/rollups/plan.js';
 import type { SearchField } from '../src/logs/store.js';
 import { importText, newDomain, select, timeLocal } from './support/ingest.js';
 import { apiShape, generateAccess, generateErrors, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from './support/logs.js';

@@ -1,16 +1,18 @@
 /**
  * GET /api/logs/domains/:domainId/stats (CONTRACT §5): every period against a brute-force answer
  * over the same generated lines, loaded through the real import path; the rollups
- * (sql/clickhouse/005_stats_deferred_rollups.sql, built by src/logs/rollups.ts) against the raw
+ * (sql/clickhouse/005_stats_deferred_rollups.sql, built by src/rollups/builder.ts) against the raw
  * rows for many windows, also against a plain SQL query, built, partly built and written twice;
  * empty windows; validation; access rules; deduplicated retries.
  */
 import { isDeepStrictEqual } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dedupToken, insertAccessBatch, type AccessRow } from '../ingest/sinks/clickhouse.js';
-import { createLogger } from '../src/log.js';
-import { buildRollups, startRollupBuilder, startStatsRollups, type RollupBuilder, type RollupRound } from '../src/logs/rollups.js';
-import { bucketSetOf, deleteDomainStats, emptyBuildState, planWindow, provenTop, queryBuildState, queryWindowStats, windowBuckets, type WindowStats } from '../src/logs/stats.js';
+import { createLogger } from '../core/log.js';
+import { buildRollups, startRollupBuilder, startStatsRollups, type RollupBuilder, type RollupRound } from '../src/rollups/builder.js';
+import { deleteDomainData } from '../core/db/domain-data.js';
+import { bucketSetOf, emptyBuildState, planWindow, queryBuildState, windowBuckets } from '../src/rollups/plan.js';
+import { provenTop, queryWindowStats, type WindowStats } from '../src/stats/window.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, importText, select, timeLocal, until } from './support/ingest.js';
 import { prng } from './support/random.js';
@@ -862,7 +864,7 @@ describe('rollups', () => {
     expect(twice.body.data).toEqual({ period: '7d', ...bruteForce([...entries, ...entries], NOW - 7 * DAY, NOW) });
   });
 
-  it('deleteDomainStats removes a domain’s rollup rows and no other domain’s', async () => {
+  it('deleteDomainData removes a domain’s rollup rows and no other domain’s', async () => {
     const domain = await createDomain('gone.example.com', alice.id);
     const entries = generate(9, 300, true).filter((e) => e.t < NOW);
     await importEntries(domain.name, entries, FORMAT);
@@ -871,7 +873,7 @@ describe('rollups', () => {
     expect(Number((await count('access_rollups', domain.id))[0]!.n)).toBeGreaterThan(0);
     expect(Number((await count('access_hour_rows', domain.id))[0]!.n)).toBeGreaterThan(0);
     const before = await stats(shop.id, alice.token, '?period=30d');
-    await deleteDomainStats(t.runtime.clickhouse, domain.id);
+    await deleteDomainData(t.runtime.clickhouse, domain.id);
     expect(await count('access_rollups', domain.id)).toEqual([{ n: '0' }]);
     expect(await count('access_hour_rows', domain.id)).toEqual([{ n: '0' }]);
     expect((await stats(shop.id, alice.token, '?period=30d')).body).toEqual(before.body);

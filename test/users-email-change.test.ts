@@ -2,7 +2,7 @@ import type { ParsedMail } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertApiToken } from '../src/auth/store.js';
 import { randomToken, tokenHash } from '../src/auth/tokens.js';
-import { sql } from '../src/db/sql.js';
+import { sql } from '../core/db/sql.js';
 import { call, startTestApp, type CallResult, type TestApp } from './support/app.js';
 import { activityOf, adminToken, expectValidation, freshEmail, freshUser, nextIp, outboxFor, tryLogin } from './support/auth.js';
 

@@ -30,7 +30,8 @@
  * `longest`: nginx writes those values, so they are short) back from the stretch's end. A value of
  * any length, with any number of spaces, brackets or fake times in it, is read once.
  */
-import type { AccessEntry, ParseResult } from '../types.js';
+import type { AccessEntry } from '../../core/entries.js';
+import type { ParseResult } from '../types.js';
 import { unescapeNginx } from './nginx-escape.js';
 import { d2, wallTime } from './time.js';
 

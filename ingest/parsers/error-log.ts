@@ -26,7 +26,8 @@
  * reading is therefore looked at, and a line whose readings name different servers or hosts is
  * marked `contextAmbiguous`: whoever routes entries by their context must not trust it.
  */
-import type { ErrorEntry, ErrorLevel, ParseResult } from '../types.js';
+import type { ErrorEntry, ErrorLevel } from '../../core/entries.js';
+import type { ParseResult } from '../types.js';
 import { d2, wallTime, zonedWallTimeToEpoch } from './time.js';
 
 /** CONTRACT §5's folding of nginx's eight levels onto four. */

@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { chdbOf, type ChdbExtension, type ClickHouseClient } from '../../src/db/clickhouse.js';
-import { STORED_TIME_RANGE } from '../../src/db/time-range.js';
+import { chdbOf, type ChdbExtension, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import { STORED_TIME_RANGE } from '../../core/db/time-range.js';
 import type { IdOf } from '../ids.js';
-import type { AccessEntry, ErrorEntry } from '../types.js';
+import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
 
 /**
  * The ClickHouse writer of the ingest pipeline (schema: sql/clickhouse/002_logs.sql).

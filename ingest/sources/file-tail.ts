@@ -74,7 +74,7 @@
 import fs from 'node:fs';
 import fsp, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import type { Logger } from '../../src/log.js';
+import type { Logger } from '../../core/log.js';
 import type { CheckpointStore, CheckpointUpdate } from '../checkpoints.js';
 import type { LineChunk } from '../types.js';
 import { DEFAULT_CUT_LIMITS, LineCutter, type Cut, type Framing, type OverlongScan } from './line-cutter.js';

@@ -4,12 +4,13 @@
  * stored as an entry (does not parse, names an unknown domain, too long) becomes a reject row
  * with its reason, so that nothing read is dropped without a trace.
  */
-import { isStoredTime, STORED_TIME_RANGE_TEXT } from '../../src/db/time-range.js';
+import { isStoredTime, STORED_TIME_RANGE_TEXT } from '../../core/db/time-range.js';
 import type { IdOf } from '../ids.js';
 import { newAccessFields, type AccessLineParser } from '../parsers/access-format.js';
 import { parseErrorLine, routingNameOf } from '../parsers/error-log.js';
 import { AccessBatch, type AccessTsv, type ErrorRow, type RejectRow } from '../sinks/clickhouse.js';
-import type { AccessEntry, ErrorEntry, LineChunk, SourceLine } from '../types.js';
+import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
+import type { LineChunk, SourceLine } from '../types.js';
 import type { DomainDirectory } from '../domains.js';
 
 export type LogKind = 'access' | 'error';

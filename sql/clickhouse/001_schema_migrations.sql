@@ -1,4 +1,4 @@
--- Ledger of applied ClickHouse migrations (the runner reads it; see src/db/clickhouse.ts).
+-- Ledger of applied ClickHouse migrations (the runner reads it; see core/db/clickhouse.ts).
 CREATE TABLE IF NOT EXISTS schema_migrations
 (
     version UInt32,

@@ -1,4 +1,4 @@
--- Rollups of access_logs for GET /api/logs/domains/:domainId/stats (src/logs/stats.ts, CONTRACT §5).
+-- Rollups of access_logs for GET /api/logs/domains/:domainId/stats (src/stats/window.ts, CONTRACT §5).
 --
 -- Two tables, each holding every domain's figures per hour AND per day (span), filled by a
 -- materialized view on every insert into access_logs:
@@ -28,7 +28,7 @@
 -- reads a bucket older than LOG_RETENTION_DAYS, so rows that expire at different moments in the two
 -- tables never change an answer.
 --
--- Deleting a domain deletes its rows here too (deleteDomainStats in src/logs/stats.ts): a delete on
+-- Deleting a domain deletes its rows here too (deleteDomainData in core/db/domain-data.ts): a delete on
 -- access_logs does not reach the views' tables.
 
 CREATE TABLE IF NOT EXISTS access_stats

@@ -1,4 +1,4 @@
--- Stats rollups built beside ingest instead of inside it (src/logs/rollups.ts, src/logs/stats.ts).
+-- Stats rollups built beside ingest instead of inside it (src/rollups/builder.ts, src/stats/window.ts).
 --
 -- Migration 004 filled the rollups with materialized views on every insert into access_logs. Those
 -- views cost more CPU than parsing and storing the rows themselves (bench/ingest: 160,850 instead of
@@ -82,7 +82,7 @@ GROUP BY domain_id, hour;
 -- The first TOP_KEYS keys of each built day and list, by requests (then key), and the count of the
 -- next key (threshold): what any key outside a day's list has at most on that day. A 30-day top-10
 -- then sums these short lists instead of every (day, url) row, proves its answer exact against the
--- thresholds (src/logs/stats.ts), and reads the full rows only when it cannot. One row per
+-- thresholds (src/stats/window.ts), and reads the full rows only when it cannot. One row per
 -- (domain, list, day), replaced when the day is built again (version: the day's requests then); a
 -- reader uses it only while that version equals the day's built total.
 CREATE TABLE IF NOT EXISTS access_day_tops

@@ -1,4 +1,4 @@
--- Short top lists per hour as well as per day (src/logs/rollups.ts builds them, src/logs/stats.ts
+-- Short top lists per hour as well as per day (src/rollups/builder.ts builds them, src/stats/window.ts
 -- proves its lists from them), and access_rollups with smaller granules (at the end).
 --
 -- The day lists of 005 left the hours at a window's two ends to be read in full: a 30-day window
@@ -11,7 +11,7 @@
 -- and the next key's count (threshold), built from the bucket's rollup rows when it has
 -- `built_requests` requests. A reader uses the row only while that equals the bucket's built total.
 -- The version is the build time, not the requests: a bucket repaired after it was written twice
--- (src/logs/rollups.ts) has fewer requests than before, and its new lists must replace the old.
+-- (src/rollups/builder.ts) has fewer requests than before, and its new lists must replace the old.
 
 CREATE TABLE IF NOT EXISTS access_tops
 (

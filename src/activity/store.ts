@@ -1,6 +1,6 @@
-import type { Db } from '../db/postgres.js';
-import { selectPage } from '../db/paging.js';
-import { join, sql, type SqlFragment } from '../db/sql.js';
+import type { Db } from '../../core/db/postgres.js';
+import { selectPage } from '../../core/db/paging.js';
+import { join, sql, type SqlFragment } from '../../core/db/sql.js';
 
 /** Who acted, from where: the client address (honouring TRUST_PROXY) and user agent of the request. */
 export interface ClientInfo {

@@ -27,8 +27,8 @@
  * Logs never hold an e-mail body or a webhook URL's path or query (which often carries a secret):
  * a webhook is named by its origin.
  */
-import type { Db } from '../db/postgres.js';
-import type { Logger } from '../log.js';
+import type { Db } from '../../core/db/postgres.js';
+import type { Logger } from '../../core/log.js';
 import type { Mailer } from '../mail/mailer.js';
 import type { ResolveAll } from './addresses.js';
 import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';

@@ -60,9 +60,9 @@
  * can move it by hours; processes sharing a database are expected to keep their clocks in sync.
  */
 import os from 'node:os';
-import type { ClickHouseClient } from '../db/clickhouse.js';
-import type { Db } from '../db/postgres.js';
-import type { Logger } from '../log.js';
+import type { ClickHouseClient } from '../../core/db/clickhouse.js';
+import type { Db } from '../../core/db/postgres.js';
+import type { Logger } from '../../core/log.js';
 import type { Mailer } from '../mail/mailer.js';
 import { createDeliverer, type DeliveryOptions, type DeliveryResult } from './delivery.js';
 import { metricOf, MIN_ERROR_RATE_REQUESTS, windowFigures, windowKey } from './metrics.js';

@@ -17,7 +17,7 @@
  * Round trips matter: chDB serialises parameterised queries process-wide, so a query per alert
  * would queue behind each other and behind the API's own log reads.
  */
-import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
+import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Condition } from './schemas.js';
 
 /** The default noise guard: an error rate over fewer requests than this never fires. */

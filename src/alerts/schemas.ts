@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { EMAIL_ADDRESS } from '../formats.js';
+import { EMAIL_ADDRESS } from '../../core/formats.js';
 import { domainIdParams } from '../domains/schemas.js';
 import { idParam } from '../http/query.js';
 import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';

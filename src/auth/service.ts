@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { recordActivity, type ClientInfo } from '../activity/store.js';
 import type { Principal, Services } from '../context.js';
-import type { Db } from '../db/postgres.js';
+import type { Db } from '../../core/db/postgres.js';
 import { ApiError, invalidField, unauthorized } from '../http/errors.js';
 import { PermissionSet } from '../users/permissions.js';
 import { findUserByEmail, findUserById, findUserWithPermissions, normaliseEmail, recordLogin, setPasswordHash, toUser, type User } from '../users/store.js';

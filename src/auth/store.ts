@@ -1,5 +1,5 @@
-import type { Db } from '../db/postgres.js';
-import { join, sql } from '../db/sql.js';
+import type { Db } from '../../core/db/postgres.js';
+import { join, sql } from '../../core/db/sql.js';
 
 export interface RefreshTokenRow {
   id: string | number;

@@ -1,5 +1,5 @@
 import { isIPv6 } from 'node:net';
-import type { Db } from '../db/postgres.js';
+import type { Db } from '../../core/db/postgres.js';
 import { ApiError } from '../http/errors.js';
 import { countFailure, pruneThrottles, readThrottles, reserveAttempt, settleAttempt } from './store.js';
 

@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { HOST_NAME } from '../formats.js';
+import { HOST_NAME } from '../../core/formats.js';
 import { checkPageDepth, idParam, pageQuery } from '../http/query.js';
 
 /** A host name, lower-cased, without a trailing dot. */

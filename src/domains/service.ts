@@ -1,10 +1,9 @@
 import { recordActivity, type ClientInfo } from '../activity/store.js';
 import type { Principal, Services } from '../context.js';
-import { isUniqueViolation } from '../db/postgres.js';
+import { deleteDomainData } from '../../core/db/domain-data.js';
+import { isUniqueViolation } from '../../core/db/postgres.js';
 import { conflict, forbidden, invalidField, notFound } from '../http/errors.js';
 import type { Action, Resource } from '../users/permissions.js';
-import { deleteDomainLogs } from '../logs/store.js';
-import { deleteDomainStats } from '../logs/stats.js';
 import { findUserById } from '../users/store.js';
 import {
   deleteDomain as deleteDomainRow,
@@ -104,8 +103,7 @@ export async function updateDomain(
 export async function deleteDomain(deps: DeleteDeps, principal: Principal, domainId: number, client: ClientInfo): Promise<void> {
   const domain = await resolveDomain(deps, principal, domainId);
   if (principal.user.role !== 'admin') throw forbidden();
-  await deleteDomainLogs(deps.clickhouse, domainId);
-  await deleteDomainStats(deps.clickhouse, domainId);
+  await deleteDomainData(deps.clickhouse, domainId);
   await deleteDomainRow(deps.db, domainId);
   deps.log.info({ domainId, domain: domain.name }, 'domain and its logs deleted');
   await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.delete', resource: `domains/${domainId}`, details: `Deleted domain ${domain.name}` }, client);

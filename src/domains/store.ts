@@ -1,6 +1,6 @@
-import type { Db } from '../db/postgres.js';
-import { selectPage } from '../db/paging.js';
-import { join, sql, type SqlFragment } from '../db/sql.js';
+import type { Db } from '../../core/db/postgres.js';
+import { selectPage } from '../../core/db/paging.js';
+import { join, sql, type SqlFragment } from '../../core/db/sql.js';
 
 export interface DomainRow {
   id: number;
@@ -39,20 +39,6 @@ export async function findVisibleDomain(db: Db, id: number, visibility: Visibili
 export async function findDomainByName(db: Db, name: string): Promise<DomainRow | undefined> {
   const [row] = await db.query<DomainRow>(sql`select * from domains where name = ${name}`);
   return row;
-}
-
-/** The ids of those of `names` that are registered: one small indexed query, for ingest sources waiting for their domain. */
-export async function domainIdsOf(db: Db, names: string[]): Promise<Map<string, number>> {
-  const rows = await db.query<{ id: number; name: string }>(
-    sql`select id, name from domains where name in (select jsonb_array_elements_text(${JSON.stringify(names)}::text::jsonb))`,
-  );
-  return new Map(rows.map((r) => [r.name, r.id]));
-}
-
-/** Every domain's id by name: the ingest worker routes lines with it. */
-export async function domainIdsByName(db: Db): Promise<Map<string, number>> {
-  const rows = await db.query<{ id: number; name: string }>(sql`select id, name from domains`);
-  return new Map(rows.map((r) => [r.name, r.id]));
 }
 
 export async function listDomains(

@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { recordActivity, type ClientInfo } from '../activity/store.js';
 import type { Principal, Services } from '../context.js';
-import { selectRows } from '../db/clickhouse.js';
-import type { Db } from '../db/postgres.js';
+import { selectRows } from '../../core/db/clickhouse.js';
+import type { Db } from '../../core/db/postgres.js';
 import { resolveDomain } from '../domains/service.js';
 import { ApiError, invalidField } from '../http/errors.js';
 import { selectionOf, type ExportRequest } from './schemas.js';

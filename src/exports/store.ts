@@ -1,5 +1,5 @@
-import type { Db } from '../db/postgres.js';
-import { sql } from '../db/sql.js';
+import type { Db } from '../../core/db/postgres.js';
+import { sql } from '../../core/db/sql.js';
 
 export type ExportType = 'access' | 'error';
 export type ExportFormat = 'csv' | 'json';

@@ -27,7 +27,7 @@
  * Both: ids and sizes as plain numbers (all below 2^53), times as `2026-11-21T08:15:30.123Z`
  * (DateTime64(3, 'UTC') columns), responseTime in ms or null.
  */
-import { chdbOf, selectRows, type ClickHouseClient } from '../db/clickhouse.js';
+import { chdbOf, selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { accessWhere, errorWhere, type AccessFilters, type ErrorFilters, type TimeRange } from '../logs/filters.js';
 import type { ExportFormat, ExportType } from './store.js';
 
@@ -196,7 +196,7 @@ interface Transport {
  * engine and its data but not query state, so downloads run side by side and beside the client's
  * own queries; the client's extension handle streams without bound parameters, the Session has
  * queryStreamBind, so no input enters the SQL. One Session serves all the slices in turn. Loaded
- * here only, as in src/db/clickhouse.ts: a server-mode process never maps libchdb. Server: the
+ * here only, as in core/db/clickhouse.ts: a server-mode process never maps libchdb. Server: the
  * HTTP response body of `exec`, one request per slice.
  */
 async function openTransport(clickhouse: ClickHouseClient, signal: AbortSignal): Promise<Transport> {

@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import type { Services } from '../context.js';
-import { sql } from '../db/sql.js';
+import { sql } from '../../core/db/sql.js';
 
 /** Probes for load balancers and orchestrators; no token needed. */
 export function healthRoutes(services: Pick<Services, 'db' | 'clickhouse' | 'log'>) {

@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { ZodError } from 'zod';
-import type { Logger } from '../log.js';
+import type { Logger } from '../../core/log.js';
 
 /** An error meant for the caller: its status and `error` text go out as the envelope. */
 export class ApiError extends Error {

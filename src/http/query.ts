@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { isStoredTime, STORED_TIME_RANGE_TEXT } from '../db/time-range.js';
+import { isStoredTime, STORED_TIME_RANGE_TEXT } from '../../core/db/time-range.js';
 
 /**
  * A whole number written as plain decimal digits, between min and max. Stricter than

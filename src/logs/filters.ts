@@ -22,7 +22,7 @@
  * Use:
  *
  * ```ts
- * import { accessFiltersBody, accessWhere } from '../logs/filters.js';
+ * import { accessFiltersBody, accessWhere } from './filters.js';
  * const body = z.strictObject({ ..., filters: accessFiltersBody.optional() });
  * const { where, params } = accessWhere(domainId, { ...body.filters, startDate, endDate });
  * await clickhouse.query({ query: `SELECT … FROM access_logs WHERE ${where} ORDER BY timestamp DESC, id DESC`, query_params: params });
@@ -245,6 +245,20 @@ export const accessFilterQuery = {
 export const errorFilterQuery = {
   level: levelText.transform(one).optional().openapi({ type: 'string', enum: [...LEVELS] }),
 };
+
+/**
+ * The filters a parsed query sets, by their names in the query-string schemas above: what decides a
+ * listing's read path (src/logs/service.ts), so a filter added to a schema is a filter there too.
+ */
+export const accessFiltersSet = (query: AccessFilters) => filtersSet(Object.keys(accessFilterQuery) as (keyof AccessFilters)[], query);
+export const errorFiltersSet = (query: ErrorFilters) => filtersSet(Object.keys(errorFilterQuery) as (keyof ErrorFilters)[], query);
+
+function filtersSet<K extends string>(names: K[], query: Partial<Record<K, unknown>>): K[] {
+  return names.filter((name) => {
+    const value = query[name];
+    return value !== undefined && !(Array.isArray(value) && value.length === 0);
+  });
+}
 
 /** The export's `filters` for `type: "access"` (JSON; arrays for `statusCode` and `method`). Unknown keys → 422. */
 export const accessFiltersBody = z

@@ -7,9 +7,9 @@
  * and skipping the matches of the whole range row by row. For a range without dates the counts
  * are one read of a table of a few rows per hour.
  */
-import { STORED_TIME_RANGE } from '../db/time-range.js';
+import { STORED_TIME_RANGE } from '../../core/db/time-range.js';
 import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
-import { unionAll } from './shared-sql.js';
+import { unionAll } from '../rollups/shared-sql.js';
 
 const HOUR_MS = 3_600_000;
 /** The open ends of a range: the times the stores hold (whole days, so whole hours), the end exclusive. */

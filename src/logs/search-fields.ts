@@ -1,18 +1,18 @@
 /**
  * Which search fields can match at all, for the two without a text index whose values are keys of
- * the rollups (src/logs/rollups.ts): the user agent and the referrer.
+ * the rollups (src/rollups/builder.ts): the user agent and the referrer.
  *
  * A search on them reads every row of its range (0.4–0.7 s for 30 days of 10 million rows here).
  * But each value they hold in a built day or hour is one of that bucket's top-list keys in
  * access_rollups, so whether any row of the range can match is answered by the keys of its built
- * buckets and the raw rows of the rest, as the stats plan reads them (stats.ts): a few thousand key
+ * buckets and the raw rows of the rest, as the stats plan reads them (src/rollups/plan.ts): a few thousand key
  * rows and the partial hours at the range's ends. A field no row can match is left out of the
  * search, and a search left without fields reads nothing. The check only ever removes a field
  * that cannot match; what is searched is searched as before.
  */
-import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
-import { unionAll } from './shared-sql.js';
-import { planConditions, planWindow, queryBuildState, windowBuckets } from './stats.js';
+import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import { unionAll } from '../rollups/shared-sql.js';
+import { planConditions, planWindow, queryBuildState, windowBuckets } from '../rollups/plan.js';
 import { SEARCH_COLUMNS, searchMatches, searchPattern, type SearchField, type SearchRequest } from './store.js';
 
 /** The rollup list (access_rollups.dim) of each field the check knows. */

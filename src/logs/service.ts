@@ -1,7 +1,7 @@
 import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
 import { pagination, type Pagination } from '../http/envelope.js';
-import { accessWhere, errorWhere } from './filters.js';
+import { accessFiltersSet, accessWhere, errorFiltersSet, errorWhere } from './filters.js';
 import { statusCountsQuery } from './hour-counts.js';
 import { searchableFields } from './search-fields.js';
 import type { AccessListQuery, ErrorListQuery, SearchBody } from './schemas.js';
@@ -19,10 +19,11 @@ const offsetOf = (q: { page: number; limit: number }) => (q.page - 1) * q.limit;
 /** Access entries of a domain the caller sees (else 404), with `logs: read` (else 403). */
 export async function listAccessLogs(deps: Deps, principal: Principal, domainId: number, query: AccessListQuery): Promise<LogPage<AccessEntry>> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
-  const others = Boolean(query.ipAddress) || query.url !== undefined || Boolean(query.method);
-  const keyOnly = !query.statusCode && !others;
+  const set = accessFiltersSet(query);
+  const keyOnly = set.length === 0;
   // A status filter alone is counted per hour from the status codes each insert counted (hour-counts.ts).
-  const matchesByHour = query.statusCode && !others ? (statusCountsQuery(domainId, query.statusCode, query) ?? undefined) : undefined;
+  const statusOnly = set.length === 1 && set[0] === 'statusCode';
+  const matchesByHour = statusOnly && query.statusCode ? (statusCountsQuery(domainId, query.statusCode, query) ?? undefined) : undefined;
   const rowsByHour = keyOnly ? { domainId, endDate: query.endDate } : undefined;
   const { rows, total } = await listAccessEntries(deps.clickhouse, accessWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly, matchesByHour, rowsByHour });
   return { logs: rows, pagination: pagination(query.page, query.limit, total) };
@@ -30,7 +31,7 @@ export async function listAccessLogs(deps: Deps, principal: Principal, domainId:
 
 export async function listErrorLogs(deps: Deps, principal: Principal, domainId: number, query: ErrorListQuery): Promise<LogPage<ErrorEntry>> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
-  const { rows, total } = await listErrorEntries(deps.clickhouse, errorWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly: !query.level });
+  const { rows, total } = await listErrorEntries(deps.clickhouse, errorWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly: errorFiltersSet(query).length === 0 });
   return { logs: rows, pagination: pagination(query.page, query.limit, total) };
 }
 

@@ -1,26 +1,13 @@
-import type { AccessEntry as ParsedAccessEntry, ErrorEntry as ParsedErrorEntry } from '../../ingest/types.js';
-import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
+import type { AccessEntry as ParsedAccessEntry, ErrorEntry as ParsedErrorEntry } from '../../core/entries.js';
+import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { HourCountsQuery } from './hour-counts.js';
 import { likeEscape, Params, timeConditions, type Level, type SqlFilter } from './filters.js';
-
-/** The ClickHouse tables holding a domain's rows (sql/clickhouse/002_logs.sql). */
-const DOMAIN_TABLES = ['access_logs', 'error_logs', 'ingest_rejects'] as const;
-
-/**
- * Deletes every log row of a domain. Lightweight deletes hide the rows at once and leave the
- * rewrite to merges; the table names are constants, the id a bound parameter.
- */
-export async function deleteDomainLogs(clickhouse: ClickHouseClient, domainId: number): Promise<void> {
-  for (const table of DOMAIN_TABLES) {
-    await clickhouse.command({ query: `DELETE FROM ${table} WHERE domain_id = {domainId:UInt32}`, query_params: { domainId } });
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Entries as the API returns them (CONTRACT §5)
 // ---------------------------------------------------------------------------------------------
 
-/** An access entry as the API returns it: the parsed fields (ingest/types.ts), its id, its time as ISO text. */
+/** An access entry as the API returns it: the parsed fields (core/entries.ts), its id, its time as ISO text. */
 export type AccessEntry = Omit<ParsedAccessEntry, 'timestamp' | 'host'> & { id: number; timestamp: string };
 
 /** An error entry as the API returns it. */

@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import nodemailer from 'nodemailer';
-import type { Logger } from '../log.js';
+import type { Logger } from '../../core/log.js';
 
 export interface Mail {
   to: string;

@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { checkDateOrder, checkPageDepth, dateRangeQuery, idParam, pageQuery } from '../http/query.js';
-import { EMAIL_ADDRESS } from '../formats.js';
+import { EMAIL_ADDRESS } from '../../core/formats.js';
 import { ACTIONS, RESOURCES } from './permissions.js';
 
 export const emailField = z

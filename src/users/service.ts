@@ -4,7 +4,7 @@ import { cancelPasswordResets, insertPasswordReset } from '../auth/store.js';
 import { beginAttempt, checkLink } from '../auth/throttle.js';
 import { randomToken, tokenHash } from '../auth/tokens.js';
 import type { Principal, Services } from '../context.js';
-import { isUniqueViolation, type Db } from '../db/postgres.js';
+import { isUniqueViolation, type Db } from '../../core/db/postgres.js';
 import { ApiError, conflict, forbidden, invalidField, notFound } from '../http/errors.js';
 import { ALL_PERMISSIONS, type Action, type PermissionEntry } from './permissions.js';
 import {

@@ -1,6 +1,6 @@
-import type { Db } from '../db/postgres.js';
-import { selectPage } from '../db/paging.js';
-import { join, sql, type SqlFragment } from '../db/sql.js';
+import type { Db } from '../../core/db/postgres.js';
+import { selectPage } from '../../core/db/paging.js';
+import { join, sql, type SqlFragment } from '../../core/db/sql.js';
 import { DEFAULT_USER_PERMISSIONS, toEntries, toPairs, type PermissionEntry, type Role } from './permissions.js';
 
 export interface UserRow {

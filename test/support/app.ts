@@ -3,8 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { createApp, type App } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/log.js';
+import { loadConfig } from '../../core/config.js';
+import { createLogger } from '../../core/log.js';
 import { openRuntime, type Runtime } from '../../src/runtime.js';
 
 export const ADMIN_EMAIL = 'admin@example.com';

@@ -2,10 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { importFiles, type ImportOptions, type ImportSummary } from '../../ingest/import.js';
 import type { AccessRow } from '../../ingest/sinks/clickhouse.js';
-import type { ClickHouseClient } from '../../src/db/clickhouse.js';
-import type { Db } from '../../src/db/postgres.js';
+import type { ClickHouseClient } from '../../core/db/clickhouse.js';
+import type { Db } from '../../core/db/postgres.js';
 import { insertDomain } from '../../src/domains/store.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../core/log.js';
 import type { TestApp } from './app.js';
 
 /** The recommended access format (combined + $request_time), and the same led by $host. */

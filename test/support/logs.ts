@@ -14,7 +14,7 @@
  * error entry never tie. Values include LIKE and parameter metacharacters (`%`, `_`, `\`, `'`,
  * `{x:String}`, `*`), quotes, non-ASCII text and IPv4 and IPv6 clients.
  */
-import type { AccessEntry, ErrorEntry } from '../../ingest/types.js';
+import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
 import { insertDomain } from '../../src/domains/store.js';
 import { downloadsInProgress } from '../../src/exports/service.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, createUserAndLogin, login, type TestApp } from './app.js';
@@ -24,7 +24,7 @@ import { prngInt } from './random.js';
 /** The access format of the generated lines: $msec gives milliseconds. */
 export const LOG_FORMAT = '$msec $remote_addr - $remote_user "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time';
 
-/** An access line's entry as the parser gives it (ingest/types.ts), with its place in its file. */
+/** An access line's entry as the parser gives it (core/entries.ts), with its place in its file. */
 export type GeneratedAccess = Omit<AccessEntry, 'host'> & {
   kind: 'access';
   /** Position in its file: among equal timestamps the higher index has the higher id. */

@@ -1,5 +1,5 @@
 /**
- * One light query per request for reads planned from the rollups' build state (stats.ts).
+ * One light query per request for reads planned from the rollups' build state (plan.ts).
  *
  * Such a read needs the build state to choose, bucket by bucket, rollups or raw rows, and then the
  * figures: two round trips, and chDB runs queries one at a time per process, each paying several
@@ -12,15 +12,15 @@
  *
  * Why the counts alone keep the answer exact: a plan reads a bucket from the rollups only where its
  * built total equals its count. The builder writes a bucket only where the two differ when it looks
- * (src/logs/rollups.ts), so while a bucket's count stays what the kept state says, its rollup rows
+ * (src/rollups/builder.ts), so while a bucket's count stays what the kept state says, its rollup rows
  * and short lists stay as that state found them. What the counts cannot tell is that more buckets
  * were built since: the kept state would go on reading them raw (exact, only slower). So a state
  * older than REFRESH_MS is read again whole, beside the figures of the request that finds it so.
  */
 import { isDeepStrictEqual } from 'node:util';
-import type { ClickHouseClient } from '../db/clickhouse.js';
+import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import { BoundedCache, perClient } from './bounded-cache.js';
-import type { BuildState } from './stats.js';
+import type { BuildState } from './plan.js';
 
 interface Kept {
   state: BuildState;
@@ -35,7 +35,7 @@ const kept = new WeakMap<ClickHouseClient, BoundedCache<Kept>>();
  * 2,200 (its hours three times over), a 24-hour window's about 70.
  */
 const KEPT_ENTRIES = 200_000;
-/** How long what a state says is built is trusted: the builder runs every 5 s (rollups.ts). */
+/** How long what a state says is built is trusted: the builder runs every 5 s (builder.ts). */
 export const REFRESH_MS = 10_000;
 
 const entriesOf = (s: BuildState) => s.counted.size + s.builtHours.size + s.builtDays.size + s.topsHours.size + s.topsDays.size;

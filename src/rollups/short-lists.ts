@@ -5,12 +5,12 @@
  * lists change only when one of its buckets is built again).
  *
  * A bucket's lists are kept by the version they were built for (the bucket's requests then,
- * `built_requests`); a plan names each listed bucket's version (stats.ts planWindow), and lists of
+ * `built_requests`); a plan names each listed bucket's version (plan.ts planWindow), and lists of
  * another version are never used for it. Lists missing from memory are read in one query; a bucket
  * whose four lists are not there at the plan's version is left out of the listed buckets, so that
- * its full rows are read instead (exact either way, as in stats.ts).
+ * its full rows are read instead (exact either way, as in src/stats/window.ts).
  */
-import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
+import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { BoundedCache, perClient } from './bounded-cache.js';
 import { inBuckets } from './shared-sql.js';
 
@@ -33,7 +33,7 @@ export interface ListedBucket {
   version: number;
 }
 
-/** The summed short lists of some buckets, as array parameters of the stats query (stats.ts listsQuery). */
+/** The summed short lists of some buckets, as array parameters of the stats query (src/stats/window.ts listsQuery). */
 export interface ShortListParams {
   /** List (1–4) of each entry; 10 + list for the list's threshold sum (key ''). */
   shortLists: number[];

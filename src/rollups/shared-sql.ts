@@ -1,7 +1,7 @@
 /**
- * SQL fragments shared by the stats reader (stats.ts), the short lists it keeps (short-lists.ts),
+ * SQL fragments shared by the stats reader (src/stats/window.ts), the window plan (plan.ts), the short lists it keeps (short-lists.ts),
  * the status counts (hour-counts.ts), the search check (search-fields.ts) and the rollup builder
- * (rollups.ts), so that none of them imports another for its SQL.
+ * (builder.ts), so that none of them imports another for its SQL.
  */
 
 /** The given SELECTs as one UNION ALL, leaving out the pieces a plan does not have. */
@@ -19,8 +19,8 @@ export const inBuckets = (column: string, param: string) =>
 /**
  * Per bucket (`keys`, columns of access_tops) among the rows `where` picks: the requests its short
  * top lists were built for, as `version`; 0 unless all four lists are there, else the oldest
- * list's (each list counts with its newest build). Shared by the readers' build state (stats.ts) and
- * the builder's search for buckets to build again (rollups.ts).
+ * list's (each list counts with its newest build). Shared by the readers' build state (plan.ts) and
+ * the builder's search for buckets to build again (builder.ts).
  */
 export const topsVersions = (keys: string, where: string) => `
   SELECT ${keys}, if(count() = 4, min(requests), 0) AS version

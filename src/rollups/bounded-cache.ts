@@ -3,7 +3,7 @@
  * recently used first out; one per ClickHouse client (`perClient`), so that two stores never share
  * entries. Used for the build states of known-plans.ts and the short lists of short-lists.ts.
  */
-import type { ClickHouseClient } from '../db/clickhouse.js';
+import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 
 export class BoundedCache<V> {
   private readonly items = new Map<string, { value: V; size: number }>();

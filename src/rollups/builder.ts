@@ -1,22 +1,22 @@
 /**
  * The stats rollup builder (sql/clickhouse/005_stats_deferred_rollups.sql, 006_stats_hour_tops.sql):
  * aggregates complete hours of access_logs into access_rollups, then complete days from their
- * hours, each with its short top lists (access_tops), off the ingest path. src/logs/stats.ts reads a bucket from the rollups only when it is built, that is when its
+ * hours, each with its short top lists (access_tops), off the ingest path. src/stats/window.ts reads a bucket from the rollups only when it is built, that is when its
  * total row holds as many requests as access_hour_rows counted for it, and from access_logs
  * otherwise; so this job decides how fast stats are, never what they say.
  *
  * Each bucket is written by one INSERT … SELECT of differences (the rows' figures minus what the
  * table holds), which makes a rebuild idempotent and a crash at any point harmless: the next round
  * finds the bucket unbuilt and writes what is still missing. Two builders at once could write the
- * same difference twice; `serve` runs one per database (a lease in Postgres, src/db/leases.ts),
+ * same difference twice; `serve` runs one per database (a lease in Postgres, core/db/leases.ts),
  * and a bucket counted twice is found (more requests than rows), deleted and built again.
  */
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
-import { selectRows, type ClickHouseClient } from '../db/clickhouse.js';
-import { claimLease, releaseLease } from '../db/leases.js';
-import type { Db } from '../db/postgres.js';
-import type { Logger } from '../log.js';
+import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import { claimLease, releaseLease } from '../../core/db/leases.js';
+import type { Db } from '../../core/db/postgres.js';
+import type { Logger } from '../../core/log.js';
 import { inBuckets, topsVersions } from './shared-sql.js';
 
 export interface RollupOptions {
@@ -162,7 +162,7 @@ const BUILD_DAYS = writeDifference(
   GROUP BY bucket, dim, key`,
 );
 
-/** How many keys a bucket's short top lists keep (access_tops); src/logs/stats.ts proposes from them. */
+/** How many keys a bucket's short top lists keep (access_tops); src/stats/window.ts proposes from them. */
 export const TOP_KEYS = 100;
 
 /**

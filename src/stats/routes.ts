@@ -4,7 +4,7 @@ import type { Services } from '../context.js';
 import { domainIdParams } from '../domains/schemas.js';
 import { commonErrors, dataEnvelope, jsonContent, notFoundResponse, ok } from '../http/envelope.js';
 import { bearerSecurity, createRouter } from '../http/router.js';
-import { getLogStats, STATS_PERIODS } from './stats.js';
+import { getLogStats, STATS_PERIODS } from './window.js';
 
 const periodMessage = `must be one of ${STATS_PERIODS.join(', ')}`;
 

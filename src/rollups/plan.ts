@@ -1,0 +1,258 @@
+/**
+ * How a window of one domain is read: bucket by bucket from the rollups (access_rollups,
+ * access_tops; built by builder.ts) where they are built, from access_logs elsewhere. The build
+ * state of a window, the plan made from it, and the plan as SQL conditions over bound parameters.
+ * The stats reader (src/stats/window.ts) and the search check (src/logs/search-fields.ts) plan
+ * with it.
+ */
+import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import { inBuckets, topsVersions, unionAll } from './shared-sql.js';
+import type { ListedBucket } from './short-lists.js';
+
+export const HOUR_MS = 3_600_000;
+export const DAY_MS = 86_400_000;
+
+/**
+ * How a window [start, end] (epoch ms, both ends included) is read: whole days and whole hours from
+ * access_rollups where they are built, everything else (the partial hours at both ends, and buckets
+ * not yet built or written to since) from access_logs as half-open ranges [from, to).
+ */
+export interface WindowPlan {
+  start: number;
+  end: number;
+  days: number[];
+  hours: number[];
+  raw: [number, number][];
+  /**
+   * The days and hours (of `days`, `hours`) whose short top lists (access_tops) are current, each
+   * with the version those lists must have (its built total).
+   */
+  listed: ListedBucket[];
+}
+
+/** Day and hour starts (epoch ms). */
+export interface BucketSet {
+  days: number[];
+  hours: number[];
+}
+
+/** The day and hour starts of some listed buckets. */
+export const bucketSetOf = (buckets: ListedBucket[]): BucketSet => ({
+  days: buckets.filter((b) => b.span === 'day').map((b) => b.start),
+  hours: buckets.filter((b) => b.span === 'hour').map((b) => b.start),
+});
+
+/** The whole days and hours a window could read from rollups: [hourFrom, hourTo) ⊇ [dayFrom, dayTo). */
+export interface WindowBuckets {
+  hourFrom: number;
+  dayFrom: number;
+  dayTo: number;
+  hourTo: number;
+}
+
+const floorTo = (ms: number, unit: number) => Math.floor(ms / unit) * unit;
+const ceilTo = (ms: number, unit: number) => Math.ceil(ms / unit) * unit;
+
+/** The whole hours of [start, end] and the whole days among them; empty ranges have equal ends. */
+export function windowBuckets(start: number, end: number): WindowBuckets {
+  const hourFrom = ceilTo(start, HOUR_MS);
+  const hourTo = floorTo(end, HOUR_MS);
+  if (hourFrom >= hourTo) return { hourFrom: start, dayFrom: start, dayTo: start, hourTo: start };
+  const dayFrom = ceilTo(hourFrom, DAY_MS);
+  const dayTo = floorTo(hourTo, DAY_MS);
+  if (dayFrom >= dayTo) return { hourFrom, dayFrom: hourTo, dayTo: hourTo, hourTo };
+  return { hourFrom, dayFrom, dayTo, hourTo };
+}
+
+/** How far a window's buckets are built: rows counted and requests built, by bucket start (ms). */
+export interface BuildState {
+  /** Hour → rows access_hour_rows counted. */
+  counted: Map<number, number>;
+  /** Hour → requests of its built total row. */
+  builtHours: Map<number, number>;
+  /** Day → requests of its built total row. */
+  builtDays: Map<number, number>;
+  /** Hour → the hour's requests when its short top lists were built. */
+  topsHours: Map<number, number>;
+  /** Day → the day's requests when its short top lists were built. */
+  topsDays: Map<number, number>;
+}
+
+/** A build state with nothing built. */
+export const emptyBuildState = (): BuildState => ({ counted: new Map(), builtHours: new Map(), builtDays: new Map(), topsHours: new Map(), topsDays: new Map() });
+
+/** Beyond this many raw ranges a window is read from access_logs alone (a rare, unbuilt backlog). */
+const MAX_RAW_RANGES = 48;
+
+/**
+ * Chooses, bucket by bucket, rollup or raw rows: a day whose total equals the rows counted in its
+ * hours, else each hour whose total equals its count; the rest of the window is raw. Adjacent raw
+ * ranges are joined. Hours without counted rows are left out (none to read; a fresh insert is
+ * counted as it is stored). Only the counted hours are visited, never every hour of the window: a
+ * window may span all the times the stores hold (1970 to 2106, a million hours) while a domain
+ * holds rows in a few thousand. Pure, so the tests can drive it with any state.
+ */
+export function planWindow(start: number, end: number, state: BuildState | null): WindowPlan {
+  const b = windowBuckets(start, end);
+  const raw: [number, number][] = [];
+  const addRaw = (from: number, to: number) => {
+    if (from >= to) return;
+    const last = raw[raw.length - 1];
+    if (last && last[1] === from) last[1] = to;
+    else raw.push([from, to]);
+  };
+  const whole: WindowPlan = { start, end, days: [], hours: [], raw: [[start, end + 1]], listed: [] };
+  if (!state || b.hourFrom >= b.hourTo) return whole;
+  const days: number[] = [];
+  const hours: number[] = [];
+  const hour = (h: number) => {
+    if (state.builtHours.get(h) === state.counted.get(h)) hours.push(h);
+    else addRaw(h, h + HOUR_MS);
+  };
+  // The window's counted hours in time order, each whole day's taken together.
+  const counted = [...state.counted].filter(([h, n]) => n > 0 && h >= b.hourFrom && h < b.hourTo).sort(([x], [y]) => x - y);
+  addRaw(start, b.hourFrom);
+  for (let i = 0; i < counted.length; ) {
+    const h = counted[i]![0];
+    const day = floorTo(h, DAY_MS);
+    if (day < b.dayFrom || day >= b.dayTo) {
+      hour(h);
+      i++;
+      continue;
+    }
+    let j = i;
+    let rows = 0;
+    for (; j < counted.length && counted[j]![0] < day + DAY_MS; j++) rows += counted[j]![1];
+    if (state.builtDays.get(day) === rows) days.push(day);
+    else for (let k = i; k < j; k++) hour(counted[k]![0]);
+    i = j;
+  }
+  addRaw(b.hourTo, end + 1);
+  const listedOf = (span: ListedBucket['span'], starts: number[], built: Map<number, number>, tops: Map<number, number>) =>
+    starts.filter((at) => tops.get(at) === built.get(at)).map((at) => ({ span, start: at, version: built.get(at)! }));
+  const listed = [...listedOf('day', days, state.builtDays, state.topsDays), ...listedOf('hour', hours, state.builtHours, state.topsHours)];
+  return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, listed };
+}
+
+/**
+ * What a build-state read covers: the rows counted per whole hour only, or everything (adding the
+ * built totals per whole hour and day, and the short lists' versions).
+ */
+export type StateParts = 'counted' | 'all';
+
+/** The window's whole hours and whole days, as rows of access_rollups or access_tops (span, bucket). */
+const WINDOW_BUCKETS = `((span = 'hour' AND bucket >= toDateTime({hourFrom:UInt32}, 'UTC') AND bucket < toDateTime({hourTo:UInt32}, 'UTC'))
+    OR (span = 'day' AND bucket >= toDateTime({dayFrom:UInt32}, 'UTC') AND bucket < toDateTime({dayTo:UInt32}, 'UTC')))`;
+
+/**
+ * The build state of a window (`parts` of it), without joins. Rows: (span, bucket, counted,
+ * built); span 'counted', 'hour', 'day', 'tops-hour' or 'tops-day'.
+ */
+export const buildStateQuery = (parts: StateParts) => unionAll([
+  `SELECT 'counted' AS span, toUnixTimestamp(hour) AS bucket, sum(rows) AS counted, toUInt64(0) AS built FROM access_hour_rows
+WHERE domain_id = {domainId:UInt32} AND hour >= toDateTime({hourFrom:UInt32}, 'UTC') AND hour < toDateTime({hourTo:UInt32}, 'UTC')
+GROUP BY hour`,
+  parts === 'all' &&
+    `SELECT toString(span), toUnixTimestamp(bucket), 0, sum(requests) FROM access_rollups
+WHERE domain_id = {domainId:UInt32} AND dim = 'total' AND ${WINDOW_BUCKETS}
+GROUP BY span, bucket`,
+  parts === 'all' &&
+    `SELECT concat('tops-', toString(span)), toUnixTimestamp(bucket), 0, version
+FROM (${topsVersions('span, bucket', `domain_id = {domainId:UInt32} AND ${WINDOW_BUCKETS}`)})`,
+]);
+
+const seconds = (ms: number) => Math.floor(ms / 1000);
+
+/** A build-state row: a bucket's span ('counted', 'hour', 'day', 'tops-hour', 'tops-day'), start (seconds) and figures. */
+export interface BuildStateRow {
+  span: string;
+  bucket: number | string;
+  counted: number | string;
+  built: number | string;
+}
+
+/** The build-state query's parameters for [start, end]. */
+export const buildStateParams = (domainId: number, start: number, end: number) => {
+  const b = windowBuckets(start, end);
+  return { domainId, hourFrom: seconds(b.hourFrom), hourTo: seconds(b.hourTo), dayFrom: seconds(b.dayFrom), dayTo: seconds(b.dayTo) };
+};
+
+export function buildStateOf(rows: BuildStateRow[]): BuildState {
+  const state = emptyBuildState();
+  const into: Record<string, Map<number, number>> = { hour: state.builtHours, day: state.builtDays, 'tops-hour': state.topsHours, 'tops-day': state.topsDays };
+  for (const row of rows) {
+    const at = Number(row.bucket) * 1000;
+    if (row.span === 'counted') state.counted.set(at, Number(row.counted));
+    else into[row.span]?.set(at, Number(row.built));
+  }
+  return state;
+}
+
+/** The whole build state of [start, end]. */
+export async function queryBuildState(clickhouse: ClickHouseClient, domainId: number, start: number, end: number): Promise<BuildState> {
+  const rows = await selectRows<BuildStateRow>(clickhouse, buildStateQuery('all'), buildStateParams(domainId, start, end));
+  return buildStateOf(rows);
+}
+
+/**
+ * A plan's pieces as SQL conditions over bound parameters (the number of pieces is the plan's,
+ * never the request's); null where the plan has no such piece, so that its read is left out.
+ */
+export interface PlanConditions {
+  /** access_logs rows of the raw ranges. */
+  raw: string | null;
+  /** access_rollups (or access_tops) buckets: every built day and hour of the plan … */
+  built: string | null;
+  /** … those with current short lists … */
+  listed: string | null;
+  /** … and those without. */
+  unlisted: string | null;
+  params: Record<string, unknown>;
+}
+
+/** Joins consecutive bucket starts (ms, ascending) into half-open runs [from, to). */
+function runsOf(starts: number[], unit: number): [number, number][] {
+  const runs: [number, number][] = [];
+  for (const at of starts) {
+    const last = runs[runs.length - 1];
+    if (last && last[1] === at) last[1] = at + unit;
+    else runs.push([at, at + unit]);
+  }
+  return runs;
+}
+
+const anyOf = (conditions: string[]) => (conditions.length === 0 ? null : conditions.map((c) => `(${c})`).join(' OR '));
+
+/**
+ * A set of days and hours as a condition on `span` and `bucket`, with its parameters (named after
+ * `name`) added to `params`. The days as one IN (see inBuckets); the hours as runs of consecutive
+ * hours, each one range of the primary key, where an IN over the hours would read every hour row
+ * between the first and the last (the days between the two ends of a 30-day window).
+ */
+function bucketsCondition(name: string, set: BucketSet, params: Record<string, unknown>): string | null {
+  const parts: string[] = [];
+  if (set.days.length > 0) {
+    params[`${name}Days`] = set.days.map(seconds);
+    parts.push(`span = 'day' AND ${inBuckets('bucket', `${name}Days`)}`);
+  }
+  const runs = runsOf([...set.hours].sort((a, b) => a - b), HOUR_MS);
+  runs.forEach(([from, to], i) => Object.assign(params, { [`${name}${i}from`]: seconds(from), [`${name}${i}to`]: seconds(to) }));
+  const hours = anyOf(runs.map((_, i) => `bucket >= toDateTime({${name}${i}from:UInt32}, 'UTC') AND bucket < toDateTime({${name}${i}to:UInt32}, 'UTC')`));
+  if (hours) parts.push(`span = 'hour' AND (${hours})`);
+  return anyOf(parts);
+}
+
+export function planConditions(plan: WindowPlan): PlanConditions {
+  const params: Record<string, unknown> = {};
+  plan.raw.forEach(([from, to], i) => Object.assign(params, { [`raw${i}from`]: from, [`raw${i}to`]: to }));
+  const listed = bucketSetOf(plan.listed);
+  const unlisted = { days: plan.days.filter((d) => !listed.days.includes(d)), hours: plan.hours.filter((h) => !listed.hours.includes(h)) };
+  return {
+    raw: anyOf(plan.raw.map((_, i) => `timestamp >= fromUnixTimestamp64Milli({raw${i}from:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({raw${i}to:Int64}, 'UTC')`)),
+    built: bucketsCondition('built', plan, params),
+    listed: bucketsCondition('listed', listed, params),
+    unlisted: bucketsCondition('unlisted', unlisted, params),
+    params,
+  };
+}
+
