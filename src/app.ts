@@ -14,6 +14,7 @@ import { clientInfo } from './http/client-info.js';
 import { handleError, payloadTooLarge } from './http/errors.js';
 import { logStatsRoutes } from './stats/routes.js';
 import { logsRoutes } from './logs/routes.js';
+import { queryRoutes } from './stats/query/routes.js';
 import { usersRoutes } from './users/routes.js';
 
 /** The path as logged: a download's file name is its bearer secret and stays out of the logs. */
@@ -54,6 +55,7 @@ export function createApp(services: Services, options: AppOptions = {}) {
   app.route('/api/logs', alertsRoutes(services));
   app.route('/api/logs', logStatsRoutes(services));
   app.route('/api/logs', logsRoutes(services));
+  app.route('/api/logs', queryRoutes(services));
   app.route('/api/docs', docsRoutes());
   app.route('/', linkPages());
 

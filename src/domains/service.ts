@@ -12,7 +12,9 @@ import {
   listDomains as listDomainRows,
   toDomain,
   updateDomain as updateDomainRow,
+  visibleDomainNames,
   type Domain,
+  type DomainName,
   type DomainRow,
   type Visibility,
 } from './store.js';
@@ -33,6 +35,18 @@ export async function resolveDomain(deps: Deps, principal: Principal, domainId: 
   if (!domain) throw notFound('Domain');
   if (needs && !principal.permissions.can(needs[0], needs[1])) throw forbidden();
   return domain;
+}
+
+/**
+ * The guard of a read over several domains: those of `ids` if the caller sees every one (404
+ * "Domain not found" otherwise, as resolveDomain), or every domain it sees; then 403 unless the
+ * caller holds `resource:action`.
+ */
+export async function resolveDomains(deps: Deps, principal: Principal, ids: readonly number[] | undefined, needs: [Resource, Action]): Promise<DomainName[]> {
+  const domains = await visibleDomainNames(deps.db, visibilityOf(principal), ids);
+  if (ids && domains.length < new Set(ids).size) throw notFound('Domain');
+  if (!principal.permissions.can(needs[0], needs[1])) throw forbidden();
+  return domains;
 }
 
 const domainExists = () => conflict('Domain already exists');

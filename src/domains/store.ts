@@ -36,6 +36,18 @@ export async function findVisibleDomain(db: Db, id: number, visibility: Visibili
   return row;
 }
 
+/** A domain's id and name. */
+export interface DomainName {
+  id: number;
+  name: string;
+}
+
+/** The id and name of every domain the caller sees, or of those among `ids` it sees; by id. */
+export async function visibleDomainNames(db: Db, visibility: Visibility, ids?: readonly number[]): Promise<DomainName[]> {
+  const among = ids ? sql`id in (select (jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb))::int)` : sql`true`;
+  return db.query<DomainName>(sql`select id, name from domains where ${visibleTo(visibility)} and ${among} order by id`);
+}
+
 export async function findDomainByName(db: Db, name: string): Promise<DomainRow | undefined> {
   const [row] = await db.query<DomainRow>(sql`select * from domains where name = ${name}`);
   return row;

@@ -36,10 +36,15 @@ export const commonErrors = {
 };
 export const notFoundResponse = (what: string) => errorResponse(`${what} not found`);
 export const conflictResponse = (what: string) => errorResponse(what);
-export const jsonContent = <T extends z.ZodTypeAny>(schema: T, description: string) => ({
+/** Named examples of a body for the OpenAPI document. */
+export type Examples = Record<string, { summary: string; value: unknown }>;
+
+export const jsonContent = <T extends z.ZodTypeAny>(schema: T, description: string, examples?: Examples) => ({
   description,
-  content: { 'application/json': { schema } },
+  content: { 'application/json': { schema, ...(examples ? { examples } : {}) } },
 });
 
 /** A required JSON request body for `createRoute`. */
-export const jsonBody = <T extends z.ZodTypeAny>(schema: T) => ({ body: { required: true as const, content: { 'application/json': { schema } } } });
+export const jsonBody = <T extends z.ZodTypeAny>(schema: T, examples?: Examples) => ({
+  body: { required: true as const, content: { 'application/json': { schema, ...(examples ? { examples } : {}) } } },
+});

@@ -36,10 +36,10 @@ export const pageQuery = (maxLimit = 100) => ({
   limit: wholeNumber(1, maxLimit).default(20).openapi({ type: 'integer', minimum: 1, maximum: maxLimit, default: 20 }),
 });
 
-/** `page` and `limit` in a JSON body (the search), with the same bounds as pageQuery. */
-export const pageBody = (maxLimit: number) => ({
+/** `page` and `limit` in a JSON body (the search, the stats query), with the same bounds as pageQuery. */
+export const pageBody = (maxLimit: number, defaultLimit = 20) => ({
   page: bodyWholeNumber(1, PAGE_MAX).default(1),
-  limit: bodyWholeNumber(1, maxLimit).default(20),
+  limit: bodyWholeNumber(1, maxLimit).default(defaultLimit),
 });
 
 /** A page past MAX_PAGE_DEPTH is a 422 on `page`, naming the deepest page for the limit. */

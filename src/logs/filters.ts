@@ -152,8 +152,8 @@ export function likeEscape(text: string): string {
   return text.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
-/** A `url` filter as a LIKE pattern over the whole URL: `%`, `_` and `\` escaped, `*` → `%`. */
-export function urlGlobToLike(glob: string): string {
+/** A glob (the `url` filter's, the query's `glob`) as a LIKE pattern over the whole value: `%`, `_` and `\` escaped, `*` → `%`. */
+export function globToLike(glob: string): string {
   return likeEscape(glob).replaceAll('*', '%');
 }
 
@@ -194,7 +194,8 @@ const statusCodeItem = z
   .openapi({ oneOf: [{ type: 'integer', minimum: 100, maximum: 599 }, { type: 'string', pattern: '^[1-5]xx$' }], example: 404 });
 
 const ipMessage = 'must be an IPv4 or IPv6 address, or a CIDR range such as 10.0.0.0/8';
-const ipAddressField = z
+/** An address or a CIDR range, parsed to the range it covers (the listing's `ipAddress`, the query's `cidr`). */
+export const ipAddressField = z
   .string({ message: ipMessage })
   .max(64, { message: ipMessage })
   .transform(parsedBy(parseIpFilter, ipMessage))
@@ -315,16 +316,18 @@ export function statusCondition(filters: StatusCodeFilter[], p: Params): string 
   return parts.length === 1 ? parts[0]! : `(${parts.join(' OR ')})`;
 }
 
+/** The client address (access_logs' `ip`, IPv4 mapped into IPv6) within a range. */
+export function ipRangeCondition({ first, last }: IpRange, p: Params): string {
+  return first === last ? `ip = toIPv6(${p.bind('String', first)})` : `ip BETWEEN toIPv6(${p.bind('String', first)}) AND toIPv6(${p.bind('String', last)})`;
+}
+
 /** The conditions of access filters alone (no domain, no time), for callers composing their own clause. */
 export function accessConditions(filters: AccessFilters, p: Params): string[] {
   const out: string[] = [];
   if (filters.statusCode?.length) out.push(statusCondition(filters.statusCode, p));
-  if (filters.ipAddress) {
-    const { first, last } = filters.ipAddress;
-    out.push(first === last ? `ip = toIPv6(${p.bind('String', first)})` : `ip BETWEEN toIPv6(${p.bind('String', first)}) AND toIPv6(${p.bind('String', last)})`);
-  }
+  if (filters.ipAddress) out.push(ipRangeCondition(filters.ipAddress, p));
   if (filters.url !== undefined) {
-    out.push(filters.url.includes('*') ? `url LIKE ${p.bind('String', urlGlobToLike(filters.url))}` : `position(url, ${p.bind('String', filters.url)}) > 0`);
+    out.push(filters.url.includes('*') ? `url LIKE ${p.bind('String', globToLike(filters.url))}` : `position(url, ${p.bind('String', filters.url)}) > 0`);
   }
   if (filters.method?.length) out.push(`upper(method) IN ${p.bind('Array(String)', [...new Set(filters.method.map((m) => m.toUpperCase()))])}`);
   return out;

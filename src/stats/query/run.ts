@@ -1,0 +1,57 @@
+/**
+ * Runs a Query's SQL (sql.ts): one query in the common case (chDB runs one query at a time per
+ * process, so each round trip counts), a second for `compare`, and a count of groups only when a
+ * page lies past the last group (the page's own rows carry the count otherwise).
+ */
+import { selectRows, type ClickHouseClient } from '../../db/clickhouse.js';
+import { invalidField } from '../../http/errors.js';
+import type { Query, Window } from './parse.js';
+import { groupsSql, type BuiltQuery, type GroupKey } from './sql.js';
+
+/** Beyond this many groups of a time series (or filled rows, shape.ts) the query is refused. */
+export const MAX_SERIES_GROUPS = 100_000;
+
+/** A result row as the SQL gives it: d0…, m0…, and on a page `total`. */
+export type SqlRow = Record<string, unknown>;
+
+export interface RunResult {
+  rows: SqlRow[];
+  /** The count of groups: without a time dimension from SQL; with one, shape.ts counts after filling. */
+  total: number;
+  /** With compare: the previous window's rows (for a page without a time dimension, those of the page's groups). */
+  previous: SqlRow[] | null;
+}
+
+export const keyOf = (query: Query, row: SqlRow): GroupKey => query.dimensions.map((_, i) => row[`d${i}`]);
+
+const select = (clickhouse: ClickHouseClient, built: BuiltQuery) => selectRows<SqlRow>(clickhouse, built.query, built.params);
+
+export const tooManyGroups = (what: string) =>
+  invalidField('dimensions', `${what} more than ${MAX_SERIES_GROUPS} rows with a time dimension: add a filter, fewer dimensions or a coarser interval`);
+
+/** Every group of a time series over `window`, refused beyond MAX_SERIES_GROUPS. */
+async function series(clickhouse: ClickHouseClient, query: Query, window: Window): Promise<SqlRow[]> {
+  const rows = await select(clickhouse, groupsSql(query, window, { kind: 'all', cap: MAX_SERIES_GROUPS }));
+  if (rows.length > MAX_SERIES_GROUPS) throw tooManyGroups('The window holds');
+  return rows;
+}
+
+export async function runQuery(clickhouse: ClickHouseClient, query: Query): Promise<RunResult> {
+  if (query.timeIndex >= 0) {
+    const rows = await series(clickhouse, query, query.window);
+    return { rows, total: 0, previous: query.previous ? await series(clickhouse, query, query.previous) : null };
+  }
+  const rows = await select(clickhouse, groupsSql(query, query.window, { kind: 'page' }));
+  let total = Number(rows[0]?.total ?? 0);
+  if (rows.length === 0 && query.page > 1) {
+    // Past the last group, or no dimension (one row) on a later page.
+    total = query.dimensions.length === 0 ? 1 : Number((await select(clickhouse, groupsSql(query, query.window, { kind: 'count' })))[0]?.total ?? 0);
+  }
+  let previous: SqlRow[] | null = null;
+  if (query.previous) {
+    const keys = rows.map((row) => keyOf(query, row));
+    const pageOnly = query.dimensions.length > 0 ? keys : undefined;
+    previous = pageOnly?.length === 0 ? [] : await select(clickhouse, groupsSql(query, query.previous, { kind: 'all', cap: query.limit }, pageOnly));
+  }
+  return { rows, total, previous };
+}

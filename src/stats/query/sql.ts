@@ -1,0 +1,107 @@
+/**
+ * The SQL of a Query, generated from the registry: each source (today the raw rows of
+ * access_logs; the rollups later) aggregates its rows into the metrics' partial columns per group,
+ * the sources' partials are merged per group, and the metrics' final SQL reads the merged ones:
+ *
+ *   SELECT d0…, final AS m0…            -- ORDER BY, LIMIT, count() OVER () as asked
+ *   FROM (SELECT d0…, merge(p_x) AS x … FROM (source UNION ALL …) GROUP BY d0…)
+ *
+ * Dimension values come out as d0, d1, … and metrics as m0, m1, … in the order asked.
+ */
+import { TupleParam } from '@clickhouse/client';
+import { Params } from '../../logs/filters.js';
+import { unionAll } from '../../logs/shared-sql.js';
+import type { PartialState } from '../registry.js';
+import type { OrderTerm, Query, Window } from './parse.js';
+import { whereOf } from './where.js';
+
+export interface BuiltQuery {
+  query: string;
+  params: Record<string, unknown>;
+}
+
+/** A group's dimension values as the SQL returned them (a domain as its id, a boolean as 0 or 1). */
+export type GroupKey = unknown[];
+
+/**
+ * What the outer SELECT gives: one page in the query's order with the count of all groups
+ * (`total`); every group, up to `cap` + 1 (the caller orders them); or only the count of groups.
+ */
+export type Selection = { kind: 'page' } | { kind: 'all'; cap: number } | { kind: 'count' };
+
+const dim = (i: number) => `d${i}`;
+
+/** The partials the query's metrics need, each once. */
+const partialsOf = (query: Query, selection: Selection): PartialState[] =>
+  selection.kind === 'count' ? [] : [...new Set(query.metrics.flatMap((m) => m.partials))];
+
+/** A UTF-16 code unit moved so that code units compare in code point order (surrogates above U+E000–U+FFFF). */
+const codePointRank = (unit: number) => (unit >= 0xe000 ? unit - 0x800 : unit >= 0xd800 ? unit + 0x2000 : unit);
+
+/**
+ * Strings in ClickHouse's order, by their UTF-8 bytes, which is code point order; JavaScript's `<`
+ * compares UTF-16 code units, which differs where a surrogate pair meets U+E000–U+FFFF. Without
+ * encoding the strings: a series may sort 100,000 rows.
+ */
+export function compareBytes(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) return codePointRank(x) - codePointRank(y);
+  }
+  return a.length - b.length;
+}
+
+/** The SQL to order by a term: a domain by its name (the place of its id among the ids sorted by name). */
+function orderTerm(query: Query, term: OrderTerm, p: Params): string {
+  const direction = term.desc ? 'DESC' : 'ASC';
+  if (term.of === 'metric') return `m${term.index} ${direction} NULLS LAST`;
+  if (query.dimensions[term.index]!.dimension.kind === 'domain') {
+    const byName = [...query.domains].sort((a, b) => compareBytes(a.name, b.name)).map((d) => d.id);
+    return `indexOf(${p.bind('Array(UInt32)', byName)}, ${dim(term.index)}) ${direction}`;
+  }
+  return `${dim(term.index)} ${direction}`;
+}
+
+/** Only the groups whose dimension values are among `keys` (the rows of a page). */
+function amongKeys(query: Query, keys: GroupKey[], p: Params): string {
+  const types = query.dimensions.map((d) => d.dimension.paramType);
+  if (types.length === 1) return `${query.dimensions[0]!.raw} IN ${p.bind(`Array(${types[0]})`, keys.map((k) => k[0]))}`;
+  const tuple = `(${query.dimensions.map((d) => d.raw).join(', ')})`;
+  return `${tuple} IN ${p.bind(`Array(Tuple(${types.join(', ')}))`, keys.map((k) => new TupleParam(k)))}`;
+}
+
+/** The raw part: access_logs rows of the window aggregated into partials per group. */
+function rawSource(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined): string {
+  const columns = [...query.dimensions.map((d, i) => `${d.raw} AS ${dim(i)}`), ...partials.map((x) => `${x.raw} AS p_${x.name}`)];
+  const where = [whereOf(query, window, p), ...(keys ? [amongKeys(query, keys, p)] : [])].join(' AND ');
+  const groupBy = query.dimensions.length ? `\nGROUP BY ${query.dimensions.map((_, i) => dim(i)).join(', ')}` : '';
+  return `SELECT ${columns.join(', ')}\nFROM access_logs\nWHERE ${where}${groupBy}`;
+}
+
+/**
+ * The SQL of the query over `window`: `keys` restricts it to the groups with those dimension
+ * values (a compared page asks the previous window for its own rows only).
+ */
+export function groupsSql(query: Query, window: Window, selection: Selection, keys?: GroupKey[]): BuiltQuery {
+  const p = new Params('q');
+  const partials = partialsOf(query, selection);
+  const dims = query.dimensions.map((_, i) => dim(i));
+  const sources = unionAll([rawSource(query, window, partials, p, keys)]);
+  const merged =
+    `SELECT ${[...dims, ...partials.map((x) => `${x.merge}(p_${x.name}) AS ${x.name}`)].join(', ')}\nFROM (\n${sources}\n)` +
+    (dims.length ? `\nGROUP BY ${dims.join(', ')}` : '');
+  if (selection.kind === 'count') return { query: `SELECT count() AS total FROM (\n${merged}\n)`, params: p.values };
+
+  const columns = [...dims, ...query.metrics.map((m, i) => `${m.final} AS m${i}`)];
+  if (selection.kind === 'all') {
+    return { query: `SELECT ${columns.join(', ')}\nFROM (\n${merged}\n)\nLIMIT ${p.bind('UInt32', selection.cap + 1)}`, params: p.values };
+  }
+  const orderBy = query.orderBy.map((t) => orderTerm(query, t, p)).join(', ');
+  const offset = (query.page - 1) * query.limit;
+  return {
+    query: `SELECT ${columns.join(', ')}, count() OVER () AS total\nFROM (\n${merged}\n)\nORDER BY ${orderBy}\nLIMIT ${p.bind('UInt32', query.limit)} OFFSET ${p.bind('UInt64', offset)}`,
+    params: p.values,
+  };
+}

@@ -1,0 +1,51 @@
+/**
+ * The WHERE of a query's raw part: its domains, its window and its filters over access_logs
+ * columns, every value a bound parameter (`{name:Type}` through Params).
+ */
+import type { DomainName } from '../../domains/store.js';
+import { globToLike, ipRangeCondition, Params, timeConditions, type IpRange } from '../../logs/filters.js';
+import { dimensionByName, type Dimension } from '../registry.js';
+import type { FilterValue, QueryFilter } from './filters.js';
+import type { Query, Window } from './parse.js';
+
+/** A value as ClickHouse takes it for the dimension's paramType: booleans as 0 or 1. */
+const paramValue = (value: FilterValue) => (typeof value === 'boolean' ? Number(value) : value);
+
+const anyOf = (conditions: string[]) => (conditions.length === 1 ? conditions[0]! : `(${conditions.join(' OR ')})`);
+
+/** `dimension` is one of `values`; a domain's values are names, of which those not among `domains` match nothing. */
+function isCondition(dimension: Dimension, values: FilterValue[], domains: DomainName[], p: Params): string {
+  if (dimension.kind === 'domain') {
+    const ids = domains.filter((d) => values.includes(d.name)).map((d) => d.id);
+    return `${dimension.raw} IN ${p.bind('Array(UInt32)', ids)}`;
+  }
+  const exact = values as (string | number | boolean)[];
+  if (dimension.isCondition) return dimension.isCondition(exact, p);
+  return `${dimension.raw} IN ${p.bind(`Array(${dimension.paramType})`, [...new Set(exact.map(paramValue))])}`;
+}
+
+function filterCondition(filter: QueryFilter, domains: DomainName[], p: Params): string {
+  const dimension = dimensionByName.get(filter.dimension)!;
+  switch (filter.op) {
+    case 'is':
+      return isCondition(dimension, filter.values, domains, p);
+    case 'isNot':
+      return `NOT (${isCondition(dimension, filter.values, domains, p)})`;
+    case 'contains':
+      return anyOf(filter.values.map((v) => `positionCaseInsensitiveUTF8(${dimension.raw}, ${p.bind('String', v)}) > 0`));
+    case 'glob':
+      return anyOf(filter.values.map((v) => `${dimension.raw} LIKE ${p.bind('String', globToLike(v as string))}`));
+    case 'cidr':
+      return anyOf(filter.values.map((v) => ipRangeCondition(v as IpRange, p)));
+  }
+}
+
+/** Conditions joined by AND over the query's domains, `window` (never before readFrom) and filters. */
+export function whereOf(query: Query, window: Window, p: Params): string {
+  const range = { startDate: new Date(Math.max(window.start, query.readFrom)), endDate: new Date(window.end) };
+  return [
+    `domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`,
+    ...timeConditions(range, p),
+    ...query.filters.map((f) => `(${filterCondition(f, query.domains, p)})`),
+  ].join(' AND ');
+}

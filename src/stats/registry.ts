@@ -1,0 +1,327 @@
+/**
+ * The one list of what the statistics compute: metrics and dimensions, each with the SQL that
+ * computes it from access_logs rows (sql/clickhouse/002_logs.sql, 008_user_agent_classes.sql).
+ * The query pipeline (src/stats/query/) generates every SQL it runs from these entries; adding a
+ * metric or a dimension is one entry here plus its test.
+ *
+ * Metrics are computed from partials: mergeable states (a count, a sum, an exact distinct set, a
+ * histogram). A query aggregates each source into partial columns (`raw` for access_logs rows)
+ * and merges the sources' columns (`merge`) before the metrics' `final` SQL reads them:
+ *
+ *   SELECT dims, final(partials) FROM (SELECT dims, merge(partials) FROM (raw part UNION ALL …) GROUP BY dims)
+ *
+ * so that a rollup source holding the same partials slots in beside the raw rows.
+ */
+import { z } from '@hono/zod-openapi';
+import { Params, statusCondition, URL_FILTER_MAX } from '../logs/filters.js';
+
+// ---------------------------------------------------------------------------------------------
+// Partials
+// ---------------------------------------------------------------------------------------------
+
+/** A mergeable state: its column name, its aggregate over access_logs rows, and how columns of several sources combine. */
+export interface PartialState {
+  name: string;
+  raw: string;
+  merge: 'sum' | 'max' | 'uniqExactMerge' | 'sumMap';
+}
+
+/**
+ * Response-time histogram keys: exact below 128 ms, then buckets 2 % wide
+ * (key = 128 + floor(log(v / 128) / log(1.02)); a UInt32 of milliseconds stays below key 1004).
+ * A bucket's representative is 1.01 × its lower edge, so any value of it is within 1 % of it.
+ */
+export const EXACT_BELOW_MS = 128;
+export const HISTOGRAM_GROWTH = 1.02;
+
+const rt = 'ifNull(response_time, 0)';
+const histogramKey = `toUInt16(if(${rt} < ${EXACT_BELOW_MS}, ${rt}, ${EXACT_BELOW_MS} + floor(log(greatest(${rt}, ${EXACT_BELOW_MS}) / ${EXACT_BELOW_MS}) / log(${HISTOGRAM_GROWTH}))))`;
+
+export const PARTIALS = {
+  requests: { name: 'requests', raw: 'count()', merge: 'sum' },
+  serverErrors: { name: 'server_errors', raw: 'countIf(status_code >= 500)', merge: 'sum' },
+  clientErrors: { name: 'client_errors', raw: 'countIf(status_code >= 400 AND status_code < 500)', merge: 'sum' },
+  bytes: { name: 'bytes', raw: 'sum(response_size)', merge: 'sum' },
+  visitors: { name: 'visitors', raw: 'uniqExactState(ip_address)', merge: 'uniqExactMerge' },
+  rtSum: { name: 'rt_sum', raw: `sum(${rt})`, merge: 'sum' },
+  rtCount: { name: 'rt_count', raw: 'count(response_time)', merge: 'sum' },
+  rtMax: { name: 'rt_max', raw: 'max(response_time)', merge: 'max' },
+  // Tuple(Array(UInt16), Array(UInt64)): keys ascending, each with its count of rows.
+  rtHistogram: { name: 'rt_hist', raw: `sumMapIf([${histogramKey}], [toUInt64(1)], response_time IS NOT NULL)`, merge: 'sumMap' },
+} as const satisfies Record<string, PartialState>;
+
+// ---------------------------------------------------------------------------------------------
+// Metrics
+// ---------------------------------------------------------------------------------------------
+
+/** integer: a count or a sum; fraction4: a share, 4 decimals; ms2: milliseconds, 2 decimals; ms: milliseconds as logged. */
+export type MetricKind = 'integer' | 'fraction4' | 'ms2' | 'ms';
+
+export interface Metric {
+  name: string;
+  partials: readonly PartialState[];
+  /** SQL over the merged partial columns (named by PartialState.name). */
+  final: string;
+  kind: MetricKind;
+  /** The value over no rows: what a time bucket without rows shows. */
+  empty: 0 | null;
+  description: string;
+}
+
+/** `Math.round(x * 10^d) / 10^d` in SQL (round() would round half to even). */
+const roundHalfUp = (x: string, decimals: number) => `floor(${x} * ${10 ** decimals} + 0.5) / ${10 ** decimals}`;
+
+const share = (part: string) => `if(requests = 0, 0, ${roundHalfUp(`${part} / requests`, 4)})`;
+
+/** The representative of histogram key `k` (an SQL expression of a UInt16). */
+const representative = (k: string) =>
+  `if(${k} < ${EXACT_BELOW_MS}, toFloat64(${k}), ${roundHalfUp(`${EXACT_BELOW_MS} * pow(${HISTOGRAM_GROWTH}, ${k} - ${EXACT_BELOW_MS}) * 1.01`, 2)})`;
+
+/**
+ * The nearest-rank percentile `n` of the merged histogram: the first key whose cumulative count
+ * reaches ceil(n / 100 × total), as its representative; NULL when no row had a response time.
+ */
+const percentile = (n: number) => {
+  const counts = 'tupleElement(rt_hist, 2)';
+  const rank = `intDiv(${n} * arraySum(${counts}) + 99, 100)`;
+  const key = `tupleElement(rt_hist, 1)[arrayFirstIndex(c -> c >= ${rank}, arrayCumSum(${counts}))]`;
+  return `if(empty(${counts}), NULL, ${representative(key)})`;
+};
+
+const percentileMetric = (n: number): Metric => ({
+  name: `p${n}ResponseTime`,
+  partials: [PARTIALS.rtHistogram],
+  final: percentile(n),
+  kind: 'ms2',
+  empty: null,
+  description: `The ${n}th percentile (nearest rank) of the response times, ms; exact below ${EXACT_BELOW_MS} ms, else within 1 %; null when no row has one`,
+});
+
+export const METRICS = [
+  { name: 'requests', partials: [PARTIALS.requests], final: 'requests', kind: 'integer', empty: 0, description: 'Requests' },
+  { name: 'visitors', partials: [PARTIALS.visitors], final: 'visitors', kind: 'integer', empty: 0, description: 'Distinct client addresses (exact)' },
+  {
+    name: 'errorRate',
+    partials: [PARTIALS.requests, PARTIALS.serverErrors],
+    final: share('server_errors'),
+    kind: 'fraction4',
+    empty: 0,
+    description: 'Requests with status ≥ 500 ÷ requests, 4 decimals; 0 without requests',
+  },
+  {
+    name: 'clientErrorRate',
+    partials: [PARTIALS.requests, PARTIALS.clientErrors],
+    final: share('client_errors'),
+    kind: 'fraction4',
+    empty: 0,
+    description: 'Requests with status 400-499 ÷ requests, 4 decimals; 0 without requests',
+  },
+  { name: 'bandwidth', partials: [PARTIALS.bytes], final: 'bytes', kind: 'integer', empty: 0, description: 'Sum of the response sizes, bytes' },
+  {
+    name: 'averageResponseTime',
+    partials: [PARTIALS.rtSum, PARTIALS.rtCount],
+    final: `if(rt_count = 0, NULL, ${roundHalfUp('rt_sum / rt_count', 2)})`,
+    kind: 'ms2',
+    empty: null,
+    description: 'Mean response time of the rows that have one, ms, 2 decimals; null when none has',
+  },
+  percentileMetric(50),
+  percentileMetric(95),
+  percentileMetric(99),
+  { name: 'maxResponseTime', partials: [PARTIALS.rtMax], final: 'rt_max', kind: 'ms', empty: null, description: 'The longest response time, ms; null when no row has one' },
+] as const satisfies readonly Metric[];
+
+export type MetricName = (typeof METRICS)[number]['name'];
+export const METRIC_NAMES = METRICS.map((m) => m.name) as [MetricName, ...MetricName[]];
+export const metricByName = new Map<string, Metric>(METRICS.map((m) => [m.name, m]));
+
+// ---------------------------------------------------------------------------------------------
+// Time intervals
+// ---------------------------------------------------------------------------------------------
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+const WEEK = 7 * DAY;
+/** 1970-01-01 was a Thursday: weeks start on Monday, three days earlier. */
+const MONDAY_OFFSET = 3 * DAY;
+
+/** A time bucket width: its name (meta.interval), the SQL of a row's bucket start (epoch ms) and the same in JavaScript. */
+export interface Interval {
+  name: string;
+  sql: string;
+  /** The start of the bucket holding `ms`. */
+  floor(ms: number): number;
+  /** The start of the bucket after the one starting at `start`. */
+  next(start: number): number;
+  /** How many buckets run from the one holding `from` to the one holding `to`. */
+  count(from: number, to: number): number;
+}
+
+const TIMESTAMP_MS = 'toUnixTimestamp64Milli(timestamp)';
+
+const fixedInterval = (name: string, size: number, offset = 0): Interval => ({
+  name,
+  sql: `intDiv(${TIMESTAMP_MS} + ${offset}, ${size}) * ${size} - ${offset}`,
+  floor: (ms) => Math.floor((ms + offset) / size) * size - offset,
+  next: (start) => start + size,
+  count: (from, to) => (Math.floor((to + offset) / size) - Math.floor((from + offset) / size)) + 1,
+});
+
+const monthIndex = (ms: number) => {
+  const d = new Date(ms);
+  return d.getUTCFullYear() * 12 + d.getUTCMonth();
+};
+
+const month: Interval = {
+  name: 'month',
+  // A Date counts days since 1970-01-01.
+  sql: `toInt64(toUInt16(toStartOfMonth(timestamp))) * ${DAY}`,
+  floor: (ms) => {
+    const d = new Date(ms);
+    return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+  },
+  next: (start) => {
+    const d = new Date(start);
+    return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  },
+  count: (from, to) => monthIndex(to) - monthIndex(from) + 1,
+};
+
+/** Every interval, finest first: the automatic one is the first giving at most AUTO_MAX_POINTS buckets. */
+export const INTERVALS: readonly Interval[] = [
+  fixedInterval('minute', MINUTE),
+  fixedInterval('5minutes', 5 * MINUTE),
+  fixedInterval('15minutes', 15 * MINUTE),
+  fixedInterval('hour', HOUR),
+  fixedInterval('6hours', 6 * HOUR),
+  fixedInterval('day', DAY),
+  fixedInterval('week', WEEK, MONDAY_OFFSET),
+  month,
+];
+export const AUTO_MAX_POINTS = 400;
+
+const intervalNamed = (name: string) => INTERVALS.find((i) => i.name === name)!;
+
+// ---------------------------------------------------------------------------------------------
+// Dimensions
+// ---------------------------------------------------------------------------------------------
+
+export type DimensionKind = 'string' | 'integer' | 'boolean' | 'time' | 'domain';
+export const FILTER_OPS = ['is', 'isNot', 'contains', 'glob', 'cidr'] as const;
+export type FilterOp = (typeof FILTER_OPS)[number];
+
+
+export interface Dimension {
+  name: string;
+  kind: DimensionKind;
+  /** SQL over access_logs columns; a time dimension's is its interval's. */
+  raw: string;
+  /** A fixed interval, or 'auto' for `time`; null for the other dimensions. */
+  interval: Interval | 'auto' | null;
+  ops: readonly FilterOp[];
+  /** The ClickHouse type of `raw`, for bound parameters holding its values. */
+  paramType: string;
+  /** A value of an `is` / `isNot` filter. */
+  value: z.ZodType<string | number | boolean>;
+  /** The condition of an `is` filter when it is not `raw IN values` (a faster one over the stored columns). */
+  isCondition?: (values: readonly (string | number | boolean)[], p: Params) => string;
+  description: string;
+}
+
+const text = z
+  .string({ message: 'must be a string' })
+  .max(URL_FILTER_MAX, { message: `must be at most ${URL_FILTER_MAX} characters` });
+
+const STRING_OPS = ['is', 'isNot', 'contains', 'glob'] as const;
+const EXACT_OPS = ['is', 'isNot'] as const;
+
+const stringDimension = (name: string, raw: string, description: string, ops: readonly FilterOp[] = STRING_OPS, value: z.ZodType<string> = text): Dimension => ({
+  name,
+  kind: 'string',
+  raw,
+  interval: null,
+  ops,
+  paramType: 'String',
+  value,
+  description,
+});
+
+const timeDimension = (name: string, interval: Interval | 'auto', description: string): Dimension => ({
+  name,
+  kind: 'time',
+  raw: interval === 'auto' ? '' : interval.sql,
+  interval,
+  ops: [],
+  paramType: 'Int64',
+  value: z.never(),
+  description,
+});
+
+export const DEVICES = ['desktop', 'mobile', 'tablet', 'bot', 'other'] as const;
+const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
+
+export const DIMENSIONS = [
+  timeDimension('time', 'auto', `Time buckets of an automatic width: the first of ${INTERVALS.map((i) => i.name).join(', ')} giving at most ${AUTO_MAX_POINTS} buckets (meta.interval names it)`),
+  timeDimension('time:minute', intervalNamed('minute'), 'Minutes (UTC)'),
+  timeDimension('time:hour', intervalNamed('hour'), 'Hours (UTC)'),
+  timeDimension('time:day', intervalNamed('day'), 'Days (UTC)'),
+  timeDimension('time:week', intervalNamed('week'), 'Weeks from Monday (UTC)'),
+  timeDimension('time:month', intervalNamed('month'), 'Calendar months (UTC)'),
+  {
+    name: 'domain',
+    kind: 'domain',
+    raw: 'domain_id',
+    interval: null,
+    ops: EXACT_OPS,
+    paramType: 'UInt32',
+    value: text,
+    description: "The domain's name; a filter value naming a domain the caller does not see matches nothing",
+  },
+  stringDimension('url', 'url', 'The request URL, query string included'),
+  stringDimension('path', "if(position(url, '?') > 0, substring(url, 1, position(url, '?') - 1), url)", 'The URL up to its first "?"'),
+  {
+    name: 'statusCode',
+    kind: 'integer',
+    raw: 'status_code',
+    interval: null,
+    ops: EXACT_OPS,
+    paramType: 'UInt16',
+    value: z.number({ message: 'must be a status code (0-999)' }).int({ message: 'must be a status code (0-999)' }).min(0, { message: 'must be a status code (0-999)' }).max(999, { message: 'must be a status code (0-999)' }),
+    description: 'The status code',
+  },
+  {
+    name: 'statusClass',
+    kind: 'string',
+    raw: "concat(toString(intDiv(status_code, 100)), 'xx')",
+    interval: null,
+    ops: EXACT_OPS,
+    paramType: 'String',
+    value: z.enum(STATUS_CLASSES, { message: `must be one of ${STATUS_CLASSES.join(', ')}` }),
+    isCondition: (values, p) => statusCondition(values.map((v) => ({ class: Number(String(v)[0]) })), p),
+    description: 'The status class: 1xx … 5xx',
+  },
+  stringDimension('method', 'method', 'The request method as logged'),
+  stringDimension('ipAddress', 'ip_address', 'The client address as logged; the cidr filter takes addresses and CIDR ranges (IPv4, IPv6)', [...STRING_OPS, 'cidr']),
+  stringDimension('userAgent', 'user_agent', "The User-Agent header; '' when none"),
+  stringDimension('referrer', 'referrer', "The Referer header; '' when none"),
+  stringDimension('referrerHost', 'domain(referrer)', "The referrer's host, without port or user (case as logged); '' when none or not a URL"),
+  stringDimension('browser', 'browser', 'The browser family the user agent names'),
+  stringDimension('os', 'os', 'The operating system the user agent names'),
+  stringDimension('device', 'device', `The device class: ${DEVICES.join(', ')}`, STRING_OPS, z.enum(DEVICES, { message: `must be one of ${DEVICES.join(', ')}` })),
+  {
+    name: 'bot',
+    kind: 'boolean',
+    raw: "device = 'bot'",
+    interval: null,
+    ops: EXACT_OPS,
+    paramType: 'UInt8',
+    value: z.boolean({ message: 'must be true or false' }),
+    description: 'Whether the user agent is a bot (device is bot)',
+  },
+  stringDimension('botName', 'bot_name', "The bot's name (Googlebot, GPTBot, …); '' for no bot"),
+] as const satisfies readonly Dimension[];
+
+export type DimensionName = (typeof DIMENSIONS)[number]['name'];
+export const DIMENSION_NAMES = DIMENSIONS.map((d) => d.name) as [DimensionName, ...DimensionName[]];
+export const dimensionByName = new Map<string, Dimension>(DIMENSIONS.map((d) => [d.name, d]));
