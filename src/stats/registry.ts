@@ -258,6 +258,12 @@ const timeDimension = (name: string, interval: Interval | 'auto', description: s
   description,
 });
 
+/**
+ * The host of an absolute URL (RFC 3986: after the scheme and any user info, before the port or
+ * path). ClickHouse's domain() and domainRFC() give '' for a host without a dot (localhost).
+ */
+const REFERRER_HOST = String.raw`lower(extract(referrer, '^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#]*@)?(\[[^\]/?#]*\]|[^:/?#]*)'))`;
+
 export const DEVICES = ['desktop', 'mobile', 'tablet', 'bot', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 
@@ -305,7 +311,7 @@ export const DIMENSIONS = [
   stringDimension('ipAddress', 'ip_address', 'The client address as logged; the cidr filter takes addresses and CIDR ranges (IPv4, IPv6)', [...STRING_OPS, 'cidr']),
   stringDimension('userAgent', 'user_agent', "The User-Agent header; '' when none"),
   stringDimension('referrer', 'referrer', "The Referer header; '' when none"),
-  stringDimension('referrerHost', 'domain(referrer)', "The referrer's host, without port or user (case as logged); '' when none or not a URL"),
+  stringDimension('referrerHost', REFERRER_HOST, "The host of a referrer scheme://[user@]host[:port]…, ASCII letters lower-cased (an IPv6 address in its brackets); '' when none"),
   stringDimension('browser', 'browser', 'The browser family the user agent names'),
   stringDimension('os', 'os', 'The operating system the user agent names'),
   stringDimension('device', 'device', `The device class: ${DEVICES.join(', ')}`, STRING_OPS, z.enum(DEVICES, { message: `must be one of ${DEVICES.join(', ')}` })),
