@@ -185,11 +185,26 @@ const VARIANTS: Record<string, unknown[]> = {
   type: ['access', 'error'],
   filters: [{ statusCode: [500, '4xx'], url: '/item', ipAddress: '10.0.0.0/8', method: ['GET'] }, { level: ['error'] }],
 };
-const variantsOf = (op: Operation) => Math.max(1, ...Object.keys(op.body?.properties ?? {}).map((k) => VARIANTS[k]?.length ?? 1));
+/**
+ * The stats query's valid requests: a series with filters, and a breakdown by domain with others. Its
+ * schema allows what it refuses together (two time dimensions, orderBy naming what was not asked) and
+ * describes filters as tuples, which validOf cannot fill.
+ */
+const QUERY_VARIANTS: Record<string, unknown[]> = {
+  dimensions: [['time:hour', 'url'], ['domain', 'statusClass', 'bot']],
+  filters: [
+    [['is', 'statusClass', ['5xx']], ['glob', 'url', ['/item*']], ['contains', 'userAgent', ['bot']]],
+    [['cidr', 'ipAddress', ['10.0.0.0/8', '2001:db8::/32']], ['isNot', 'bot', [true]], ['is', 'statusCode', [404]], ['is', 'domain', ['x.example.com']]],
+  ],
+  orderBy: [[['time:hour', 'asc']], [['requests', 'desc']]],
+  dateRange: ['custom', 'custom'],
+};
+const variantsFor = (op: Operation) => (op.path === '/api/logs/query' ? QUERY_VARIANTS : VARIANTS);
+const variantsOf = (op: Operation) => Math.max(1, ...Object.keys(op.body?.properties ?? {}).map((k) => variantsFor(op)[k]?.length ?? 1));
 
 /** What the schemas cannot tell: values that must be fresh, real or consistent with others. */
 function knownValid(name: string, op: Operation, ctx: Context, variant: number): unknown {
-  const variants = VARIANTS[name];
+  const variants = variantsFor(op)[name];
   if (variants && op.body?.properties?.[name]) return variants[variant % variants.length];
   switch (name) {
     case 'email':
@@ -231,6 +246,8 @@ function knownValid(name: string, op: Operation, ctx: Context, variant: number):
       return op.params.some((p) => p.name === 'level') ? 'error' : ['error'];
     case 'permissions':
       return [{ resource: 'logs', actions: ['read'] }];
+    case 'domains':
+      return [seeded.domain.id];
     default:
       return undefined;
   }
