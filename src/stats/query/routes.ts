@@ -6,41 +6,51 @@ import { bearerSecurity, createRouter } from '../../http/router.js';
 import { queryBody, queryResultSchema } from './schemas.js';
 import { queryLogs } from './service.js';
 
-const requestExamples: Examples = {
-  series: {
-    summary: 'A chart: requests, error rate, p95 and bandwidth per hour over the last day',
-    value: { domains: [1], metrics: ['requests', 'errorRate', 'p95ResponseTime', 'bandwidth'], dimensions: ['time:hour'], dateRange: '24h' },
-  },
-  drillDown: {
-    summary: 'The URLs under /api/ answering 5xx, not to bots, with the previous 7 days beside',
-    value: {
-      metrics: ['requests', 'visitors', 'p95ResponseTime'],
-      dimensions: ['url'],
-      filters: [['is', 'statusClass', ['5xx']], ['glob', 'url', ['/api/*']], ['isNot', 'bot', [true]]],
-      dateRange: '7d',
-      compare: 'previous',
-      orderBy: [['requests', 'desc']],
-      limit: 10,
-    },
-  },
-  fleet: {
-    summary: 'Every domain the caller sees, with its error rate',
-    value: { metrics: ['requests', 'errorRate'], dimensions: ['domain'], dateRange: 'custom', startDate: '2026-11-24', endDate: '2026-11-24' },
-  },
+// The README's series and drill-down, with the answers a server gave them.
+const series = {
+  domains: [1],
+  metrics: ['requests', 'errorRate', 'p95ResponseTime', 'bandwidth'],
+  dimensions: ['time:hour'],
+  filters: [['glob', 'url', ['/api/*']]],
+  dateRange: 'custom',
+  startDate: '2026-11-25T16:00:00Z',
+  endDate: '2026-11-25T22:59:59.999Z',
+};
+const drillDown = {
+  metrics: ['requests', 'visitors', 'p95ResponseTime'],
+  dimensions: ['url', 'statusCode'],
+  filters: [['is', 'statusClass', ['5xx']], ['glob', 'url', ['/api/*']]],
+  dateRange: 'custom',
+  startDate: '2026-11-25T18:00:00Z',
+  endDate: '2026-11-25T20:59:59.999Z',
+  compare: 'previous',
+  limit: 5,
 };
 
+const requestExamples: Examples = {
+  series: { summary: 'A chart: requests, error rate, p95 and bandwidth of /api/* per hour', value: series },
+  drillDown: { summary: 'The API URLs answering 5xx, with the three hours before beside', value: drillDown },
+  fleet: { summary: 'Every domain the caller sees over the last day, humans only', value: { metrics: ['requests', 'errorRate', 'p95ResponseTime'], dimensions: ['domain'], filters: [['isNot', 'bot', [true]]], dateRange: '24h' } },
+};
+
+const hour = (h: number, metrics: number[]) => ({ dimensions: [`2026-11-25T${h}:00:00.000Z`], metrics });
 const answerExamples: Examples = {
   series: {
-    summary: 'A series: a row per hour, empty hours with zeros',
+    summary: 'A series: a row per hour (an hour without rows would hold 0, 0, null, 0)',
     value: {
       success: true,
       data: {
         results: [
-          { dimensions: ['2026-11-24T10:00:00.000Z'], metrics: [1234, 0.0123, 87.5, 10485760] },
-          { dimensions: ['2026-11-24T11:00:00.000Z'], metrics: [0, 0, null, 0] },
+          hour(16, [183, 0.0328, 1337.68, 4578617]),
+          hour(17, [198, 0.0505, 1285.73, 4993399]),
+          hour(18, [189, 0.1429, 19000.92, 4776260]),
+          hour(19, [183, 0.1311, 16872.27, 4699067]),
+          hour(20, [196, 0.1122, 12290.54, 5241762]),
+          hour(21, [204, 0.0294, 1119.31, 4856010]),
+          hour(22, [209, 0.0287, 1311.45, 5342589]),
         ],
-        meta: { metrics: ['requests', 'errorRate', 'p95ResponseTime', 'bandwidth'], dimensions: ['time:hour'], startDate: '2026-11-24T10:37:00.000Z', endDate: '2026-11-25T10:37:00.000Z', interval: 'hour' },
-        pagination: { page: 1, limit: 100, total: 25, pages: 1 },
+        meta: { metrics: series.metrics, dimensions: series.dimensions, startDate: '2026-11-25T16:00:00.000Z', endDate: '2026-11-25T22:59:59.999Z', interval: 'hour' },
+        pagination: { page: 1, limit: 100, total: 7, pages: 1 },
       },
     },
   },
@@ -49,9 +59,15 @@ const answerExamples: Examples = {
     value: {
       success: true,
       data: {
-        results: [{ dimensions: ['/api/orders'], metrics: [42, 17, 1530.3], comparison: [21, 9, 1020.51], change: [1, 0.8889, 0.4996] }],
-        meta: { metrics: ['requests', 'visitors', 'p95ResponseTime'], dimensions: ['url'], startDate: '2026-11-18T10:37:00.000Z', endDate: '2026-11-25T10:37:00.000Z', interval: null },
-        pagination: { page: 1, limit: 10, total: 1, pages: 1 },
+        results: [
+          { dimensions: ['/api/checkout', 502], metrics: [37, 34, 27680.75], comparison: [0, 0, null], change: [null, null, null] },
+          { dimensions: ['/api/checkout', 504], metrics: [20, 17, 24579.72], comparison: [0, 0, null], change: [null, null, null] },
+          { dimensions: ['/api/cart', 500], metrics: [12, 12, 1391.72], comparison: [9, 8, 1419.55], change: [0.3333, 0.5, -0.0196] },
+          { dimensions: ['/api/search?q=hat', 500], metrics: [2, 2, 31], comparison: [0, 0, null], change: [null, null, null] },
+          { dimensions: ['/api/checkout', 500], metrics: [1, 1, 15], comparison: [4, 4, 1097.36], change: [-0.75, -0.75, -0.9863] },
+        ],
+        meta: { metrics: drillDown.metrics, dimensions: drillDown.dimensions, startDate: '2026-11-25T18:00:00.000Z', endDate: '2026-11-25T20:59:59.999Z', interval: null },
+        pagination: { page: 1, limit: 5, total: 6, pages: 2 },
       },
     },
   },

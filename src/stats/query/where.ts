@@ -33,7 +33,7 @@ function filterCondition(filter: QueryFilter, domains: DomainName[], p: Params):
     case 'isNot':
       return `NOT (${isCondition(dimension, filter.values, domains, p)})`;
     case 'contains':
-      // The search's expression: the text indexes serve it, and unlike positionCaseInsensitiveUTF8
+      // The search's expression: the url text index serves it, and unlike positionCaseInsensitiveUTF8
       // (about a second per row) a long needle over long values of one repeated letter stays in milliseconds.
       return anyOf(filter.values.map((v) => searchMatches(dimension.raw, p.bind('String', searchPattern(v as string)))));
     case 'glob':
