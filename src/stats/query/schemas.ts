@@ -44,7 +44,7 @@ function checkQuery(body: CheckedFields, ctx: z.RefinementCtx): void {
     const twice = repeated<unknown>(body[field] ?? []);
     if (twice !== undefined) issue(field, `names ${JSON.stringify(twice)} twice`);
   }
-  if (body.dimensions.filter((d) => dimensionByName.get(d)!.kind === 'time').length > 1) issue('dimensions', 'may hold one time dimension at most');
+  if (body.dimensions.filter((d) => dimensionByName.get(d)?.kind === 'time').length > 1) issue('dimensions', 'may hold one time dimension at most');
   if (body.dateRange === 'custom') {
     if (!body.startDate) issue('startDate', 'is required with dateRange "custom"');
   } else {
