@@ -10,7 +10,7 @@
  *   const expected = bruteForce(rows, { metrics: ['requests'], dimensions: ['url'], filters: [], window: { start, end }, names });
  */
 import net from 'node:net';
-import type { ClickHouseClient } from '../../src/db/clickhouse.js';
+import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import { prng } from './random.js';
 
 export const MINUTE = 60_000;

@@ -3,7 +3,7 @@
  * process, so each round trip counts), a second for `compare`, and a count of groups only when a
  * page lies past the last group (the page's own rows carry the count otherwise).
  */
-import { selectRows, type ClickHouseClient } from '../../db/clickhouse.js';
+import { selectRows, type ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { invalidField } from '../../http/errors.js';
 import type { Query, Window } from './parse.js';
 import { groupsSql, type BuiltQuery, type GroupKey } from './sql.js';

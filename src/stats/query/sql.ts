@@ -10,7 +10,7 @@
  */
 import { TupleParam } from '@clickhouse/client';
 import { Params } from '../../logs/filters.js';
-import { unionAll } from '../../logs/shared-sql.js';
+import { unionAll } from '../../rollups/shared-sql.js';
 import type { PartialState } from '../registry.js';
 import type { OrderTerm, Query, Window } from './parse.js';
 import { whereOf } from './where.js';
