@@ -1,7 +1,7 @@
 -- What each access row's user agent is (ingest/transforms/user-agent.ts): written by the sink with
 -- the row, so a query groups or filters by them without parsing user agents.
 --
---   browser   the client as the detector names it: a browser, an app, an HTTP library; '' for bots
+--   browser   the browser (or app) as ua-parser-js names it; '' for bots and agents it does not know
 --   os        the operating system; '' for bots
 --   device    desktop | mobile | tablet | bot | other; a row is a bot's when device = 'bot'
 --   bot_name  the bot's name (Googlebot, GPTBot, …); '' when no bot
