@@ -67,10 +67,11 @@ export async function backfillUserAgentClasses(deps: BackfillDeps): Promise<Back
       await clickhouse.command({ query: 'TRUNCATE TABLE user_agent_classes' });
       filled = true;
       // The partition's agents in pages, so that memory here stays bounded however many there are.
-      for (let after = '', more = true; more; ) {
-        const page = await selectRows<{ user_agent: string }>(
+      for (let after: string | null = null, more = true; more; ) {
+        const page: { user_agent: string }[] = await selectRows<{ user_agent: string }>(
           clickhouse,
-          "SELECT DISTINCT user_agent FROM access_logs WHERE _partition_id = {partition:String} AND device = '' AND user_agent > {after:String} ORDER BY user_agent LIMIT {page:UInt32}",
+          "SELECT DISTINCT user_agent FROM access_logs WHERE _partition_id = {partition:String} AND device = ''" +
+            `${after === null ? '' : ' AND user_agent > {after:String}'} ORDER BY user_agent LIMIT {page:UInt32}`,
           { partition, after, page: PAGE },
         );
         if (page.length === 0) break;
