@@ -16,11 +16,11 @@
  */
 import os from 'node:os';
 import { randomUUID } from 'node:crypto';
-import type { ClickHouseClient } from '../src/db/clickhouse.js';
-import { selectRows } from '../src/db/clickhouse.js';
-import { claimLease, releaseLease } from '../src/db/leases.js';
-import type { Db } from '../src/db/postgres.js';
-import type { Logger } from '../src/log.js';
+import type { ClickHouseClient } from '../core/db/clickhouse.js';
+import { selectRows } from '../core/db/clickhouse.js';
+import { claimLease, releaseLease } from '../core/db/leases.js';
+import type { Db } from '../core/db/postgres.js';
+import type { Logger } from '../core/log.js';
 import { UserAgentClasses } from './transforms/user-agent.js';
 
 export interface BackfillDeps {

@@ -11,11 +11,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dedupToken, insertAccessBatch } from '../ingest/sinks/clickhouse.js';
 import { classifyUserAgent } from '../ingest/transforms/user-agent.js';
 import { backfillUserAgentClasses, startUserAgentBackfill } from '../ingest/user-agent-backfill.js';
-import { migrateClickhouse, openClickhouse, selectRows, type ClickHouseClient } from '../src/db/clickhouse.js';
-import { claimLease, releaseLease } from '../src/db/leases.js';
-import { migratePostgres, SQL_DIR } from '../src/db/migrate.js';
-import { openPglite, type Db } from '../src/db/postgres.js';
-import { createLogger } from '../src/log.js';
+import { migrateClickhouse, openClickhouse, selectRows, type ClickHouseClient } from '../core/db/clickhouse.js';
+import { claimLease, releaseLease } from '../core/db/leases.js';
+import { migratePostgres, SQL_DIR } from '../core/db/migrate.js';
+import { openPglite, type Db } from '../core/db/postgres.js';
+import { createLogger } from '../core/log.js';
 import { accessRow } from './support/ingest.js';
 import { AGENTS } from './support/user-agents.js';
 
