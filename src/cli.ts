@@ -73,8 +73,16 @@ program
     // Through openStores, so an embedded DATA_DIR in use by a running `serve` is refused.
     const { openStores } = await runtimeModule();
     const stores = await openStores(config, log);
-    await stores.close();
-    process.stdout.write(`applied ${stores.applied.postgres} Postgres and ${stores.applied.clickhouse} ClickHouse migrations\n`);
+    try {
+      process.stdout.write(`applied ${stores.applied.postgres} Postgres and ${stores.applied.clickhouse} ClickHouse migrations\n`);
+      // Rows stored before their user agent's class was (sql/clickhouse/008), classified now.
+      const { startUserAgentBackfill } = await import('../ingest/user-agent-backfill.js');
+      const classified = await startUserAgentBackfill({ db: stores.db, clickhouse: stores.clickhouse, log }).done;
+      if (classified.rows > 0) process.stdout.write(`classified the user agents of ${classified.rows} earlier access rows\n`);
+      if (!classified.complete) process.stdout.write('another process is classifying the user agents of earlier access rows\n');
+    } finally {
+      await stores.close();
+    }
   });
 
 program

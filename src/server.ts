@@ -1,5 +1,6 @@
 import { serve } from '@hono/node-server';
 import { loadIngestConfig } from '../ingest/config.js';
+import { startUserAgentBackfill } from '../ingest/user-agent-backfill.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { startAlertEvaluator } from './alerts/evaluator.js';
 import { createApp } from './app.js';
@@ -12,7 +13,7 @@ import { stopOnSignals } from './shutdown.js';
 
 /**
  * `tailhouse serve`: the API on PORT, the ingest worker beside it when INGEST_CONFIG is set
- * (CONTRACT §6), the alert evaluator and the stats rollup builder. SIGTERM/SIGINT stop accepting connections, let requests in flight and batches being
+ * (CONTRACT §6), the alert evaluator, the stats rollup builder and the user agent backfill. SIGTERM/SIGINT stop accepting connections, let requests in flight and batches being
  * written finish, then close both stores so PGlite and chDB are never left half-written.
  */
 export async function runServer(config: Config, log: Logger): Promise<void> {
@@ -32,6 +33,9 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
   const alerts = startAlertEvaluator({ db: runtime.db, clickhouse: runtime.clickhouse, mailer: runtime.mailer, log, baseUrl: config.baseUrl, intervalMs: config.alertIntervalS * 1000 });
   // Stats rollups are built here, beside ingest, not on its insert path (src/rollups/builder.ts).
   const rollups = startStatsRollups({ db: runtime.db, clickhouse: runtime.clickhouse, log, retentionDays: config.logRetentionDays });
+  // Rows stored before their user agent's class was (sql/clickhouse/008) are classified meanwhile.
+  const userAgents = startUserAgentBackfill({ db: runtime.db, clickhouse: runtime.clickhouse, log });
+  userAgents.done.catch((err: unknown) => log.error({ err }, 'classifying the user agents of earlier access rows failed; the next start tries again'));
   const app = createApp(runtime);
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: NODE_SERVER_OPTIONS }, (info) => {
     log.info({ port: info.port, host: config.host, mode: config.databaseUrl ? 'server' : 'embedded', baseUrl: config.baseUrl, ingest: ingestConfig?.path ?? null }, 'listening');
@@ -40,7 +44,7 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     // Idle keep-alive connections would hold server.close open.
     if ('closeIdleConnections' in server) server.closeIdleConnections();
-    await Promise.all([closed, ingest?.close(), alerts.stop(), rollups.stop()]);
+    await Promise.all([closed, ingest?.close(), alerts.stop(), rollups.stop(), userAgents.stop()]);
     await runtime.close();
   });
 }

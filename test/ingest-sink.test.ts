@@ -338,7 +338,7 @@ describe('server mode', () => {
       await insertAccessBatch(client, rows, 'token-1');
       expect(requests).toHaveLength(1);
       const { url, body } = requests[0]!;
-      expect(url.searchParams.get('query')).toMatch(/^INSERT INTO access_logs \(domain_id, id, timestamp, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time\) FORMAT TabSeparated\s*$/);
+      expect(url.searchParams.get('query')).toMatch(/^INSERT INTO access_logs \(domain_id, id, timestamp, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time, browser, os, device, bot_name, bot_kind\) FORMAT TabSeparated\s*$/);
       expect(url.searchParams.get('insert_deduplication_token')).toBe('token-1');
       expect(url.searchParams.get('async_insert')).toBe('0');
       expect(body.equals(accessTsv(rows))).toBe(true);

@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import { chdbOf, type ChdbExtension, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { STORED_TIME_RANGE } from '../../core/db/time-range.js';
 import type { IdOf } from '../ids.js';
+import { userAgentClasses, type UserAgentClass, type UserAgentClasses } from '../transforms/user-agent.js';
 import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
 
 /**
@@ -61,6 +62,12 @@ const ACCESS_COLUMNS = [
   'referrer',
   'user_agent',
   'response_time',
+  // The user agent's class (ingest/transforms/user-agent.ts, sql/clickhouse/008).
+  'browser',
+  'os',
+  'device',
+  'bot_name',
+  'bot_kind',
 ] as const;
 const ERROR_COLUMNS = ['domain_id', 'id', 'timestamp', 'level', 'message', 'context'] as const;
 const REJECT_COLUMNS = ['domain_id', 'kind', 'source', 'identity', 'offset', 'reason', 'line', 'length'] as const;
@@ -369,12 +376,26 @@ export function accessTsv(rows: readonly AccessRow[]): Buffer {
   return writeAccessTsv(rows, new BodyWriter(Buffer.allocUnsafe(INITIAL_BYTES))).bytes();
 }
 
+// The class columns of each distinct class, written once: a line costs one lookup.
+const classColumns = new WeakMap<UserAgentClass, string>();
+
+/** The user agent's class as its TSV columns, each led by a tab. */
+function userAgentColumns(cls: UserAgentClass): string {
+  let columns = classColumns.get(cls);
+  if (columns === undefined) {
+    columns = `\t${tsvString(cls.browser)}\t${tsvString(cls.os)}\t${cls.device}\t${tsvString(cls.botName)}\t${cls.botKind}`;
+    classColumns.set(cls, columns);
+  }
+  return columns;
+}
+
 /** The columns of an access row after domain_id and id, ending with its newline. */
-function accessTail(r: AccessEntry, plain: boolean, time: (ms: number) => string): string {
+function accessTail(r: AccessEntry, plain: boolean, time: (ms: number) => string, classes: UserAgentClasses): string {
   const responseTime = r.responseTime === null ? '\\N' : uint(r.responseTime, MAX_UINT32);
+  const cls = userAgentColumns(classes.of(r.userAgent));
   return plain
-    ? `${time(r.timestamp)}\t${r.ipAddress}\t${r.method}\t${r.url}\t${r.protocol}\t${uint(r.statusCode, MAX_UINT16)}\t${uint(r.responseSize)}\t${r.referrer}\t${r.userAgent}\t${responseTime}\n`
-    : `${time(r.timestamp)}\t${tsvString(r.ipAddress)}\t${tsvString(r.method)}\t${tsvString(r.url)}\t${tsvString(r.protocol)}\t${uint(r.statusCode, MAX_UINT16)}\t${uint(r.responseSize)}\t${tsvString(r.referrer)}\t${tsvString(r.userAgent)}\t${responseTime}\n`;
+    ? `${time(r.timestamp)}\t${r.ipAddress}\t${r.method}\t${r.url}\t${r.protocol}\t${uint(r.statusCode, MAX_UINT16)}\t${uint(r.responseSize)}\t${r.referrer}\t${r.userAgent}\t${responseTime}${cls}\n`
+    : `${time(r.timestamp)}\t${tsvString(r.ipAddress)}\t${tsvString(r.method)}\t${tsvString(r.url)}\t${tsvString(r.protocol)}\t${uint(r.statusCode, MAX_UINT16)}\t${uint(r.responseSize)}\t${tsvString(r.referrer)}\t${tsvString(r.userAgent)}\t${responseTime}${cls}\n`;
 }
 
 /**
@@ -392,12 +413,14 @@ export class AccessBatch {
   private tails: BodyWriter | null = null;
   private readonly time = timeFormatter();
 
+  constructor(private readonly classes: UserAgentClasses = userAgentClasses) {}
+
   /**
    * Adds one row. `plain` (see AccessFields in the access-log parser): its strings hold no
    * backslash, tab, line feed, carriage return or NUL, so they need no escaping.
    */
   add(entry: AccessEntry, plain: boolean, domainId: number, offset: number): void {
-    (this.tails ??= takeBuffer()).row(accessTail(entry, plain, this.time));
+    (this.tails ??= takeBuffer()).row(accessTail(entry, plain, this.time, this.classes));
     if (domainId !== this.domainIds[this.length - 1]) this.domains.add(domainId);
     this.domainIds.push(domainId);
     this.offsets.push(offset);
@@ -491,12 +514,7 @@ function writeUint(buf: Buffer, pos: number, n: number): number {
 
 function writeAccessTsv(rows: readonly AccessRow[], body: BodyWriter): BodyWriter {
   const time = timeFormatter();
-  for (const r of rows) {
-    const responseTime = r.responseTime === null ? '\\N' : uint(r.responseTime, MAX_UINT32);
-    body.row(
-      `${uint(r.domainId, MAX_UINT32)}\t${uint(r.id)}\t${time(r.timestamp)}\t${tsvString(r.ipAddress)}\t${tsvString(r.method)}\t${tsvString(r.url)}\t${tsvString(r.protocol)}\t${uint(r.statusCode, MAX_UINT16)}\t${uint(r.responseSize)}\t${tsvString(r.referrer)}\t${tsvString(r.userAgent)}\t${responseTime}\n`,
-    );
-  }
+  for (const r of rows) body.row(`${uint(r.domainId, MAX_UINT32)}\t${uint(r.id)}\t${accessTail(r, false, time, userAgentClasses)}`);
   return body;
 }
 

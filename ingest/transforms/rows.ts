@@ -12,6 +12,7 @@ import { AccessBatch, type AccessTsv, type ErrorRow, type RejectRow } from '../s
 import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
 import type { LineChunk, SourceLine } from '../types.js';
 import type { DomainDirectory } from '../domains.js';
+import { userAgentClasses, type UserAgentClasses } from './user-agent.js';
 
 export type LogKind = 'access' | 'error';
 
@@ -41,7 +42,10 @@ interface Routed<T> {
   offset: number;
 }
 
-/** Lines decoded and routed, not yet given ids. Access rows are serialised as they are parsed. */
+/**
+ * Lines decoded and routed, not yet given ids. Access rows are serialised as they are parsed, with
+ * their user agent's class (ingest/transforms/user-agent.ts).
+ */
 export interface Decoded {
   access: AccessBatch;
   error: Routed<ErrorEntry>[];
@@ -55,7 +59,8 @@ export interface Rows {
   rejects: RejectRow[];
 }
 
-export const emptyDecoded = (): Decoded => ({ access: new AccessBatch(), error: [], rejects: [] });
+/** An empty batch; its access rows' user agents classified by `classes` (the process's cache by default). */
+export const emptyDecoded = (classes: UserAgentClasses = userAgentClasses): Decoded => ({ access: new AccessBatch(classes), error: [], rejects: [] });
 
 /** A time the log store cannot hold, or no query could reach. */
 export const OUT_OF_RANGE = `time outside ${STORED_TIME_RANGE_TEXT}`;

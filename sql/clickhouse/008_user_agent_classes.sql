@@ -1,11 +1,30 @@
--- What the user agent of a row is (src/stats/registry.ts reads these columns: browser, os, device,
--- bot_name; bot = device 'bot'). The ingest's user-agent classification fills them; rows stored
--- before it hold ''.
+-- What each access row's user agent is (ingest/transforms/user-agent.ts): written by the sink with
+-- the row, so a query groups or filters by them without parsing user agents.
+--
+--   browser   the browser (or app) as ua-parser-js names it; '' for bots and agents it does not know
+--   os        the operating system; '' for bots
+--   device    desktop | mobile | tablet | bot | other; a row is a bot's when device = 'bot'
+--   bot_name  the bot's name (Googlebot, GPTBot, …); '' when no bot
+--   bot_kind  ai | search | other for bots ('ai': a crawler or assistant gathering data for AI); '' otherwise
+--
+-- Rows stored before this migration read '' in every one of them (device '' is never written by
+-- the sink): `serve` and `migrate` classify them afterwards (ingest/user-agent-backfill.ts).
+ALTER TABLE access_logs
+    ADD COLUMN IF NOT EXISTS browser LowCardinality(String),
+    ADD COLUMN IF NOT EXISTS os LowCardinality(String),
+    ADD COLUMN IF NOT EXISTS device LowCardinality(String),
+    ADD COLUMN IF NOT EXISTS bot_name LowCardinality(String),
+    ADD COLUMN IF NOT EXISTS bot_kind LowCardinality(String);
 
-ALTER TABLE access_logs ADD COLUMN IF NOT EXISTS browser LowCardinality(String) DEFAULT '';
-
-ALTER TABLE access_logs ADD COLUMN IF NOT EXISTS os LowCardinality(String) DEFAULT '';
-
-ALTER TABLE access_logs ADD COLUMN IF NOT EXISTS device LowCardinality(String) DEFAULT '';
-
-ALTER TABLE access_logs ADD COLUMN IF NOT EXISTS bot_name LowCardinality(String) DEFAULT '';
+-- The backfill's mapping from user agent to class, filled for the rows it classifies and emptied
+-- once they are: the mutation looks each row's agent up with joinGet.
+CREATE TABLE IF NOT EXISTS user_agent_classes
+(
+    user_agent String,
+    browser String,
+    os String,
+    device String,
+    bot_name String,
+    bot_kind String
+)
+ENGINE = Join(ANY, LEFT, user_agent);
