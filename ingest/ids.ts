@@ -20,7 +20,7 @@ import { sql } from '../core/db/sql.js';
  * a day: 119 years. A file larger than 4 GiB takes one segment per 4 GiB.
  */
 const SEGMENT_BITS = 32;
-const SEGMENT_SIZE = 2 ** SEGMENT_BITS;
+export const SEGMENT_SIZE = 2 ** SEGMENT_BITS;
 export const MAX_SEGMENT_NUMBER = 2 ** (53 - SEGMENT_BITS) - 1;
 
 /** The segment of a byte offset within its source. */
@@ -29,6 +29,9 @@ export const segmentIndex = (offset: number): number => Math.floor(offset / SEGM
 export function entryId(segmentNumber: number, offset: number): number {
   return segmentNumber * SEGMENT_SIZE + (offset % SEGMENT_SIZE);
 }
+
+/** The segment number of an entry id: within one segment, ids rise with the line's position. */
+export const segmentOfId = (id: number): number => Math.floor(id / SEGMENT_SIZE);
 
 /** The domain a batch was routed to was deleted since: route the batch again. */
 export class UnknownDomainError extends Error {

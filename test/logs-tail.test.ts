@@ -1,0 +1,418 @@
+/**
+ * The live tail (GET /api/logs/domains/:domainId/tail, Server-Sent Events) over a real listening
+ * server and real sockets, with rows written through the ingest sink (writeRows, ids from the
+ * ingest's own allocator). The hub's ClickHouse client is wrapped to count the queries it sends
+ * (a counter in front of the real client; every query still runs).
+ */
+import http from 'node:http';
+import net, { type AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { decodeJwt } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createIdAllocator } from '../ingest/ids.js';
+import { dedupToken, writeRows, type AccessRow, type ErrorRow } from '../ingest/sinks/clickhouse.js';
+import { createApp } from '../src/app.js';
+import { ACCESS_TOKEN_TTL_S, signAccessToken } from '../src/auth/tokens.js';
+import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
+import type { ClickHouseClient } from '../core/db/clickhouse.js';
+import { createTailHub, TAIL_LIMITS, type TailHub, type TailLimits } from '../src/logs/tail/service.js';
+import { call, startTestApp, type TestApp } from './support/app.js';
+import { adminToken, freshUser } from './support/auth.js';
+import { until } from './support/ingest.js';
+
+let t: TestApp;
+let admin: string;
+
+/** Tail queries sent through the hub's client: when, and the domain (the first bound parameter of each). */
+const queries: { at: number; domainId: number }[] = [];
+
+function counting(client: ClickHouseClient): ClickHouseClient {
+  return new Proxy(client, {
+    get(target, prop, receiver) {
+      if (prop === 'query') {
+        return (params: Parameters<ClickHouseClient['query']>[0]) => {
+          queries.push({ at: Date.now(), domainId: Number(Object.values(params.query_params ?? {})[0]) });
+          return target.query(params);
+        };
+      }
+      const value = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+interface Server {
+  hub: TailHub;
+  base: string;
+  close(): Promise<void>;
+}
+
+async function startServer(limits: Partial<TailLimits> = {}): Promise<Server> {
+  const hub = createTailHub({ ...t.runtime, clickhouse: counting(t.runtime.clickhouse) }, { ...TAIL_LIMITS, ...limits });
+  const app = createApp(t.runtime, { tail: hub });
+  const server = await new Promise<ServerType>((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: NODE_SERVER_OPTIONS }, () => resolve(s));
+  });
+  return {
+    hub,
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        if ('closeAllConnections' in server) server.closeAllConnections();
+      }),
+  };
+}
+
+// Re-checks and ends are quick here so that the tests of losing access wait little.
+const LIMITS: Partial<TailLimits> = { recheckMs: 250, endGraceMs: 1_000, keepaliveMs: 1_500 };
+let main: Server;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  admin = await adminToken(t.app);
+  main = await startServer(LIMITS);
+}, 60_000);
+
+afterAll(async () => {
+  await main?.close();
+  await t?.close();
+});
+
+// ---------------------------------------------------------------------------------------------
+// An SSE client on a real socket
+
+interface SseMessage {
+  id?: string;
+  event?: string;
+  data?: string;
+}
+
+class SseClient {
+  status = 0;
+  headers: http.IncomingHttpHeaders = {};
+  /** Dispatched messages with an event or data. */
+  readonly events: { id: string; event: string; data: any }[] = [];
+  readonly comments: string[] = [];
+  /** The last event id, as EventSource keeps it (an id-only message sets it too). */
+  lastId = '';
+  retry: number | undefined;
+  ended = false;
+  /** The error body of a refused request. */
+  body: any;
+  private buffer = '';
+  private message: SseMessage = {};
+  private req!: http.ClientRequest;
+
+  static open(base: string, path: string, options: { token?: string; lastEventId?: string; method?: string } = {}): Promise<SseClient> {
+    const client = new SseClient();
+    return new Promise((resolve, reject) => {
+      const headers: Record<string, string> = { accept: 'text/event-stream' };
+      if (options.token) headers.authorization = `Bearer ${options.token}`;
+      if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
+      client.req = http.request(base + path, { method: options.method ?? 'GET', headers, agent: false }, (res) => {
+        client.status = res.statusCode ?? 0;
+        client.headers = res.headers;
+        res.setEncoding('utf8');
+        let text = '';
+        res.on('data', (chunk: string) => {
+          if (client.status === 200) client.feed(chunk);
+          else text += chunk;
+        });
+        const done = () => {
+          client.ended = true;
+          if (client.status !== 200 && text) client.body = JSON.parse(text);
+        };
+        res.on('end', done);
+        res.on('close', done);
+        res.on('error', done);
+        resolve(client);
+      });
+      client.req.on('error', (err) => (client.status ? (client.ended = true) : reject(err)));
+      client.req.end();
+    });
+  }
+
+  private feed(chunk: string): void {
+    this.buffer += chunk;
+    const lines = this.buffer.split(/\r\n|\r|\n/);
+    this.buffer = lines.pop()!;
+    for (const line of lines) {
+      if (line === '') {
+        if (this.message.id !== undefined) this.lastId = this.message.id;
+        if (this.message.event !== undefined || this.message.data !== undefined) {
+          this.events.push({ id: this.lastId, event: this.message.event ?? 'message', data: JSON.parse(this.message.data ?? 'null') });
+        }
+        this.message = {};
+      } else if (line.startsWith(':')) this.comments.push(line.slice(1).trim());
+      else {
+        const colon = line.indexOf(':');
+        const field = line.slice(0, colon);
+        const value = line.slice(colon + 1).replace(/^ /, '');
+        if (field === 'retry') this.retry = Number(value);
+        else if (field === 'id' || field === 'event' || field === 'data') this.message[field] = value;
+      }
+    }
+  }
+
+  entries(event?: 'access' | 'error') {
+    return this.events.filter((e) => (event ? e.event === event : e.event === 'access' || e.event === 'error'));
+  }
+
+  waitFor<T>(check: (c: SseClient) => T | undefined | false, what: string, timeoutMs = 5_000): Promise<T> {
+    return until(() => check(this), what, timeoutMs, 20);
+  }
+
+  close(): void {
+    this.req.destroy();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows written as the ingest writes them
+
+let fileSeq = 0;
+const ids = () => createIdAllocator(t.runtime.db);
+
+/** A log file of one domain: each write is the next batch of its lines (100 bytes each), given ids by the ingest's allocator. */
+class LogFile {
+  private offset = 0;
+  private readonly identity = `tail-test-${process.pid}-${++fileSeq}`;
+  constructor(readonly domainId: number) {}
+
+  async write(entries: { access?: Partial<AccessRow>[]; error?: Partial<ErrorRow>[] }): Promise<{ access: AccessRow[]; error: ErrorRow[] }> {
+    const count = (entries.access?.length ?? 0) + (entries.error?.length ?? 0);
+    const start = this.offset;
+    this.offset += count * 100;
+    const idOf = await ids().forBatch(this.identity, [this.domainId], start, this.offset);
+    let at = start;
+    const next = () => {
+      const id = idOf(this.domainId, at);
+      at += 100;
+      return id;
+    };
+    const now = Date.now();
+    const access = (entries.access ?? []).map((patch, i): AccessRow => ({ ...accessRow(this.domainId, now + i), ...patch, id: next() }));
+    const error = (entries.error ?? []).map((patch, i): ErrorRow => ({ domainId: this.domainId, timestamp: now + i, level: 'error', message: `upstream timed out ${i}`, context: { client: '198.51.100.7' }, ...patch, id: next() }));
+    await writeRows(t.runtime.clickhouse, { access, error, rejects: [] }, dedupToken(this.identity, start, this.offset));
+    return { access, error };
+  }
+}
+
+function accessRow(domainId: number, timestamp: number): Omit<AccessRow, 'id'> {
+  return {
+    domainId,
+    timestamp,
+    ipAddress: '203.0.113.7',
+    method: 'GET',
+    url: '/index.html',
+    protocol: 'HTTP/1.1',
+    statusCode: 200,
+    responseSize: 512,
+    referrer: '',
+    userAgent: 'curl/8.5.0',
+    responseTime: 3,
+    host: null,
+  };
+}
+
+/** A user with a domain of their own (through the API) and a token. */
+async function owner(tag: string) {
+  const user = await freshUser(t.app, admin, tag);
+  const made = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name: `${tag}-${process.pid}-${++fileSeq}.example.com`, ownerId: user.id } });
+  expect(made.status).toBe(201);
+  return { user, domainId: made.body.data.id as number };
+}
+
+const tailPath = (domainId: number, query = '') => `/api/logs/domains/${domainId}/tail${query ? `?${query}` : ''}`;
+
+/** Opens a tail and checks it was accepted. */
+async function tail(domainId: number, token: string, query = '', server = main, lastEventId?: string): Promise<SseClient> {
+  const client = await SseClient.open(server.base, tailPath(domainId, query), { token, ...(lastEventId !== undefined ? { lastEventId } : {}) });
+  expect(client.status, JSON.stringify(client.body)).toBe(200);
+  return client;
+}
+
+/** The listing's entries of these ids (newest first, as the listing orders them). */
+async function listed(kind: 'access' | 'error', domainId: number, token: string, wanted: Set<number>, query = '') {
+  const res = await call(t.app, 'GET', `/api/logs/domains/${domainId}/${kind}?limit=1000&startDate=${new Date(Date.now() - 3_600_000).toISOString()}${query ? `&${query}` : ''}`, { token });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return (res.body.data.logs as { id: number }[]).filter((e) => wanted.has(e.id));
+}
+
+
+// ---------------------------------------------------------------------------------------------
+
+describe('live tail', () => {
+  it('streams the access and error entries stored after it opens, as the listings return them, within 2 s', async () => {
+    const { user, domainId } = await owner('stream');
+    const file = new LogFile(domainId);
+    // Stored before the tail opens: not sent.
+    await file.write({ access: [{ url: '/before' }] });
+    const client = await tail(domainId, user.token);
+    expect(client.headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    expect(client.headers['cache-control']).toBe('no-store');
+    await client.waitFor((c) => c.retry !== undefined && c.lastId, 'the first message');
+    expect(client.retry).toBe(TAIL_LIMITS.retryMs);
+
+    const errors = new LogFile(domainId);
+    const stored = Date.now();
+    const written = await file.write({ access: [{ url: '/a', statusCode: 502 }, { url: '/b', timestamp: Date.now() - 60_000 }, { url: '/c' }] });
+    const writtenErrors = await errors.write({ error: [{ level: 'warn', message: 'a "quoted" \\ message' }, { level: 'error' }] });
+    await client.waitFor((c) => c.entries().length >= 5, 'five entries', 2_000);
+    expect(Date.now() - stored).toBeLessThan(2_000);
+
+    const access = new Set(written.access.map((r) => r.id));
+    const error = new Set(writtenErrors.error.map((r) => r.id));
+    expect(client.entries('access').map((e) => e.data)).toEqual(expect.arrayContaining(await listed('access', domainId, user.token, access)));
+    expect(client.entries('error').map((e) => e.data)).toEqual(expect.arrayContaining(await listed('error', domainId, user.token, error)));
+    expect(client.entries()).toHaveLength(5);
+    expect(client.entries().map((e) => e.data.url)).not.toContain('/before');
+    // One poll read them all: each file's entries in the order they were stored (the back-dated
+    // one in its place), the two files interleaved by time.
+    expect(client.entries('access').map((e) => e.data.url)).toEqual(['/a', '/b', '/c']);
+    expect(client.entries('error').map((e) => e.data.level)).toEqual(['warn', 'error']);
+    expect(client.entries().map((e) => e.data.url ?? e.data.level)).toEqual(['/a', '/b', '/c', 'warn', 'error']);
+    for (const e of client.entries()) expect(e.id).toMatch(/^1(\.[ae][0-9a-z]+)+$/);
+    client.close();
+  });
+
+  it('sends an entry stored late with a time inside the window, never one older than the window (a backfill)', async () => {
+    const { user, domainId } = await owner('late');
+    const client = await tail(domainId, user.token);
+    await client.waitFor((c) => c.lastId, 'the first message');
+    const file = new LogFile(domainId);
+    await file.write({ access: [{ url: '/old', timestamp: Date.now() - TAIL_LIMITS.windowMs - 60_000 }, { url: '/late', timestamp: Date.now() - TAIL_LIMITS.windowMs + 60_000 }] });
+    await file.write({ access: [{ url: '/now' }] });
+    await client.waitFor((c) => c.entries().length >= 2, 'the late and the new entry');
+    expect(client.entries().map((e) => e.data.url)).toEqual(['/late', '/now']);
+    client.close();
+  });
+
+  it('each client gets what the listing with the same filters returns, hostile values included', async () => {
+    const { user, domainId } = await owner('filters');
+    const hostile = `/q?x='%_\\*;--"{f0:String}`;
+    const queriesOf: Record<string, string> = {
+      all: '',
+      status: 'statusCode=5xx',
+      code: 'statusCode=404',
+      ip: 'ipAddress=10.0.0.0%2F8',
+      ip6: `ipAddress=${encodeURIComponent('2001:db8::/32')}`,
+      substring: 'url=%2Fapi%2F',
+      glob: `url=${encodeURIComponent('/api/*/orders')}`,
+      hostile: `url=${encodeURIComponent(hostile)}`,
+      likeChars: `url=${encodeURIComponent('%_')}`,
+      long: `url=${'x'.repeat(8_192)}`,
+      method: 'method=post',
+      combined: 'statusCode=5xx&method=GET&url=%2Fapi%2F',
+      level: 'level=warn',
+      errors: 'type=error',
+      accessOnly: 'type=access',
+      both: 'type=both&statusCode=5xx',
+    };
+    const clients = Object.fromEntries(await Promise.all(Object.entries(queriesOf).map(async ([name, q]) => [name, await tail(domainId, user.token, q)] as const)));
+    await Promise.all(Object.values(clients).map((c) => c.waitFor((x) => x.lastId, 'the first message')));
+
+    const file = new LogFile(domainId);
+    const errorFile = new LogFile(domainId);
+    const written = await file.write({
+      access: [
+        { url: '/api/v1/orders', statusCode: 503, ipAddress: '10.1.2.3' },
+        { url: '/api/v2/orders', statusCode: 200, method: 'POST', ipAddress: '2001:db8::1' },
+        { url: '/api/v1/orders/7', statusCode: 404 },
+        { url: hostile, statusCode: 500, ipAddress: '192.0.2.1' },
+        { url: '/plain%_text', method: 'post' },
+        { url: `/${'x'.repeat(8_192)}`, statusCode: 502 },
+        { url: '/API/upper', statusCode: 500, ipAddress: '11.0.0.1' },
+      ],
+    });
+    const writtenErrors = await errorFile.write({ error: [{ level: 'warn' }, { level: 'error' }, { level: 'info', message: hostile }] });
+    const all = clients.all!;
+    await all.waitFor((c) => c.entries().length >= 10, 'every entry on the unfiltered tail');
+    // The poll that sent them moved every client's place over them: the same last id everywhere.
+    await Promise.all(Object.values(clients).map((c) => c.waitFor((x) => x.lastId === all.lastId, 'the same place as the unfiltered tail')));
+
+    const accessIds = new Set(written.access.map((r) => r.id));
+    const errorIds = new Set(writtenErrors.error.map((r) => r.id));
+    const sortById = (list: { id: number }[]) => [...list].sort((a, b) => a.id - b.id);
+    for (const [name, q] of Object.entries(queriesOf)) {
+      const client = clients[name]!;
+      const params = new URLSearchParams(q);
+      const type = params.get('type');
+      params.delete('type');
+      const accessFilters = ['statusCode', 'ipAddress', 'url', 'method'].some((k) => params.has(k));
+      const wantsAccess = type === 'access' || type === 'both' || (!type && (accessFilters || !params.has('level')));
+      const wantsError = type === 'error' || type === 'both' || (!type && (params.has('level') || !accessFilters));
+      const accessQuery = new URLSearchParams([...params].filter(([k]) => k !== 'level')).toString();
+      const errorQuery = new URLSearchParams([...params].filter(([k]) => k === 'level')).toString();
+      const expectedAccess = wantsAccess ? await listed('access', domainId, user.token, accessIds, accessQuery) : [];
+      const expectedError = wantsError ? await listed('error', domainId, user.token, errorIds, errorQuery) : [];
+      expect(sortById(client.entries('access').map((e) => e.data)), name).toEqual(sortById(expectedAccess));
+      expect(sortById(client.entries('error').map((e) => e.data)), name).toEqual(sortById(expectedError));
+    }
+    // The filters pick something: the comparison is not between empty lists alone.
+    expect(clients.hostile!.entries().map((e) => e.data.url)).toEqual([hostile]);
+    expect(clients.glob!.entries()).toHaveLength(2);
+    expect(clients.likeChars!.entries().map((e) => e.data.url)).toEqual([hostile, '/plain%_text']);
+    for (const c of Object.values(clients)) c.close();
+  });
+
+  it('refuses bad filters, a bad Last-Event-ID and a type that contradicts a filter with 422', async () => {
+    const { user, domainId } = await owner('refused');
+    const refused = async (query: string, field: string, lastEventId?: string) => {
+      const client = await SseClient.open(main.base, tailPath(domainId, query), { token: user.token, ...(lastEventId !== undefined ? { lastEventId } : {}) });
+      await client.waitFor((c) => c.ended, 'the answer');
+      expect({ status: client.status, error: client.body?.error, field: Object.keys(client.body?.details ?? {}) }, query.slice(0, 80)).toEqual({ status: 422, error: 'Validation failed', field: [field] });
+    };
+    await refused('statusCode=6xx', 'statusCode');
+    await refused(`statusCode=${encodeURIComponent("5xx' OR 1=1 --")}`, 'statusCode');
+    await refused('ipAddress=10.0.0.0%2F33', 'ipAddress');
+    await refused('url=a%00b', 'url');
+    await refused(`url=${'y'.repeat(70_000)}`, 'url');
+    await refused('method=G%20T', 'method');
+    await refused('level=fatal', 'level');
+    await refused('type=all', 'type');
+    await refused('type=error&statusCode=500', 'statusCode');
+    await refused('type=access&level=warn', 'level');
+    await refused('', 'last-event-id', 'not-an-id');
+    await refused('', 'last-event-id', "1.a1'--");
+    await refused('', 'last-event-id', `1${'.a1'.repeat(300)}`);
+    expect(main.hub.clients).toBe(0);
+  });
+
+  it('resumes from any event id (Last-Event-ID) without losing or repeating an entry', async () => {
+    const { user, domainId } = await owner('resume');
+    const first = await tail(domainId, user.token, 'statusCode=5xx');
+    await first.waitFor((c) => c.lastId, 'the first message');
+    const file = new LogFile(domainId);
+    const other = new LogFile(domainId);
+    const now = Date.now();
+    // Times running backwards in one file; another file in between.
+    await file.write({ access: [0, 1, 2, 3, 4, 5].map((i) => ({ url: `/r${i}`, statusCode: i % 2 ? 200 : 500, timestamp: now - i * 1000 })) });
+    await other.write({ access: [6, 7].map((i) => ({ url: `/r${i}`, statusCode: 503, timestamp: now - 3500 + i })) });
+    await first.waitFor((c) => c.entries().length >= 5, 'the first five');
+    const seen = first.entries();
+    // Each file in its own order, the files interleaved by the time of their next entry.
+    expect(seen.map((e) => e.data.url)).toEqual(['/r6', '/r7', '/r0', '/r2', '/r4']);
+    first.close();
+
+    // Stored while no client was connected.
+    await file.write({ access: [{ url: '/r8', statusCode: 500 }, { url: '/r9', statusCode: 200 }] });
+    await other.write({ access: [{ url: '/r10', statusCode: 500, timestamp: now - 10_000 }] });
+
+    for (let k = 0; k < seen.length; k++) {
+      const resumed = await tail(domainId, user.token, 'statusCode=5xx', main, seen[k]!.id);
+      const expected = [...seen.slice(k + 1).map((e) => e.data.url), '/r8', '/r10'];
+      await resumed.waitFor((c) => c.entries().length >= expected.length, `the ${expected.length} entries after event ${k}`);
+      // Give a duplicate the time of another poll to show up.
+      await resumed.waitFor((c) => c.comments.includes('keepalive'), 'a keepalive');
+      expect(resumed.entries().map((e) => e.data.url).sort(), `after event ${k}`).toEqual(expected.sort());
+      resumed.close();
+    }
+    // Resumed from the first message, before any event: everything since the tail opened.
+    const fromStart = await tail(domainId, user.token, 'statusCode=5xx', main, '1');
+    await fromStart.waitFor((c) => c.entries().length >= 7, 'all seven');
+    expect(fromStart.entries().map((e) => e.data.url).sort()).toEqual(['/r0', '/r10', '/r2', '/r4', '/r6', '/r7', '/r8']);
+    fromStart.close();
+  });
+});
