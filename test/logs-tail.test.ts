@@ -14,6 +14,7 @@ import { dedupToken, writeRows, type AccessRow, type ErrorRow } from '../ingest/
 import { createApp } from '../src/app.js';
 import { ACCESS_TOKEN_TTL_S, signAccessToken } from '../src/auth/tokens.js';
 import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
+import { createLogger } from '../core/log.js';
 import type { ClickHouseClient } from '../core/db/clickhouse.js';
 import { createTailHub, TAIL_LIMITS, type TailHub, type TailLimits } from '../src/logs/tail/service.js';
 import { call, startTestApp, type TestApp } from './support/app.js';
@@ -47,8 +48,12 @@ interface Server {
   close(): Promise<void>;
 }
 
+/** The hub's reports of closed tails ('live tail closed', with the reason). */
+const closes: { domainId: number; reason: string }[] = [];
+const hubLog = createLogger('info', { write: (line: string) => void (JSON.parse(line).msg === 'live tail closed' && closes.push(JSON.parse(line))) });
+
 async function startServer(limits: Partial<TailLimits> = {}): Promise<Server> {
-  const hub = createTailHub({ ...t.runtime, clickhouse: counting(t.runtime.clickhouse) }, { ...TAIL_LIMITS, ...limits });
+  const hub = createTailHub({ ...t.runtime, clickhouse: counting(t.runtime.clickhouse), log: hubLog }, { ...TAIL_LIMITS, ...limits });
   const app = createApp(t.runtime, { tail: hub });
   const server = await new Promise<ServerType>((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: NODE_SERVER_OPTIONS }, () => resolve(s));
@@ -359,6 +364,7 @@ describe('live tail', () => {
 
   it('refuses bad filters, a bad Last-Event-ID and a type that contradicts a filter with 422', async () => {
     const { user, domainId } = await owner('refused');
+    await until(() => main.hub.clients === 0, 'no client left from earlier tests');
     const refused = async (query: string, field: string, lastEventId?: string) => {
       const client = await SseClient.open(main.base, tailPath(domainId, query), { token: user.token, ...(lastEventId !== undefined ? { lastEventId } : {}) });
       await client.waitFor((c) => c.ended, 'the answer');
@@ -414,5 +420,200 @@ describe('live tail', () => {
     await fromStart.waitFor((c) => c.entries().length >= 7, 'all seven');
     expect(fromStart.entries().map((e) => e.data.url).sort()).toEqual(['/r0', '/r10', '/r2', '/r4', '/r6', '/r7', '/r8']);
     fromStart.close();
+  });
+});
+
+describe('live tail limits', () => {
+  it('queries ClickHouse at most once a second per domain, whatever the number of clients', async () => {
+    const a = await owner('polls-a');
+    const b = await owner('polls-b');
+    const filters = ['', 'statusCode=5xx', 'statusCode=404', 'method=POST', 'url=%2Fapi', 'level=warn', 'type=access', 'type=error', 'ipAddress=10.0.0.0%2F8', 'url=*x*'];
+    const clients = await Promise.all(Array.from({ length: 30 }, (_, i) => tail(a.domainId, a.user.token, filters[i % filters.length])));
+    const lone = await tail(b.domainId, b.user.token);
+    const fileA = new LogFile(a.domainId);
+    const fileB = new LogFile(b.domainId);
+    const started = Date.now();
+    let written = 0;
+    while (Date.now() - started < 4_000) {
+      await fileA.write({ access: [{ url: `/api/${written}`, statusCode: 500 }], error: [{ level: 'warn' }] });
+      await fileB.write({ access: [{ url: `/b/${written}` }] });
+      written++;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const everything = clients[0]!;
+    await everything.waitFor((c) => c.entries().length >= written * 2, 'every entry of domain A');
+    await lone.waitFor((c) => c.entries().length >= written, 'every entry of domain B');
+    const ended = Date.now();
+    for (const domainId of [a.domainId, b.domainId]) {
+      const times = queries.filter((q) => q.domainId === domainId && q.at >= started - 1_000 && q.at <= ended).map((q) => q.at);
+      const gaps = times.slice(1).map((at, i) => at - times[i]!);
+      // setTimeout never fires early; Date.now() rounds to the millisecond.
+      expect(Math.min(...gaps), `gaps between the queries of domain ${domainId}: ${gaps.join(', ')}`).toBeGreaterThanOrEqual(TAIL_LIMITS.intervalMs - 1);
+      expect(times.length).toBeLessThanOrEqual(Math.ceil((ended - started + 1_000) / TAIL_LIMITS.intervalMs) + 1);
+    }
+    // Every client got its share.
+    expect(clients[1]!.entries()).toHaveLength(written);
+    expect(clients[5]!.entries('error')).toHaveLength(written);
+    for (const c of [...clients, lone]) c.close();
+  });
+
+  it('turns the 101st client of the process away with 429 and Retry-After, and takes one again once a place is free', async () => {
+    const { user, domainId } = await owner('cap');
+    await until(() => main.hub.clients === 0, 'no client left from earlier tests');
+    const clients = await Promise.all(Array.from({ length: TAIL_LIMITS.maxClients }, () => tail(domainId, user.token)));
+    expect(main.hub.clients).toBe(TAIL_LIMITS.maxClients);
+    const refused = await SseClient.open(main.base, tailPath(domainId), { token: user.token });
+    await refused.waitFor((c) => c.ended, 'the answer');
+    expect({ status: refused.status, body: refused.body, retryAfter: refused.headers['retry-after'] }).toEqual({
+      status: 429,
+      body: { success: false, error: `Too many live tails on this server (${TAIL_LIMITS.maxClients}); try again later` },
+      retryAfter: '10',
+    });
+    // A refused client takes no place; one that leaves frees its own.
+    clients.pop()!.close();
+    await until(() => main.hub.clients === TAIL_LIMITS.maxClients - 1, 'the place freed');
+    const again = await tail(domainId, user.token);
+    for (const c of [...clients, again]) c.close();
+    await until(() => main.hub.clients === 0, 'every place freed');
+  });
+
+  it('cuts a client that stops reading, without holding back the others', async () => {
+    const { user, domainId } = await owner('slow');
+    const fast = await tail(domainId, user.token);
+    // A client on a raw socket that reads the response head and then nothing more.
+    const slow = net.connect(Number(new URL(main.base).port), '127.0.0.1');
+    let received = '';
+    slow.setEncoding('utf8');
+    slow.on('data', (chunk: string) => (received += chunk));
+    const closed = new Promise<void>((resolve) => slow.on('close', () => resolve()));
+    slow.on('error', () => {});
+    slow.write(`GET ${tailPath(domainId)} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${user.token}\r\n\r\n`);
+    await until(() => received.includes('retry: '), 'the slow client’s first message');
+    expect(received).toMatch(/^HTTP\/1\.1 200 /);
+    slow.pause();
+    await until(() => main.hub.clients === 2, 'both clients in');
+
+    // 4 KiB a row, 16 MiB in all: far more than the socket buffers and the queue hold. A poll
+    // reads up to rowsPerSegment of them (4 MiB), which the fast client takes within the second.
+    const file = new LogFile(domainId);
+    const rows = 4_000;
+    for (let i = 0; i < rows; i += 500) {
+      await file.write({ access: Array.from({ length: 500 }, (_, k) => ({ url: `/${i + k}/${'z'.repeat(4_096)}` })) });
+    }
+    await until(() => closes.some((c) => c.domainId === domainId && c.reason === 'too-slow'), 'the slow client cut', 20_000);
+    await fast.waitFor((c) => c.entries().length >= rows, 'every row on the fast client', 20_000);
+    expect(closes.filter((c) => c.domainId === domainId).map((c) => c.reason)).toEqual(['too-slow']);
+    expect(main.hub.clients).toBe(1);
+    // What reached the slow client before the cut is all it gets: the connection is gone.
+    slow.resume();
+    await closed;
+    const events = received.split('\nevent: access\n').length - 1;
+    expect(events).toBeGreaterThan(0);
+    expect(events).toBeLessThan(rows);
+    fast.close();
+  });
+});
+
+describe('live tail access', () => {
+  it('401 without a token (nor with one in the query string), 404 for a domain the caller does not see, 403 without logs: read', async () => {
+    const { user, domainId } = await owner('access');
+    const stranger = await freshUser(t.app, admin, 'stranger');
+    const answer = async (path: string, token?: string) => {
+      const client = await SseClient.open(main.base, path, token ? { token } : {});
+      await client.waitFor((c) => c.ended, 'the answer');
+      return { status: client.status, body: client.body, challenge: client.headers['www-authenticate'] };
+    };
+    expect(await answer(tailPath(domainId))).toEqual({ status: 401, body: { success: false, error: 'Authentication required' }, challenge: 'Bearer' });
+    expect((await answer(tailPath(domainId, `token=${user.token}`))).status).toBe(401);
+    expect((await answer(tailPath(domainId, `access_token=${user.token}`))).status).toBe(401);
+    expect(await answer(tailPath(domainId), stranger.token)).toMatchObject({ status: 404, body: { success: false, error: 'Domain not found' } });
+    expect(await answer(tailPath(999_999), user.token)).toMatchObject({ status: 404, body: { success: false, error: 'Domain not found' } });
+    expect((await call(t.app, 'PUT', `/api/users/${user.id}/permissions`, { token: admin, body: { permissions: [{ resource: 'alerts', actions: ['read'] }] } })).status).toBe(200);
+    expect(await answer(tailPath(domainId), user.token)).toMatchObject({ status: 403, body: { success: false, error: 'Insufficient permissions' } });
+    // The administrator sees every domain.
+    (await tail(domainId, admin)).close();
+  });
+
+  it('answers HEAD with the stream’s headers and opens no stream', async () => {
+    const { user, domainId } = await owner('head');
+    await until(() => main.hub.clients === 0, 'no client left from earlier tests');
+    const head = await SseClient.open(main.base, tailPath(domainId), { token: user.token, method: 'HEAD' });
+    await head.waitFor((c) => c.ended, 'the answer');
+    expect(head.status).toBe(200);
+    expect(head.headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    expect(main.hub.clients).toBe(0);
+  });
+
+  it('ends the stream when the user loses access: permission, account, domain or sessions taken away', async () => {
+    const cases: [string, (user: { id: number }, domainId: number) => Promise<void>][] = [
+      ['logs: read taken away', async (u) => void (await call(t.app, 'PUT', `/api/users/${u.id}/permissions`, { token: admin, body: { permissions: [{ resource: 'alerts', actions: ['read'] }] } }))],
+      ['user deactivated', async (u) => void (await call(t.app, 'PUT', `/api/users/${u.id}`, { token: admin, body: { active: false } }))],
+      ['domain given to another user', async (_u, domainId) => void (await call(t.app, 'PUT', `/api/domains/${domainId}`, { token: admin, body: { ownerId: (await freshUser(t.app, admin, 'heir')).id } }))],
+      ['password reset by an administrator (its tokens revoked)', async (u) => void (await call(t.app, 'PUT', `/api/users/${u.id}/password`, { token: admin, body: { newPassword: 'new-password-9', confirmPassword: 'new-password-9' } }))],
+      ['domain deleted', async (_u, domainId) => void (await call(t.app, 'DELETE', `/api/domains/${domainId}`, { token: admin }))],
+    ];
+    for (const [what, revoke] of cases) {
+      const { user, domainId } = await owner('revoked');
+      const client = await tail(domainId, user.token);
+      await client.waitFor((c) => c.lastId, 'the first message');
+      // Still open after a re-check.
+      await until(() => queries.filter((q) => q.domainId === domainId).length >= 2, 'a poll');
+      expect(client.ended, what).toBe(false);
+      await revoke(user, domainId);
+      await client.waitFor((c) => c.ended, `the end after: ${what}`, 3_000);
+      expect(client.events.at(-1), what).toEqual({ id: expect.any(String), event: 'end', data: { reason: 'access-revoked' } });
+    }
+  });
+
+  it('ends the stream when the access token expires', async () => {
+    // Re-checks far apart: only the expiry can end this stream in time.
+    const server = await startServer({ recheckMs: 60_000 });
+    try {
+      const { user, domainId } = await owner('expiry');
+      const lifetimeS = 3;
+      const token = await signAccessToken(t.runtime.jwtSecret, { userId: user.id, version: decodeJwt(user.token)['ver'] as number }, new Date(Date.now() - (ACCESS_TOKEN_TTL_S - lifetimeS) * 1000));
+      const exp = (decodeJwt(token).exp as number) * 1000;
+      const client = await tail(domainId, token, '', server);
+      await client.waitFor((c) => c.ended, 'the end at expiry', lifetimeS * 1000 + 2_000);
+      expect(Date.now()).toBeGreaterThanOrEqual(exp);
+      expect(Date.now()).toBeLessThan(exp + 1_500);
+      expect(client.events.at(-1)).toEqual({ id: expect.any(String), event: 'end', data: { reason: 'token-expired' } });
+      expect(server.hub.clients).toBe(0);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('shutdown ends every stream (a client that does not read is cut), and new tails get 503', async () => {
+    const server = await startServer({ endGraceMs: 500 });
+    try {
+      const { user, domainId } = await owner('shutdown');
+      const readers = await Promise.all([tail(domainId, user.token, '', server), tail(domainId, user.token, 'level=error', server)]);
+      await Promise.all(readers.map((r) => r.waitFor((c) => c.lastId, 'the first message')));
+      const stuck = net.connect(Number(new URL(server.base).port), '127.0.0.1');
+      stuck.on('error', () => {});
+      const stuckClosed = new Promise<void>((resolve) => stuck.on('close', () => resolve()));
+      stuck.write(`GET ${tailPath(domainId)} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${user.token}\r\n\r\n`);
+      await until(() => server.hub.clients === 3, 'three clients in');
+      stuck.pause();
+      // Fill the stuck client's socket so that its end cannot get through.
+      await new LogFile(domainId).write({ access: Array.from({ length: 1_000 }, (_, i) => ({ url: `/${i}/${'s'.repeat(4_096)}` })) });
+      await readers[0]!.waitFor((c) => c.entries().length >= 1_000, 'the rows on a reader', 10_000);
+
+      await server.hub.close();
+      for (const r of readers) {
+        await r.waitFor((c) => c.ended, 'the end of a reader');
+        expect(r.events.at(-1)).toEqual({ id: expect.any(String), event: 'end', data: { reason: 'shutdown' } });
+      }
+      await until(() => server.hub.clients === 0, 'every stream closed', 3_000);
+      // Its connection is gone: reading again, it finds the end of it.
+      stuck.resume();
+      await stuckClosed;
+      const late = await SseClient.open(server.base, tailPath(domainId), { token: user.token });
+      await late.waitFor((c) => c.ended, 'the answer');
+      expect({ status: late.status, body: late.body }).toEqual({ status: 503, body: { success: false, error: 'Server is shutting down' } });
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -46,10 +46,17 @@ export interface TailClient {
   filters: { access: AccessFilters; error: ErrorFilters };
   /** Set by the poller when the client is added; moved by each poll. */
   cursor: Cursor;
-  /** An owed entry, and the cursor text (event id) as it stands after it. */
-  entry(entry: SearchEntry, eventId: string): void;
-  /** The cursor moved over rows the client does not want: its new text. */
-  moved(eventId: string): void;
+  /**
+   * What one poll has for the client: its owed entries in order, each with the cursor text (event
+   * id) as it stands after it; or, when there are none, the cursor's new text if the poll moved it
+   * over rows the client does not want (else null).
+   */
+  deliver(events: TailEvent[], movedTo: string | null): void;
+}
+
+export interface TailEvent {
+  entry: SearchEntry;
+  eventId: string;
 }
 
 type Waiter = { resolve: () => void; reject: (err: unknown) => void };
@@ -197,7 +204,10 @@ export class DomainPoller {
   }
 }
 
-/** Per table and segment, the ids a poll read (ascending) and the newest time among them. */
+/**
+ * Per table and segment, the ids a poll returned (ascending: its matching rows and the last row it
+ * read) and the newest time among them.
+ */
 type ReadIds = Record<EntryKind, Map<number, { ids: number[]; ms: number }>>;
 
 function readIds(rows: readonly NewRow[]): ReadIds {
@@ -233,7 +243,10 @@ function deliver(client: TailClient, owed: readonly NewRow[], read: ReadIds): vo
     queues.set(key, queue);
   }
   for (const queue of queues.values()) queue.rows.sort((a, b) => a.entry.id - b.entry.id);
-  /** Moves a segment's mark as far as the read ids go without passing the segment's next owed row. */
+  /**
+   * Moves a segment's mark as far as the returned ids go without passing the segment's next owed
+   * row: every owed row below it is sent (rows matching nothing in between are passed over too).
+   */
   const advance = (kind: EntryKind, segment: number) => {
     const seen = read[kind].get(segment)!;
     const next = queues.get(`${kind}:${segment}`);
@@ -242,6 +255,7 @@ function deliver(client: TailClient, owed: readonly NewRow[], read: ReadIds): vo
     if (highest !== undefined) passOver(cursor, kind, highest, seen.ms);
   };
   for (const kind of ENTRY_KINDS) for (const segment of read[kind].keys()) advance(kind, segment);
+  const events: TailEvent[] = [];
   for (let left = owed.length; left > 0; left--) {
     let first: { kind: EntryKind; segment: number; rows: NewRow[]; sent: number } | undefined;
     for (const queue of queues.values()) {
@@ -252,10 +266,10 @@ function deliver(client: TailClient, owed: readonly NewRow[], read: ReadIds): vo
     }
     const row = first!.rows[first!.sent++]!;
     advance(first!.kind, first!.segment);
-    client.entry(row.entry, encodeCursor(cursor));
+    events.push({ entry: row.entry, eventId: encodeCursor(cursor) });
   }
   const after = encodeCursor(cursor);
-  if (owed.length === 0 && after !== before) client.moved(after);
+  if (events.length > 0 || after !== before) client.deliver(events, events.length === 0 ? after : null);
 }
 
 /** The highest of ascending `ids` below `limit`. */

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { createRoute, z } from '@hono/zod-openapi';
 import { requireAuth } from '../../auth/middleware.js';
 import type { Services } from '../../context.js';
@@ -27,8 +28,8 @@ const route = createRoute({
     'A message with only an `id:` moves the place over entries the filters leave out; `: keepalive` comments come every ' +
     `${TAIL_LIMITS.keepaliveMs / 1000} s. The stream ends with \`event: end\` and \`data: {"reason": …}\`: \`token-expired\` (sign in again), ` +
     '`access-revoked` (the token was revoked, the user deactivated, the domain or `logs: read` taken away; checked every few seconds), ' +
-    '`access-check-failed`, `shutdown`. A client that leaves ' +
-    `${TAIL_LIMITS.maxQueuedBytes / 1024} KiB unread is disconnected. The token goes in the Authorization header only, never in the URL.`,
+    '`access-check-failed`, `shutdown`. A client that still has ' +
+    `${TAIL_LIMITS.maxQueuedBytes / 1024 / 1024} MiB unread when new events come is disconnected. The token goes in the Authorization header only, never in the URL.`,
   request: { params: domainIdParams, query: tailQuery, headers: tailHeaders },
   responses: {
     200: { description: 'The stream', content: { 'text/event-stream': { schema: z.string().openapi({ example: EXAMPLE }) } } },
@@ -52,6 +53,8 @@ const STREAM_HEADERS = {
 export function tailRoutes(services: Services, hub: TailHub) {
   const app = createRouter();
   app.openapi({ ...route, middleware: [requireAuth(services)] }, async (c) => {
+    // Under the node server (not app.request() in tests), its response: destroying it cuts the connection.
+    const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
     const body = await hub.open({
       principal: c.var.principal,
       authorization: c.req.header('authorization'),
@@ -59,6 +62,7 @@ export function tailRoutes(services: Services, hub: TailHub) {
       query: c.req.valid('query'),
       resumeFrom: c.req.valid('header')['last-event-id'] ?? null,
       headOnly: c.req.method === 'HEAD',
+      disconnect: outgoing ? () => outgoing.destroy() : undefined,
     });
     return new Response(body, { status: 200, headers: STREAM_HEADERS });
   });

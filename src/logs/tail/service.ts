@@ -18,6 +18,7 @@ import { authenticate } from '../../auth/service.js';
 import type { Principal, Services } from '../../context.js';
 import { resolveDomain } from '../../domains/service.js';
 import { ApiError } from '../../http/errors.js';
+import type { SearchEntry } from '../store.js';
 import { encodeCursor, type Cursor } from './cursor.js';
 import { DomainPoller, type PollerTiming, type TailClient } from './poller.js';
 import { tailSelection, type TailQuery } from './schemas.js';
@@ -37,8 +38,9 @@ export const TAIL_LIMITS: TailLimits = {
   maxClients: 100,
   intervalMs: 1000,
   windowMs: 5 * 60_000,
-  rowsPerSegment: 10_000,
-  maxQueuedBytes: 1024 * 1024,
+  // A file writing more lines a second than this makes its tails lag (until lines fall out of the window).
+  rowsPerSegment: 1_000,
+  maxQueuedBytes: 4 * 1024 * 1024,
   keepaliveMs: 15_000,
   endGraceMs: 5_000,
   retryMs: 3_000,
@@ -61,6 +63,24 @@ export interface TailRequest {
   resumeFrom: Cursor | null;
   /** A HEAD request: the checks only (Hono drops the body of a HEAD answer unread, so no stream is opened). */
   headOnly: boolean;
+  /** Destroys the request's connection (the node server gives it), for cutting a client that does not read. */
+  disconnect?: (() => void) | undefined;
+}
+
+// An entry's `data:` text, made once per poll for all the clients it goes to (the rows of a poll
+// are shared objects), and let go with them.
+const entryData = new WeakMap<SearchEntry, Uint8Array>();
+const encoder = new TextEncoder();
+
+/** The entry as the listings return it: its fields without `type`, as JSON. */
+function dataOf(entry: SearchEntry): Uint8Array {
+  let data = entryData.get(entry);
+  if (!data) {
+    const { type: _type, ...fields } = entry;
+    data = encoder.encode(JSON.stringify(fields));
+    entryData.set(entry, data);
+  }
+  return data;
 }
 
 export interface TailHub {
@@ -109,16 +129,13 @@ export function createTailHub(deps: Deps, limits: TailLimits = TAIL_LIMITS): Tai
     taken++;
     const started = Date.now();
     const poller = pollerOf(domainId);
-    const stream = new TailStream(limits, (reason) => onClose(reason));
+    const stream = new TailStream(limits, (reason) => onClose(reason), request.disconnect);
     const client: TailClient = {
       ...tailSelection(request.query),
       cursor: { access: new Map(), error: new Map() },
-      entry(entry, eventId) {
-        const { type, ...fields } = entry;
-        stream.push(sseMessage({ id: eventId, event: type, data: JSON.stringify(fields) }));
-      },
-      moved(eventId) {
-        stream.push(sseMessage({ id: eventId }));
+      deliver(events, movedTo) {
+        if (movedTo !== null) stream.send([[sseMessage({ id: movedTo })]]);
+        else stream.send(events.map((e) => [`id: ${e.eventId}\nevent: ${e.entry.type}\ndata: `, dataOf(e.entry), '\n\n']));
       },
     };
     try {

@@ -58,8 +58,10 @@ export interface NewRow {
 }
 
 /**
- * Every row of the domain dated from `since` on and past `after` in its segment, both tables in one
- * query. Rows matching no filter come too: they move the cursors as well.
+ * The rows of the domain dated from `since` on and past `after` in their segment (at most
+ * `rowsPerSegment` a segment, the lowest ids), both tables in one query: those matching at least
+ * one filter, and the last row read of each segment whatever it matches, which tells how far the
+ * read went (the cursors move over the rows that match nothing up to there).
  */
 export async function newRows(clickhouse: ClickHouseClient, request: NewRowsRequest): Promise<NewRow[]> {
   const p = new Params('t');
@@ -73,10 +75,13 @@ export async function newRows(clickhouse: ClickHouseClient, request: NewRowsRequ
     const segments = [...request.after[kind].keys()];
     const ids = segments.map((s) => request.after[kind].get(s)!);
     const after = `transform(${SEGMENT}, ${p.bind('Array(UInt64)', segments)}, ${p.bind('Array(UInt64)', ids)}, toUInt64(0))`;
-    return (
-      `SELECT ${EITHER_ENTRY_NAMES}, matches FROM (SELECT ${EITHER_ENTRY_COLUMNS[kind]}, ${matches} AS matches FROM ${TABLE[kind]} ` +
+    const read =
+      `SELECT ${EITHER_ENTRY_COLUMNS[kind]}, ${matches} AS matches FROM ${TABLE[kind]} ` +
       `WHERE domain_id = ${domain} AND timestamp >= fromUnixTimestamp64Milli(${from}, 'UTC') AND id > ${after} ` +
-      `ORDER BY id LIMIT ${limit} BY ${SEGMENT})`
+      `ORDER BY id LIMIT ${limit} BY ${SEGMENT}`;
+    return (
+      `SELECT ${EITHER_ENTRY_NAMES}, matches FROM (SELECT *, max(id) OVER (PARTITION BY ${SEGMENT}) AS segment_end FROM (${read})) ` +
+      `WHERE has(matches, 1) OR id = segment_end`
     );
   };
   const rows = await selectRows<EitherEntryRow & { matches: number[] }>(clickhouse, ENTRY_KINDS.map(arm).join(' UNION ALL '), p.values);

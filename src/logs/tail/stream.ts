@@ -2,9 +2,12 @@
  * One client's Server-Sent Events body, with a bounded queue in front of it.
  *
  * The body is pulled by the HTTP layer only as fast as the socket takes it (@hono/node-server
- * waits for `drain` before reading again), so whatever the client does not read piles up here:
- * past `maxQueuedBytes` the stream is cut (errored, which makes the server destroy the
- * connection) instead of growing. Bytes already handed on are at most one piece (PIECE_BYTES) in
+ * waits for `drain` before reading again), so whatever the client does not read piles up here. A
+ * poll's messages are always taken whole (one poll may bring more than the bound, and a client
+ * that reads fast must not be cut for a burst), but a client that still has more than
+ * `maxQueuedBytes` unread when the next messages come is cut: its connection is destroyed. So a
+ * client holds at most `maxQueuedBytes` plus one poll's messages, whose entry text is shared with
+ * every other client of the poll. Bytes already handed on are at most one piece (PIECE_BYTES) in
  * the socket's own buffer.
  *
  * A stream ends in one of four ways, reported once to `onClose`: the client goes away, it is cut
@@ -31,7 +34,10 @@ export interface StreamLimits {
 /** The most handed to the HTTP layer at once; messages are joined up to this. */
 export const PIECE_BYTES = 64 * 1024;
 
-/** The error a cut stream is failed with; the HTTP layer destroys the connection on it. */
+/** One message, as parts: text, or bytes shared with other clients (an entry's JSON). */
+export type Message = (string | Uint8Array)[];
+
+/** The error a cut stream is failed with when there is no `disconnect`; the HTTP layer destroys the connection on it. */
 export class TailStreamCut extends Error {
   constructor(readonly reason: CloseReason) {
     super(`live tail cut: ${reason}`);
@@ -63,9 +69,14 @@ export class TailStream {
   private keepalive: NodeJS.Timeout | undefined;
   private grace: NodeJS.Timeout | undefined;
 
+  /**
+   * `disconnect` destroys the connection (given by the node server); without it a cut errors the
+   * body, which makes the server destroy the connection too, but also report the error.
+   */
   constructor(
     private readonly limits: StreamLimits,
     private readonly onClose: (reason: CloseReason) => void,
+    private readonly disconnect?: () => void,
   ) {
     this.body = new ReadableStream<Uint8Array>(
       {
@@ -86,23 +97,23 @@ export class TailStream {
 
   /** Queues the first message and starts the keepalive comments. */
   begin(first: string): void {
-    this.push(first);
-    this.keepalive = setInterval(() => this.push(': keepalive\n\n'), this.limits.keepaliveMs).unref();
+    this.send([[first]]);
+    this.keepalive = setInterval(() => this.send([[': keepalive\n\n']]), this.limits.keepaliveMs).unref();
   }
 
   get open(): boolean {
     return this.state === 'open';
   }
 
-  /** Queues a message; a client that leaves too much unread is cut. */
-  push(message: string): void {
+  /** Queues messages, all of them; a client that has more than maxQueuedBytes unread from before is cut instead. */
+  send(messages: Message[]): void {
     if (this.state !== 'open') return;
-    const bytes = encoder.encode(message);
-    if (this.queuedBytes + bytes.length > this.limits.maxQueuedBytes) {
+    if (this.queuedBytes > this.limits.maxQueuedBytes) {
       this.finish('cut', 'too-slow');
       return;
     }
-    this.enqueue(bytes);
+    for (const message of messages) for (const part of message) this.enqueue(typeof part === 'string' ? encoder.encode(part) : part);
+    if (this.wanted) this.handOver();
   }
 
   /** Sends `event: end` with the reason, then closes; cut if the client does not take it within endGraceMs. */
@@ -112,12 +123,12 @@ export class TailStream {
     this.state = 'ending';
     this.endReason = reason;
     this.grace = setTimeout(() => this.finish('cut', reason), this.limits.endGraceMs).unref();
+    if (this.wanted) this.handOver();
   }
 
   private enqueue(bytes: Uint8Array): void {
     this.queue.push(bytes);
     this.queuedBytes += bytes.length;
-    if (this.wanted) this.handOver();
   }
 
   /** Hands the waiting read the queued messages, joined up to PIECE_BYTES. */
@@ -139,6 +150,7 @@ export class TailStream {
     this.queue = [];
     this.queuedBytes = 0;
     if (how === 'closed') this.controller.close();
+    else if (how === 'cut' && this.disconnect) this.disconnect();
     else if (how === 'cut') this.controller.error(new TailStreamCut(reason));
     this.onClose(reason);
   }
