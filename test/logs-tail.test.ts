@@ -4,8 +4,11 @@
  * ingest's own allocator). The hub's ClickHouse client is wrapped to count the queries it sends
  * (a counter in front of the real client; every query still runs).
  */
+import fs from 'node:fs';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { serve, type ServerType } from '@hono/node-server';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,7 +22,9 @@ import type { ClickHouseClient } from '../core/db/clickhouse.js';
 import { createTailHub, TAIL_LIMITS, type TailHub, type TailLimits } from '../src/logs/tail/service.js';
 import { call, startTestApp, type TestApp } from './support/app.js';
 import { adminToken, freshUser } from './support/auth.js';
+import { describeProc, exitOf, killChildren, start, waitForOutput } from './support/child.js';
 import { until } from './support/ingest.js';
+import { freePort } from './support/ports.js';
 
 let t: TestApp;
 let admin: string;
@@ -616,4 +621,33 @@ describe('live tail access', () => {
       await server.close();
     }
   });
+});
+
+describe('tailhouse serve', () => {
+  afterAll(() => killChildren());
+
+  it('SIGTERM ends the live tails (event: end, reason shutdown) and the process exits 0', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-tail-'));
+    try {
+      const port = await freePort();
+      const proc = start(['serve'], { DATA_DIR: dataDir, PORT: String(port), ADMIN_EMAIL: 'admin@example.com', ADMIN_PASSWORD: 'admin-password-1' });
+      await waitForOutput(proc, /"msg":"listening"/);
+      const base = `http://127.0.0.1:${port}`;
+      const post = async (url: string, body: unknown, token?: string) => {
+        const res = await fetch(base + url, { method: 'POST', headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify(body) });
+        return (await res.json()) as any;
+      };
+      const token = (await post('/api/auth/login', { email: 'admin@example.com', password: 'admin-password-1' })).data.accessToken as string;
+      const domainId = (await post('/api/domains', { name: 'shutdown.example.com' }, token)).data.id as number;
+      const client = await SseClient.open(base, tailPath(domainId), { token });
+      expect(client.status).toBe(200);
+      await client.waitFor((c) => c.lastId, 'the first message');
+      proc.child.kill('SIGTERM');
+      await client.waitFor((c) => c.ended, 'the end of the stream', 10_000);
+      expect(client.events.at(-1)).toEqual({ id: expect.any(String), event: 'end', data: { reason: 'shutdown' } });
+      expect(await exitOf(proc, 15_000), describeProc(proc)).toEqual({ code: 0, signal: null });
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 90_000);
 });

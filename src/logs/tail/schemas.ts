@@ -68,9 +68,8 @@ export const tailHeaders = z.object({
     })
     .optional()
     .openapi({
-      param: { name: 'Last-Event-ID', in: 'header' },
       type: 'string',
       example: '1.a1z141z4.e1z1a6bk',
-      description: 'Resume after this event: the rows stored since, within the window, are sent first (EventSource sends it by itself on reconnecting)',
+      description: 'Last-Event-ID: resume after this event; what was stored since, within the window, comes first (EventSource sends it by itself when it reconnects)',
     }),
 });
