@@ -234,6 +234,13 @@ async function owner(tag: string) {
   return { user, domainId: made.body.data.id as number };
 }
 
+/** Resolves once a poll of the domain that started after this call has finished (the next one has started). */
+async function afterNextPoll(domainId: number): Promise<void> {
+  const count = () => queries.filter((q) => q.domainId === domainId).length;
+  const now = count();
+  await until(() => count() >= now + 2, 'a poll');
+}
+
 const tailPath = (domainId: number, query = '') => `/api/logs/domains/${domainId}/tail${query ? `?${query}` : ''}`;
 
 /** Opens a tail and checks it was accepted. */
@@ -287,6 +294,25 @@ describe('live tail', () => {
     client.close();
   });
 
+  it('a client joining a running tail gets what is stored after it joined, whatever the filters of those already there', async () => {
+    const { user, domainId } = await owner('join');
+    const first = await tail(domainId, user.token, 'statusCode=404');
+    await first.waitFor((c) => c.lastId, 'the first message');
+    const file = new LogFile(domainId);
+    await file.write({ access: [{ url: '/x1' }, { url: '/x2' }, { url: '/x3' }] });
+    // Read (and passed over) by a poll of the first client's poller.
+    await afterNextPoll(domainId);
+    const second = await tail(domainId, user.token);
+    await second.waitFor((c) => c.lastId, 'the first message');
+    await file.write({ access: [{ url: '/after', statusCode: 404 }] });
+    await second.waitFor((c) => c.entries().length >= 1, 'the entry stored after it joined');
+    await first.waitFor((c) => c.entries().length >= 1, 'the 404');
+    expect(second.entries().map((e) => e.data.url)).toEqual(['/after']);
+    expect(first.entries().map((e) => e.data.url)).toEqual(['/after']);
+    first.close();
+    second.close();
+  });
+
   it('sends an entry stored late with a time inside the window, never one older than the window (a backfill)', async () => {
     const { user, domainId } = await owner('late');
     const client = await tail(domainId, user.token);
@@ -297,6 +323,40 @@ describe('live tail', () => {
     await client.waitFor((c) => c.entries().length >= 2, 'the late and the new entry');
     expect(client.entries().map((e) => e.data.url)).toEqual(['/late', '/now']);
     client.close();
+  });
+
+  it('forgets a segment once its rows are older than the window, and then sends what is stored in it once', async () => {
+    const windowMs = 3_000;
+    const server = await startServer({ windowMs });
+    try {
+      const { user, domainId } = await owner('window');
+      const client = await tail(domainId, user.token, '', server);
+      await client.waitFor((c) => c.lastId, 'the first message');
+      const file = new LogFile(domainId);
+      await file.write({ access: [{ url: '/r1' }] });
+      await client.waitFor((c) => c.entries().length >= 1, 'the first entry');
+      // While it is inside the window it is not sent again.
+      await afterNextPoll(domainId);
+      await afterNextPoll(domainId);
+      expect(client.entries().map((e) => e.data.url)).toEqual(['/r1']);
+      // Past the window (and a poll later) the segment's mark is gone; the file goes on.
+      const stored = Date.parse(client.entries()[0]!.data.timestamp);
+      await until(() => Date.now() > stored + windowMs + 100, 'the window passed');
+      await afterNextPoll(domainId);
+      // An entry of another file: its event id holds no mark of the first file any more.
+      await new LogFile(domainId).write({ access: [{ url: '/r2' }] });
+      await client.waitFor((c) => c.entries().length >= 2, 'the second entry');
+      const r2 = client.entries()[1]!;
+      expect(r2.id).toBe(`1.a${r2.data.id.toString(36)}`);
+      // The first file goes on: its next entry is sent, once.
+      await file.write({ access: [{ url: '/r3' }] });
+      await client.waitFor((c) => c.entries().length >= 3, 'the third entry');
+      await afterNextPoll(domainId);
+      expect(client.entries().map((e) => e.data.url)).toEqual(['/r1', '/r2', '/r3']);
+      client.close();
+    } finally {
+      await server.close();
+    }
   });
 
   it('each client gets what the listing with the same filters returns, hostile values included', async () => {

@@ -80,10 +80,6 @@ export class DomainPoller {
     private readonly onIdle: (poller: DomainPoller) => void,
   ) {}
 
-  get clientCount(): number {
-    return this.clients.size;
-  }
-
   /** Whether the loop has ended (or is ending): a new client needs a new poller. */
   get ended(): boolean {
     return this.stopping;
@@ -190,7 +186,7 @@ export class DomainPoller {
     });
     const read = readIds(rows);
     const index = { access: [...filters.access.keys()], error: [...filters.error.keys()] };
-    // A client that left while the query ran gets nothing; one that arrived starts after it.
+    // A client that left while the query ran gets nothing; one that arrived meanwhile is served from the next poll on.
     for (const client of clients) {
       if (!this.clients.has(client)) continue;
       const key = keys.get(client)!;
@@ -199,14 +195,14 @@ export class DomainPoller {
       deliver(client, rows.filter(wanted), read);
       pruneCursor(client.cursor, since);
     }
-    for (const row of rows) passOver(head, row.entry.type, row.entry.id, row.ms);
+    for (const kind of ENTRY_KINDS) for (const seen of read[kind].values()) passOver(head, kind, seen.ids.at(-1)!, seen.ms);
     pruneCursor(head, since);
   }
 }
 
 /**
  * Per table and segment, the ids a poll returned (ascending: its matching rows and the last row it
- * read) and the newest time among them.
+ * read) and the newest time among all the rows it read there.
  */
 type ReadIds = Record<EntryKind, Map<number, { ids: number[]; ms: number }>>;
 
@@ -215,10 +211,8 @@ function readIds(rows: readonly NewRow[]): ReadIds {
   for (const row of rows) {
     const segment = segmentOfId(row.entry.id);
     const seen = read[row.entry.type].get(segment);
-    if (seen) {
-      seen.ids.push(row.entry.id);
-      seen.ms = Math.max(seen.ms, row.ms);
-    } else read[row.entry.type].set(segment, { ids: [row.entry.id], ms: row.ms });
+    if (seen) seen.ids.push(row.entry.id);
+    else read[row.entry.type].set(segment, { ids: [row.entry.id], ms: row.segmentMs });
   }
   for (const kind of ENTRY_KINDS) for (const seen of read[kind].values()) seen.ids.sort((a, b) => a - b);
   return read;

@@ -55,6 +55,8 @@ export interface NewRow {
   ms: number;
   /** Per filter of the row's table, 1 when the row matches it. */
   matches: number[];
+  /** The newest time (epoch ms) among all the rows the read went over in the row's segment, matching or not. */
+  segmentMs: number;
 }
 
 /**
@@ -79,11 +81,12 @@ export async function newRows(clickhouse: ClickHouseClient, request: NewRowsRequ
       `SELECT ${EITHER_ENTRY_COLUMNS[kind]}, ${matches} AS matches FROM ${TABLE[kind]} ` +
       `WHERE domain_id = ${domain} AND timestamp >= fromUnixTimestamp64Milli(${from}, 'UTC') AND id > ${after} ` +
       `ORDER BY id LIMIT ${limit} BY ${SEGMENT}`;
+    const bySegment = `OVER (PARTITION BY ${SEGMENT})`;
     return (
-      `SELECT ${EITHER_ENTRY_NAMES}, matches FROM (SELECT *, max(id) OVER (PARTITION BY ${SEGMENT}) AS segment_end FROM (${read})) ` +
+      `SELECT ${EITHER_ENTRY_NAMES}, matches, segment_ms FROM (SELECT *, max(id) ${bySegment} AS segment_end, max(ms) ${bySegment} AS segment_ms FROM (${read})) ` +
       `WHERE has(matches, 1) OR id = segment_end`
     );
   };
-  const rows = await selectRows<EitherEntryRow & { matches: number[] }>(clickhouse, ENTRY_KINDS.map(arm).join(' UNION ALL '), p.values);
-  return rows.map((r) => ({ entry: toEitherEntry(r), ms: Number(r.ms), matches: r.matches }));
+  const rows = await selectRows<EitherEntryRow & { matches: number[]; segment_ms: string | number }>(clickhouse, ENTRY_KINDS.map(arm).join(' UNION ALL '), p.values);
+  return rows.map((r) => ({ entry: toEitherEntry(r), ms: Number(r.ms), matches: r.matches, segmentMs: Number(r.segment_ms) }));
 }
