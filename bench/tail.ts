@@ -16,7 +16,7 @@ import { serve } from '@hono/node-server';
 import { createIdAllocator } from '../ingest/ids.js';
 import { dedupToken, writeRows, type AccessRow, type ErrorRow } from '../ingest/sinks/clickhouse.js';
 import { createApp } from '../src/app.js';
-import type { ClickHouseClient } from '../src/db/clickhouse.js';
+import type { ClickHouseClient } from '../core/db/clickhouse.js';
 import { insertDomain } from '../src/domains/store.js';
 import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
 import { createTailHub, TAIL_LIMITS } from '../src/logs/tail/service.js';

@@ -512,8 +512,9 @@ describe('live tail limits', () => {
     for (const domainId of [a.domainId, b.domainId]) {
       const times = queries.filter((q) => q.domainId === domainId && q.at >= started - 1_000 && q.at <= ended).map((q) => q.at);
       const gaps = times.slice(1).map((at, i) => at - times[i]!);
-      // setTimeout never fires early; Date.now() rounds to the millisecond.
-      expect(Math.min(...gaps), `gaps between the queries of domain ${domainId}: ${gaps.join(', ')}`).toBeGreaterThanOrEqual(TAIL_LIMITS.intervalMs - 1);
+      // The poller spaces the moments it starts a poll; a query is counted after the poll has
+      // gathered its clients' filters, which takes a little longer at some polls than at others.
+      expect(Math.min(...gaps), `gaps between the queries of domain ${domainId}: ${gaps.join(', ')}`).toBeGreaterThanOrEqual(TAIL_LIMITS.intervalMs - 20);
       expect(times.length).toBeLessThanOrEqual(Math.ceil((ended - started + 1_000) / TAIL_LIMITS.intervalMs) + 1);
     }
     // Every client got its share.

@@ -13,7 +13,7 @@
  * version), then `.a<id>` per access segment and `.e<id>` per error segment, ids in base 36, e.g.
  * `1.a1z141z4.e1z1a6bk`. The segment is part of the id, so the ids alone say everything.
  */
-import { segmentOfId } from '../../../ingest/ids.js';
+import { segmentOfId } from '../../../core/entries.js';
 
 export const ENTRY_KINDS = ['access', 'error'] as const;
 export type EntryKind = (typeof ENTRY_KINDS)[number];

@@ -18,7 +18,7 @@
  * to the newest part of the domain's table (its primary key is (domain_id, timestamp)) and is what
  * lets a segment's mark be forgotten (cursor.ts `pruneCursor`).
  */
-import { segmentOfId } from '../../../ingest/ids.js';
+import { segmentOfId } from '../../../core/entries.js';
 import type { Logger } from '../../../core/log.js';
 import type { AccessFilters, ErrorFilters } from '../filters.js';
 import type { SearchEntry } from '../store.js';
@@ -121,7 +121,8 @@ export class DomainPoller {
 
   private async run(): Promise<void> {
     while (!this.stopping) {
-      await this.sleep(this.lastQueryAt + this.timing.intervalMs - Date.now());
+      // Again until the clock says so: a timer may fire a millisecond or two early by Date.now().
+      for (let wait; (wait = this.lastQueryAt + this.timing.intervalMs - Date.now()) > 0 && !this.stopping; ) await this.sleep(wait);
       if (this.stopping) break;
       // Lingering one interval after the last query: a client arriving meanwhile starts at a head
       // at most that old, and a new poller for the domain cannot query sooner than this one could.

@@ -4,7 +4,7 @@
  * list of filters it matches. The filters' SQL is the listings' own (filters.ts), so a tail
  * matches exactly what a listing with the same filters returns.
  */
-import { SEGMENT_SIZE } from '../../../ingest/ids.js';
+import { SEGMENT_SIZE } from '../../../core/entries.js';
 import { selectRows, type ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { accessConditions, errorConditions, Params, type AccessFilters, type ErrorFilters } from '../filters.js';
 import { EITHER_ENTRY_COLUMNS, EITHER_ENTRY_NAMES, toEitherEntry, type EitherEntryRow, type SearchEntry } from '../store.js';
@@ -12,7 +12,7 @@ import { ENTRY_KINDS, type EntryKind } from './cursor.js';
 
 const TABLE: Record<EntryKind, string> = { access: 'access_logs', error: 'error_logs' };
 
-// The segment of a row's id (ingest/ids.ts); a constant of ours, not input.
+// The segment of a row's id (core/entries.ts); a constant of ours, not input.
 const SEGMENT = `intDiv(id, ${SEGMENT_SIZE})`;
 
 /** The newest row of one segment of a table. */
