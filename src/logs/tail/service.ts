@@ -140,9 +140,12 @@ export function createTailHub(deps: Deps, limits: TailLimits = TAIL_LIMITS): Tai
     };
     try {
       await poller.add(client, request.resumeFrom);
+      // Shut down while the poller read where the domain stands: this stream would never be ended.
+      if (closed) throw new ApiError(503, 'Server is shutting down');
     } catch (err) {
       taken--;
-      throw err;
+      poller.remove(client);
+      throw closed ? new ApiError(503, 'Server is shutting down') : err;
     }
     let recheckTimer: NodeJS.Timeout | undefined;
     let expiryTimer: NodeJS.Timeout | undefined;
@@ -166,7 +169,9 @@ export function createTailHub(deps: Deps, limits: TailLimits = TAIL_LIMITS): Tai
         await authorize(await authenticate(deps, request.authorization), domainId);
       } catch (err) {
         if (!(err instanceof ApiError)) deps.log.error({ err, domainId }, 'live tail: checking access failed; ending the stream');
-        return end(err instanceof ApiError ? 'access-revoked' : 'access-check-failed');
+        // A re-check that meets the token just expired says so, as the expiry's own timer would.
+        const expired = principal.expiresAt !== null && Date.now() >= principal.expiresAt.getTime();
+        return end(expired ? 'token-expired' : err instanceof ApiError ? 'access-revoked' : 'access-check-failed');
       }
       if (stream.open) recheckTimer = setTimeout(recheck, limits.recheckMs).unref();
     };
