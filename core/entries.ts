@@ -32,3 +32,15 @@ export interface ErrorEntry {
   /** Whichever of client, server, request, upstream, host, referrer the line carries. */
   context: Record<string, string>;
 }
+
+/**
+ * How an entry id is made (ingest/ids.ts hands the numbers out): segment number × 2^32 + the line's
+ * byte offset within its segment, a segment being 4 GiB of one source (a file, a syslog listener's
+ * run) seen from one domain. Within a segment ids rise with the line's position, which is the order
+ * the ingest stores them in (the live tail reads by it).
+ */
+export const SEGMENT_BITS = 32;
+export const SEGMENT_SIZE = 2 ** SEGMENT_BITS;
+
+/** The segment number of an entry id. */
+export const segmentOfId = (id: number): number => Math.floor(id / SEGMENT_SIZE);

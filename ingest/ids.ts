@@ -1,5 +1,6 @@
 import type { Db } from '../core/db/postgres.js';
 import { sql } from '../core/db/sql.js';
+import { SEGMENT_BITS, SEGMENT_SIZE } from '../core/entries.js';
 
 /**
  * Entry ids (CONTRACT §5): positive, below 2^53, unique within a domain, and the same whenever
@@ -19,8 +20,6 @@ import { sql } from '../core/db/sql.js';
  * Capacity: 2,097,151 segments per domain. A log rotated hourly, access and error file, uses 48
  * a day: 119 years. A file larger than 4 GiB takes one segment per 4 GiB.
  */
-const SEGMENT_BITS = 32;
-const SEGMENT_SIZE = 2 ** SEGMENT_BITS;
 export const MAX_SEGMENT_NUMBER = 2 ** (53 - SEGMENT_BITS) - 1;
 
 /** The segment of a byte offset within its source. */

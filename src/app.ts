@@ -15,6 +15,7 @@ import { handleError, payloadTooLarge } from './http/errors.js';
 import { logStatsRoutes } from './stats/routes.js';
 import { logsRoutes } from './logs/routes.js';
 import { queryRoutes } from './stats/query/routes.js';
+import { createTailHub, type TailHub } from './logs/tail/service.js';
 import { usersRoutes } from './users/routes.js';
 
 /** The path as logged: a download's file name is its bearer secret and stays out of the logs. */
@@ -22,9 +23,13 @@ const loggedPath = (path: string) => path.replace(/^\/api\/downloads\/[^/]+/, '/
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-/** What tests may set apart from the services: export and download limits (default EXPORT_LIMITS). */
+/**
+ * What is set apart from the services: export and download limits (default EXPORT_LIMITS), and the
+ * process's live tails (default: a hub of its own; `serve` passes the one it closes at shutdown).
+ */
 export interface AppOptions {
   exportLimits?: ExportLimits;
+  tail?: TailHub;
 }
 
 /** The whole HTTP API over already-open services; no I/O happens here. */
@@ -54,7 +59,7 @@ export function createApp(services: Services, options: AppOptions = {}) {
   app.route('/api/downloads', downloadRoutes(services, options.exportLimits));
   app.route('/api/logs', alertsRoutes(services));
   app.route('/api/logs', logStatsRoutes(services));
-  app.route('/api/logs', logsRoutes(services));
+  app.route('/api/logs', logsRoutes(services, options.tail ?? createTailHub(services)));
   app.route('/api/logs', queryRoutes(services));
   app.route('/api/docs', docsRoutes());
   app.route('/', linkPages());

@@ -23,6 +23,8 @@ export interface Principal {
   permissions: PermissionSet;
   /** How the caller signed in: an access token from a password login, or a personal access token. */
   credential: 'session' | 'personal-token';
+  /** When the credential stops working by itself: an access token's expiry; null for a personal access token (valid until revoked). */
+  expiresAt: Date | null;
 }
 
 export type AppEnv = {

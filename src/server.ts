@@ -5,6 +5,7 @@ import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { startAlertEvaluator } from './alerts/evaluator.js';
 import { createApp } from './app.js';
 import { NODE_SERVER_OPTIONS } from './http/node-server.js';
+import { createTailHub } from './logs/tail/service.js';
 import { startStatsRollups } from './rollups/builder.js';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
@@ -13,7 +14,7 @@ import { stopOnSignals } from './shutdown.js';
 
 /**
  * `tailhouse serve`: the API on PORT, the ingest worker beside it when INGEST_CONFIG is set
- * (CONTRACT §6), the alert evaluator, the stats rollup builder and the user agent backfill. SIGTERM/SIGINT stop accepting connections, let requests in flight and batches being
+ * (CONTRACT §6), the alert evaluator, the stats rollup builder and the user agent backfill. SIGTERM/SIGINT stop accepting connections, end the live tails, let requests in flight and batches being
  * written finish, then close both stores so PGlite and chDB are never left half-written.
  */
 export async function runServer(config: Config, log: Logger): Promise<void> {
@@ -36,15 +37,17 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
   // Rows stored before their user agent's class was (sql/clickhouse/008) are classified meanwhile.
   const userAgents = startUserAgentBackfill({ db: runtime.db, clickhouse: runtime.clickhouse, log });
   userAgents.done.catch((err: unknown) => log.error({ err }, 'classifying the user agents of earlier access rows failed; the next start tries again'));
-  const app = createApp(runtime);
+  const tail = createTailHub(runtime);
+  const app = createApp(runtime, { tail });
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: NODE_SERVER_OPTIONS }, (info) => {
     log.info({ port: info.port, host: config.host, mode: config.databaseUrl ? 'server' : 'embedded', baseUrl: config.baseUrl, ingest: ingestConfig?.path ?? null }, 'listening');
   });
   stopOnSignals(log, async () => {
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    // Idle keep-alive connections would hold server.close open.
+    // Idle keep-alive connections would hold server.close open, and so would live tails, which
+    // never end by themselves: each gets `event: end` and its connection closes once it is read.
     if ('closeIdleConnections' in server) server.closeIdleConnections();
-    await Promise.all([closed, ingest?.close(), alerts.stop(), rollups.stop(), userAgents.stop()]);
+    await Promise.all([closed, tail.close(), ingest?.close(), alerts.stop(), rollups.stop(), userAgents.stop()]);
     await runtime.close();
   });
 }

@@ -400,6 +400,8 @@ interface Answer {
   actor: Actor['kind'];
   label: string;
   status: number;
+  /** An event stream (a live tail): its body is its first message, not JSON (call() leaves the stream after it). */
+  stream: boolean;
   body: unknown;
 }
 
@@ -414,7 +416,8 @@ async function send(op: Operation, actor: Actor, req: Request): Promise<Answer> 
   const res: CallResult = await call(t.app, op.method, urlOf(op, req), { ...(actor.kind === 'anonymous' ? {} : { token: actor.token }), body, headers, ip: nextIp() }).catch(
     (err: Error) => ({ status: -1, headers: new Headers(), body: `unparsable answer: ${err.message}` }),
   );
-  return { op, actor: actor.kind, label: req.label, status: res.status, body: res.body };
+  const stream = (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
+  return { op, actor: actor.kind, label: req.label, status: res.status, stream, body: res.body };
 }
 
 /** What is wrong with an answer (empty when it is a 2xx/4xx with the envelope). */
@@ -424,6 +427,7 @@ function problems(answer: Answer, allowedKeys: Set<string>): string[] {
   if (status < 200 || status >= 500) out.push(`status ${status}`);
   const download = answer.op.path === '/api/downloads/{file}' && status === 200;
   if (download) return out;
+  if (answer.stream) return status === 200 && typeof body === 'string' && body.startsWith('retry: ') ? out : [...out, 'an event stream that is no 200 or does not start with retry:'];
   if (typeof body !== 'object' || body === null) return [...out, 'body is not a JSON object'];
   const envelope = body as { success?: unknown; error?: unknown; details?: unknown };
   if (status >= 400) {

@@ -286,6 +286,17 @@ describe('access tokens', () => {
     expectAuthRequired(await me(u.id, noVersion));
   });
 
+  it('401 for a token without an expiry (every token this service signs has one)', async () => {
+    const u = await freshUser(t.app, admin, 'noexp');
+    const forever = await new SignJWT({ ver: versionOf(u.token) })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setSubject(String(u.id))
+      .setIssuer('tailhouse')
+      .setIssuedAt()
+      .sign(secret(JWT_SECRET));
+    expectAuthRequired(await me(u.id, forever));
+  });
+
   it('401 for a token of a deleted user', async () => {
     const u = await freshUser(t.app, admin, 'deleted');
     expect((await me(u.id, u.token)).status).toBe(200);

@@ -140,20 +140,22 @@ export async function authenticate(deps: AuthDeps, header: string | undefined): 
   const credential = token.startsWith(PERSONAL_TOKEN_PREFIX) ? 'personal-token' : 'session';
   let userId: number | undefined;
   let version: number | undefined;
+  let expiresAt: Date | null = null;
   if (credential === 'personal-token') {
     userId = await useApiToken(deps.db, tokenHash(token));
   } else {
     const claims = await verifyAccessToken(deps.jwtSecret, token);
     userId = claims?.userId;
     version = claims?.version;
+    expiresAt = claims?.expiresAt ?? null;
   }
   if (userId === undefined) throw unauthorized();
-  return principalFor(deps.db, userId, version, credential);
+  return principalFor(deps.db, userId, version, credential, expiresAt);
 }
 
-async function principalFor(db: Db, userId: number, version: number | undefined, credential: Principal['credential']): Promise<Principal> {
+async function principalFor(db: Db, userId: number, version: number | undefined, credential: Principal['credential'], expiresAt: Date | null): Promise<Principal> {
   const row = await findUserWithPermissions(db, userId);
   if (!row || !row.active || (version !== undefined && row.token_version !== version)) throw unauthorized();
   const { password_hash: _hash, permissions, ...user } = row;
-  return { user, permissions: new PermissionSet(row.role, permissions), credential };
+  return { user, permissions: new PermissionSet(row.role, permissions), credential, expiresAt };
 }

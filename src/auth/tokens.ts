@@ -58,8 +58,13 @@ export async function signAccessToken(secret: Uint8Array, claims: AccessClaims, 
     .sign(await hmacKey(secret));
 }
 
+/** The claims of a verified token, with when it stops being valid. */
+export interface VerifiedClaims extends AccessClaims {
+  expiresAt: Date;
+}
+
 /** Tokens this process has verified, per secret, with their claims and expiry (epoch seconds). */
-const verifiedTokens = new WeakMap<Uint8Array, Map<string, { claims: AccessClaims; exp: number }>>();
+const verifiedTokens = new WeakMap<Uint8Array, Map<string, { claims: VerifiedClaims; exp: number }>>();
 const VERIFIED_TOKENS_MAX = 10_000;
 
 /**
@@ -71,7 +76,7 @@ const VERIFIED_TOKENS_MAX = 10_000;
  * request (bench/auth). Expiry is still checked on every use, exactly as jose does; revocation
  * does not depend on this, it is the per-request token_version check against the user's row.
  */
-export async function verifyAccessToken(secret: Uint8Array, token: string): Promise<AccessClaims | undefined> {
+export async function verifyAccessToken(secret: Uint8Array, token: string): Promise<VerifiedClaims | undefined> {
   let cache = verifiedTokens.get(secret);
   if (!cache) {
     cache = new Map();
@@ -87,12 +92,11 @@ export async function verifyAccessToken(secret: Uint8Array, token: string): Prom
     const { payload } = await jwtVerify(token, await hmacKey(secret), { algorithms: ['HS256'], issuer: 'tailhouse' });
     const userId = Number(payload.sub);
     const version = payload['ver'];
-    if (!Number.isSafeInteger(userId) || userId <= 0 || typeof version !== 'number') return undefined;
-    const claims = { userId, version };
-    if (typeof payload.exp === 'number') {
-      if (cache.size >= VERIFIED_TOKENS_MAX) cache.clear();
-      cache.set(token, { claims, exp: payload.exp });
-    }
+    // Every token this service signs expires; one without `exp` is not one of them.
+    if (!Number.isSafeInteger(userId) || userId <= 0 || typeof version !== 'number' || typeof payload.exp !== 'number') return undefined;
+    const claims = { userId, version, expiresAt: new Date(payload.exp * 1000) };
+    if (cache.size >= VERIFIED_TOKENS_MAX) cache.clear();
+    cache.set(token, { claims, exp: payload.exp });
     return claims;
   } catch {
     return undefined;

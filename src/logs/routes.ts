@@ -6,6 +6,8 @@ import { commonErrors, dataEnvelope, jsonBody, jsonContent, notFoundResponse, ok
 import { bearerSecurity, createRouter } from '../http/router.js';
 import { accessListQuery, accessPageSchema, errorListQuery, errorPageSchema, searchBody, searchPageSchema } from './schemas.js';
 import * as logs from './service.js';
+import { tailRoutes } from './tail/routes.js';
+import type { TailHub } from './tail/service.js';
 
 const base = { tags: ['Logs'], security: bearerSecurity };
 const domainNotFound = { 404: notFoundResponse('Domain') };
@@ -41,9 +43,10 @@ const routes = {
   }),
 };
 
-/** Listing and search of a domain's logs, mounted at /api/logs. */
-export function logsRoutes(services: Services) {
+/** Listing, search and live tail of a domain's logs, mounted at /api/logs. */
+export function logsRoutes(services: Services, tail: TailHub) {
   const app = createRouter();
+  app.route('/', tailRoutes(services, tail));
   app.use('/domains/:domainId/access', requireAuth(services));
   app.use('/domains/:domainId/error', requireAuth(services));
   app.use('/domains/:domainId/search', requireAuth(services));

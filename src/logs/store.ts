@@ -65,6 +65,30 @@ const toError = (r: ErrorRow): ErrorEntry => ({
   context: r.context ?? {},
 });
 
+// ---------------------------------------------------------------------------------------------
+// Access and error entries in one result (search, live tail)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The SELECT list of each arm of a UNION ALL over both tables: the same named columns in the same
+ * order in each, the other table's columns as defaults, and `type` naming the table.
+ */
+export const EITHER_ENTRY_COLUMNS: Record<'access' | 'error', string> = {
+  access: `'access' AS type, ${ACCESS_COLUMNS}, '' AS level, '' AS message, CAST(map(), 'Map(LowCardinality(String), String)') AS context`,
+  error:
+    `'error' AS type, ${ERROR_COLUMNS}, '' AS ip_address, '' AS method, '' AS url, '' AS protocol, toUInt16(0) AS status_code, ` +
+    `toUInt64(0) AS response_size, '' AS referrer, '' AS user_agent, CAST(NULL, 'Nullable(UInt32)') AS response_time`,
+};
+
+/** The names of EITHER_ENTRY_COLUMNS, in their order. */
+export const EITHER_ENTRY_NAMES = 'type, id, ms, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time, level, message, context';
+
+/** A row read with EITHER_ENTRY_COLUMNS. */
+export type EitherEntryRow = { type: 'access' | 'error' } & AccessRow & ErrorRow;
+
+/** The entry of an EITHER_ENTRY_COLUMNS row, as the listings return it, with its `type`. */
+export const toEitherEntry = (r: EitherEntryRow): SearchEntry => (r.type === 'access' ? { type: 'access', ...toAccess(r) } : { type: 'error', ...toError(r) });
+
 export interface PageRequest {
   /** Rows to skip: (page − 1) × limit. */
   offset: number;
@@ -256,7 +280,7 @@ function searchWhere(table: Table, request: SearchRequest, prefix: string): SqlF
   return { where: conditions.join(' AND '), params: p.values };
 }
 
-type SearchRow = { type: 'access' | 'error'; total: string | number } & AccessRow & ErrorRow;
+type SearchRow = EitherEntryRow & { total: string | number };
 
 /**
  * A page of search matches across both tables, newest first (ties: higher id first; ids are unique
@@ -303,18 +327,13 @@ export async function searchEntries(clickhouse: ClickHouseClient, request: Searc
       `(SELECT (timestamp, id) FROM (${hourKeys}) ${order} LIMIT 1 OFFSET ${offset} - span.2) AS boundary, boundary.1 AS bt, boundary.2 AS bid `;
     boundary = ` AND span.4 AND timestamp <= bt AND (timestamp < bt OR id <= bid)`;
   }
-  const accessCols = `'access' AS type, ${ACCESS_COLUMNS}, '' AS level, '' AS message, CAST(map(), 'Map(LowCardinality(String), String)') AS context`;
-  const errorCols =
-    `'error' AS type, ${ERROR_COLUMNS}, '' AS ip_address, '' AS method, '' AS url, '' AS protocol, toUInt16(0) AS status_code, ` +
-    `toUInt64(0) AS response_size, '' AS referrer, '' AS user_agent, CAST(NULL, 'Nullable(UInt32)') AS response_time`;
-  // The same named columns in the same order in each arm; each arm sorted and cut to `limit` on its own.
-  const names = 'type, id, ms, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time, level, message, context';
+  // Each arm sorted and cut to `limit` on its own.
   const arms = parts
-    .map((x) => `SELECT ${names} FROM (SELECT ${x.type === 'access' ? accessCols : errorCols}, timestamp FROM ${x.table} WHERE ${x.filter.where}${boundary} ${order} LIMIT ${limit})`)
+    .map((x) => `SELECT ${EITHER_ENTRY_NAMES} FROM (SELECT ${EITHER_ENTRY_COLUMNS[x.type]}, timestamp FROM ${x.table} WHERE ${x.filter.where}${boundary} ${order} LIMIT ${limit})`)
     .join(' UNION ALL ');
   const query = `WITH ${withClause}SELECT *, total FROM (${arms}) ORDER BY ms DESC, id DESC LIMIT ${limit}`;
   const rows = await selectRows<SearchRow>(clickhouse, query, { ...params, ...p.values });
-  const entries = rows.map((r): SearchEntry => (r.type === 'access' ? { type: 'access', ...toAccess(r) } : { type: 'error', ...toError(r) }));
+  const entries = rows.map(toEitherEntry);
   if (rows.length > 0) return { rows: entries, total: Number(rows[0]!.total) };
   if (page.offset === 0) return { rows: entries, total: 0 };
   const [count] = await selectRows<{ total: string | number }>(clickhouse, `SELECT count() AS total FROM (${keys})`, params);

@@ -92,7 +92,10 @@ export interface CallResult<T = any> {
   body: T;
 }
 
-/** One request through the real HTTP stack; JSON bodies parsed. */
+/**
+ * One request through the real HTTP stack; JSON bodies parsed. An event stream (a live tail) never
+ * ends by itself: its body is the first chunk, and the stream is then cancelled (the client leaves).
+ */
 export async function call<T = any>(app: App, method: string, url: string, options: CallOptions = {}): Promise<CallResult<T>> {
   const headers: Record<string, string> = { 'user-agent': 'vitest', ...options.headers };
   if (options.token) headers.authorization = `Bearer ${options.token}`;
@@ -103,10 +106,18 @@ export async function call<T = any>(app: App, method: string, url: string, optio
     body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
   }
   const response = await app.request(url, { method, headers, body });
-  const text = await response.text();
+  const text = (response.headers.get('content-type') ?? '').startsWith('text/event-stream') ? await firstChunk(response) : await response.text();
   let parsed: unknown = text;
   if ((response.headers.get('content-type') ?? '').includes('json')) parsed = JSON.parse(text);
   return { status: response.status, headers: response.headers, body: parsed as T };
+}
+
+async function firstChunk(response: Response): Promise<string> {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const { value } = await reader.read();
+  await reader.cancel();
+  return new TextDecoder().decode(value);
 }
 
 export async function login(app: App, email: string, password: string, ip?: string): Promise<{ accessToken: string; refreshToken: string; user: any }> {
