@@ -72,6 +72,12 @@ describe('alert definitions', () => {
     expect(list.status).toBe(200);
     expect(list.body.data.alerts.map((a: { id: number }) => a.id)).toEqual([res.body.data.id, second.body.data.id]);
     expect(list.body.data.alerts[1]).toMatchObject({ enabled: false, notificationMethod: 'webhook', threshold: 800 });
+    // The conditions on the statistics' percentile and 4xx share.
+    for (const [condition, threshold] of [['p95ResponseTime', 1500], ['clientErrorRate', 0.3]] as const) {
+      const created = await api(t.app, 'POST', alertsOf(domainId), { token: owner.token, body: { ...valid, name: condition, condition, threshold } });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      expect(created.body.data).toMatchObject({ condition, threshold });
+    }
   });
 
   it.each([
@@ -80,6 +86,8 @@ describe('alert definitions', () => {
     ['an unknown operator', { operator: '>' }, ['operator']],
     ['errorRate above 1', { threshold: 1.5 }, ['threshold']],
     ['a negative threshold', { condition: 'requestCount', threshold: -1 }, ['threshold']],
+    ['clientErrorRate above 1', { condition: 'clientErrorRate', threshold: 1.01 }, ['threshold']],
+    ['p95ResponseTime over an hour', { condition: 'p95ResponseTime', threshold: 3_600_001 }, ['threshold']],
     ['a threshold that is a string', { threshold: '0.5' }, ['threshold']],
     ['a duration under 60 s', { duration: 59 }, ['duration']],
     ['a duration over a day', { duration: 86_401 }, ['duration']],

@@ -112,13 +112,19 @@ describe('the state machine, as a pure function', () => {
 
   it('compares with each operator, and windows without data have no value', () => {
     expect([compare(1, 'greaterThan', 1), compare(1, 'greaterThanOrEqual', 1), compare(1, 'lessThan', 1), compare(1, 'lessThanOrEqual', 1)]).toEqual([false, true, false, true]);
-    const empty = { requests: 0, errors: 0, responseTimeSum: 0, responseTimeCount: 0 };
-    expect(metricOf('errorRate', empty, 10)).toBeNull();
-    expect(metricOf('errorRate', { ...empty, requests: 9, errors: 9 }, 10)).toBeNull();
-    expect(metricOf('errorRate', { ...empty, requests: 10, errors: 5 }, 10)).toBe(0.5);
-    expect(metricOf('averageResponseTime', { ...empty, requests: 5 }, 10)).toBeNull();
-    expect(metricOf('averageResponseTime', { ...empty, requests: 5, responseTimeSum: 300, responseTimeCount: 2 }, 10)).toBe(150);
-    expect(metricOf('requestCount', empty, 10)).toBe(0);
+    const values = { errorRate: 0.5, clientErrorRate: 0.25, requestCount: 10, averageResponseTime: 150, p95ResponseTime: 310.1 };
+    const none = { errorRate: 0, clientErrorRate: 0, requestCount: 0, averageResponseTime: null, p95ResponseTime: null };
+    expect(metricOf('errorRate', { requests: 0, values: none }, 10)).toBeNull();
+    expect(metricOf('errorRate', { requests: 9, values: { ...values, errorRate: 1 } }, 10)).toBeNull();
+    expect(metricOf('clientErrorRate', { requests: 9, values: { ...values, clientErrorRate: 1 } }, 10)).toBeNull();
+    expect(metricOf('errorRate', { requests: 10, values }, 10)).toBe(0.5);
+    expect(metricOf('clientErrorRate', { requests: 10, values }, 10)).toBe(0.25);
+    expect(metricOf('averageResponseTime', { requests: 5, values: none }, 10)).toBeNull();
+    expect(metricOf('p95ResponseTime', { requests: 5, values: none }, 10)).toBeNull();
+    // Response times and counts need no minimum of requests.
+    expect(metricOf('averageResponseTime', { requests: 2, values }, 10)).toBe(150);
+    expect(metricOf('p95ResponseTime', { requests: 2, values }, 10)).toBe(310.1);
+    expect(metricOf('requestCount', { requests: 0, values: none }, 10)).toBe(0);
   });
 });
 
@@ -193,6 +199,30 @@ describe('alert evaluation', () => {
     await tick(ev, 3_600_000);
     expect(mailsTo(alert.target)).toHaveLength(2);
     expect(await alertOf(domain.id, alert.id)).toMatchObject({ state: 'firing', lastTriggeredAt: new Date(firedAt).toISOString() });
+  });
+
+  it('p95ResponseTime and clientErrorRate fire on the values the statistics registry gives', async () => {
+    const domain = await newDomain();
+    const slow = await newAlert(domain.id, { name: 'Slow tail', condition: 'p95ResponseTime', operator: 'greaterThan', threshold: 1000 });
+    const broken = await newAlert(domain.id, { name: 'Broken links', condition: 'clientErrorRate', operator: 'greaterThanOrEqual', threshold: 0.2 });
+    const hits = (count: number, status: number, ms: number): Hit[] => Array.from({ length: count }, () => ({ ago: 5, status, ms }));
+    const ev = evaluator();
+    // 20 requests: the 95th percentile (rank 19) is 30 ms; 3 of 20 are 404 (0.15).
+    await ingest(domain.name, [...hits(16, 200, 20), ...hits(3, 404, 30), ...hits(1, 200, 5000)]);
+    await tick(ev);
+    expect(mailsTo(slow.target)).toHaveLength(0);
+    expect(mailsTo(broken.target)).toHaveLength(0);
+    // 24 requests: rank 23 is a 5000 ms one; 5 of 24 are 404 (0.2083).
+    await ingest(domain.name, [...hits(2, 200, 5000), ...hits(2, 404, 20)]);
+    await tick(ev);
+    const slowMail = mailsTo(slow.target, 'FIRING:');
+    expect(slowMail).toHaveLength(1);
+    expect(slowMail[0]!.text).toMatch(/Value: +50\d\d\.\d\d ms \(95th percentile\)|Value: +49[5-9]\d\.\d\d ms \(95th percentile\)/);
+    expect(slowMail[0]!.text).toContain('Threshold: 1000 ms');
+    const brokenMail = mailsTo(broken.target, 'FIRING:');
+    expect(brokenMail).toHaveLength(1);
+    expect(brokenMail[0]!.text).toContain('0.2083 (20.83 % of requests with status 400–499)');
+    expect(await alertOf(domain.id, slow.id)).toMatchObject({ state: 'firing' });
   });
 
   it('an error rate needs at least 10 requests in its window before it can fire', async () => {

@@ -1,5 +1,5 @@
 /**
- * windowFigures (src/alerts/metrics.ts): every window's figures equal a brute-force count over the
+ * windowFigures (src/alerts/metrics.ts): every window's metrics equal a brute force over the
  * same rows, with rows on both sides of each window's start to the millisecond, durations in whole
  * minutes and not, several domains sharing durations, and rows outside every window.
  */
@@ -20,15 +20,36 @@ afterAll(async () => {
 
 const DURATIONS = [60, 61, 90, 119, 300, 3_600, 3_617];
 
+const roundTo = (x: number, decimals: number) => Math.floor(x * 10 ** decimals + 0.5) / 10 ** decimals;
+
+/** The exact nearest-rank percentile `n` of `values`; null when there are none. */
+function nearestRank(values: number[], n: number): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.ceil((n * sorted.length) / 100) - 1]!;
+}
+
 function bruteForce(rows: AccessRow[], w: Window, nowMs: number): WindowFigures {
   const inside = rows.filter((r) => r.domainId === w.domainId && r.timestamp <= nowMs && r.timestamp > nowMs - w.duration * 1000);
-  const timed = inside.filter((r) => r.responseTime !== null);
+  const times = inside.flatMap((r) => (r.responseTime === null ? [] : [r.responseTime]));
+  const share = (count: number) => (inside.length === 0 ? 0 : roundTo(count / inside.length, 4));
   return {
     requests: inside.length,
-    errors: inside.filter((r) => r.statusCode >= 500).length,
-    responseTimeSum: timed.reduce((sum, r) => sum + r.responseTime!, 0),
-    responseTimeCount: timed.length,
+    values: {
+      errorRate: share(inside.filter((r) => r.statusCode >= 500).length),
+      clientErrorRate: share(inside.filter((r) => r.statusCode >= 400 && r.statusCode < 500).length),
+      requestCount: inside.length,
+      averageResponseTime: times.length === 0 ? null : roundTo(times.reduce((sum, v) => sum + v, 0) / times.length, 2),
+      p95ResponseTime: nearestRank(times, 95),
+    },
   };
+}
+
+/** The registry's percentiles: exact below 128 ms, else within 1 % of the exact nearest rank (and its 2-decimal rounding). */
+function expectPercentile(got: number | null, exact: number | null, label: string) {
+  if (exact === null || exact < 128) return expect(got, label).toBe(exact);
+  expect(got, label).not.toBeNull();
+  expect(Math.abs(got! - exact), `${label}: ${got} for ${exact}`).toBeLessThanOrEqual(0.01 * exact + 0.005);
 }
 
 describe('windowFigures', () => {
@@ -38,7 +59,7 @@ describe('windowFigures', () => {
     const domains = [9_001, 9_002, 9_003];
     const rows: AccessRow[] = [];
     const add = (domainId: number, timestamp: number) =>
-      rows.push(accessRow(rows.length, { domainId, timestamp, statusCode: r(4) === 0 ? 503 : 200, responseTime: r(5) === 0 ? null : r(900) }));
+      rows.push(accessRow(rows.length, { domainId, timestamp, statusCode: [503, 404, 200, 200, 301][r(5)]!, responseTime: r(5) === 0 ? null : r(4) === 0 ? 128 + r(60_000) : r(900) }));
     for (const domainId of domains) {
       // Just inside and just outside each window's start, and on it (outside: the window is open there).
       for (const d of DURATIONS) for (const delta of [-1, 0, 1, 999, 1000]) add(domainId, nowMs - d * 1000 + delta);
@@ -51,10 +72,15 @@ describe('windowFigures', () => {
     // Windows for two of the domains only; the third's rows must not leak into them.
     const windows: Window[] = domains.slice(0, 2).flatMap((domainId) => DURATIONS.map((duration) => ({ domainId, duration })));
     const figures = await windowFigures(t.runtime.clickhouse, windows, nowMs);
-    for (const w of windows) expect(figures.get(windowKey(w)), windowKey(w)).toEqual(bruteForce(rows, w, nowMs));
+    for (const w of windows) {
+      const got = figures.get(windowKey(w))!;
+      const expected = bruteForce(rows, w, nowMs);
+      expect(got, windowKey(w)).toEqual({ ...expected, values: { ...expected.values, p95ResponseTime: got.values.p95ResponseTime } });
+      expectPercentile(got.values.p95ResponseTime, expected.values.p95ResponseTime, windowKey(w));
+    }
     expect(figures.size).toBe(windows.length);
     // A window with no rows at all has zeros.
     const none = await windowFigures(t.runtime.clickhouse, [{ domainId: 9_999, duration: 61 }], nowMs);
-    expect(none.get('9999:61')).toEqual({ requests: 0, errors: 0, responseTimeSum: 0, responseTimeCount: 0 });
+    expect(none.get('9999:61')).toEqual({ requests: 0, values: { errorRate: 0, clientErrorRate: 0, requestCount: 0, averageResponseTime: null, p95ResponseTime: null } });
   });
 });

@@ -50,8 +50,8 @@
  *   firing for its own `duration` (the flapping guard): an alert that crosses its threshold back
  *   and forth sends at most one firing/resolved pair per duration, stays `firing` meanwhile, and a
  *   real breach is never delayed (holding the resolution, not the firing).
- * - "Not met" includes a window without data: errorRate below the minimum of requests
- *   (MIN_ERROR_RATE_REQUESTS, option `minErrorRateRequests`), averageResponseTime without any
+ * - "Not met" includes a window without data: a rate below the minimum of requests
+ *   (MIN_ERROR_RATE_REQUESTS, option `minErrorRateRequests`), a response-time metric without any
  *   response time (metrics.ts). Such a window never fires, and lets a firing alert resolve.
  * - An alert changed through the API between the claim and the apply waits for the next round;
  *   a disabled alert is not evaluated at all and keeps its state until it is enabled again.
@@ -65,7 +65,7 @@ import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
 import type { Mailer } from '../mail/mailer.js';
 import { createDeliverer, type DeliveryOptions, type DeliveryResult } from './delivery.js';
-import { metricOf, MIN_ERROR_RATE_REQUESTS, windowFigures, windowKey } from './metrics.js';
+import { metricOf, MIN_ERROR_RATE_REQUESTS, RATE_CONDITIONS, windowFigures, windowKey } from './metrics.js';
 import { statsUrl, type NotificationPayload } from './notifications.js';
 import type { Operator } from './schemas.js';
 import {
@@ -147,7 +147,7 @@ export interface AlertEvaluatorOptions {
   now?: () => number;
   /** Names this evaluator in the round ledger; default hostname:pid. */
   holder?: string;
-  /** errorRate needs at least this many requests in its window to count (default 10). */
+  /** A rate (errorRate, clientErrorRate) needs at least this many requests in its window to count (default 10). */
   minErrorRateRequests?: number;
   reminderMs?: number;
   /** How often due notifications (retries) are looked for between rounds; default min(5 s, interval). */
@@ -208,7 +208,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
       domain: { id: a.domain_id, name: a.domain_name },
       value,
       requests,
-      ...(a.condition === 'errorRate' ? { minRequests } : {}),
+      ...(RATE_CONDITIONS.includes(a.condition) ? { minRequests } : {}),
       window: { start: new Date(nowMs - a.duration * 1000).toISOString(), end: new Date(nowMs).toISOString() },
       firingSince: firingSince === null ? null : new Date(firingSince).toISOString(),
       statsUrl: statsUrl(options.baseUrl, a.domain_id, a.duration),

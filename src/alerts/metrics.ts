@@ -14,14 +14,35 @@
  * table; nothing of the alerts is spliced into the SQL. The filter (domain IN …, timestamp within
  * the longest window) is what the primary key (domain_id, timestamp) prunes by.
  *
+ * Each condition is a metric of the statistics' registry (src/stats/registry.ts): the groups hold
+ * its partials (their SQL over rows), each window merges its groups' partials, and the metric's
+ * final SQL gives the value, the one POST /api/logs/query shows for the same rows.
+ *
  * Round trips matter: chDB serialises parameterised queries process-wide, so a query per alert
  * would queue behind each other and behind the API's own log reads.
  */
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
-import type { Condition } from './schemas.js';
+import { mergedPartial, metricByName, PARTIALS, rawPartial, type Metric } from '../stats/registry.js';
+import { CONDITIONS, type Condition } from './schemas.js';
 
-/** The default noise guard: an error rate over fewer requests than this never fires. */
+/** The default noise guard: a rate (errorRate, clientErrorRate) over fewer requests than this never fires. */
 export const MIN_ERROR_RATE_REQUESTS = 10;
+
+/** The statistics metric (src/stats/registry.ts) each condition watches: the value a dashboard shows for the same window. */
+const CONDITION_METRICS: Record<Condition, string> = {
+  errorRate: 'errorRate',
+  clientErrorRate: 'clientErrorRate',
+  requestCount: 'requests',
+  averageResponseTime: 'averageResponseTime',
+  p95ResponseTime: 'p95ResponseTime',
+};
+
+/** The conditions that are shares of the requests, and so need MIN_ERROR_RATE_REQUESTS of them. */
+export const RATE_CONDITIONS: readonly Condition[] = ['errorRate', 'clientErrorRate'];
+
+const watched: { condition: Condition; metric: Metric }[] = CONDITIONS.map((condition) => ({ condition, metric: metricByName.get(CONDITION_METRICS[condition])! }));
+/** Requests (for the noise guard) and every watched metric's partials, each once. */
+const partials = [...new Set([PARTIALS.requests, ...watched.flatMap((w) => w.metric.partials)])];
 
 export interface Window {
   domainId: number;
@@ -29,53 +50,41 @@ export interface Window {
   duration: number;
 }
 
-/** The raw figures of one window: (nowMs - duration s, nowMs]. */
+/** The figures of one window, (nowMs - duration s, nowMs]: its requests and each condition's metric (null: none, as the registry's metric gives it). */
 export interface WindowFigures {
   requests: number;
-  errors: number;
-  /** Sum and count of the response times that are not NULL (ms). */
-  responseTimeSum: number;
-  responseTimeCount: number;
+  values: Record<Condition, number | null>;
 }
-
-const EMPTY: WindowFigures = { requests: 0, errors: 0, responseTimeSum: 0, responseTimeCount: 0 };
 
 export const windowKey = (w: Window) => `${w.domainId}:${w.duration}`;
 
 const QUERY = `
-SELECT ws.w.1 AS domain_id, ws.w.2 AS duration,
-  sum(g.requests) AS requests, sum(g.errors) AS errors, sum(g.rt_sum) AS rt_sum, sum(g.rt_count) AS rt_count
+SELECT domain_id, duration, requests, ${watched.map((w, i) => `${w.metric.final} AS m${i}`).join(', ')}
 FROM (
-  SELECT domain_id, intDiv(age, 60000) AS minute, if(has({splitMinutes:Array(UInt32)}, minute), intDiv(age, 1000), -1) AS second,
-    count() AS requests,
-    countIf(status_code >= 500) AS errors,
-    sum(ifNull(response_time, 0)) AS rt_sum,
-    count(response_time) AS rt_count
+  SELECT ws.w.1 AS domain_id, ws.w.2 AS duration, ${partials.map((x) => mergedPartial(x, `g.p_${x.name}`)).join(', ')}
   FROM (
-    SELECT domain_id, {nowMs:Int64} - toUnixTimestamp64Milli(timestamp) AS age, status_code, response_time
+    SELECT domain_id, intDiv({nowMs:Int64} - toUnixTimestamp64Milli(timestamp), 60000) AS minute,
+      if(has({splitMinutes:Array(UInt32)}, minute), intDiv({nowMs:Int64} - toUnixTimestamp64Milli(timestamp), 1000), -1) AS second,
+      ${partials.map(rawPartial).join(',\n      ')}
     FROM access_logs
     WHERE domain_id IN {domainSet:Array(UInt32)}
       AND timestamp > fromUnixTimestamp64Milli({fromMs:Int64}, 'UTC')
       AND timestamp <= fromUnixTimestamp64Milli({nowMs:Int64}, 'UTC')
-  )
-  GROUP BY domain_id, minute, second
-) AS g
-INNER JOIN (SELECT arrayJoin(arrayZip({domains:Array(UInt32)}, {durations:Array(UInt32)})) AS w) AS ws ON g.domain_id = ws.w.1
-WHERE g.minute < intDiv(ws.w.2, 60) OR (g.minute = intDiv(ws.w.2, 60) AND g.second >= 0 AND g.second < ws.w.2)
-GROUP BY ws.w`;
+    GROUP BY domain_id, minute, second
+  ) AS g
+  INNER JOIN (SELECT arrayJoin(arrayZip({domains:Array(UInt32)}, {durations:Array(UInt32)})) AS w) AS ws ON g.domain_id = ws.w.1
+  WHERE g.minute < intDiv(ws.w.2, 60) OR (g.minute = intDiv(ws.w.2, 60) AND g.second >= 0 AND g.second < ws.w.2)
+  GROUP BY ws.w
+)`;
 
-interface FigureRow {
-  domain_id: number | string;
-  duration: number | string;
-  requests: number | string;
-  errors: number | string;
-  rt_sum: number | string;
-  rt_count: number | string;
-}
+type FigureRow = { domain_id: number | string; duration: number | string; requests: number | string } & Record<`m${number}`, number | string | null>;
+
+/** What a window without a row in ClickHouse shows: each metric over no rows (the registry's `empty`). */
+const EMPTY: WindowFigures = { requests: 0, values: Object.fromEntries(watched.map((w) => [w.condition, w.metric.empty])) as Record<Condition, number | null> };
 
 /**
- * The figures of each distinct window at `nowMs`, keyed by `windowKey`; a window without a row in
- * ClickHouse has zeros. One query whatever the number of alerts; none when there are no windows.
+ * The figures of each distinct window at `nowMs`, keyed by `windowKey`. One query whatever the
+ * number of alerts; none when there are no windows.
  */
 export async function windowFigures(clickhouse: ClickHouseClient, windows: Window[], nowMs: number): Promise<Map<string, WindowFigures>> {
   const distinct = new Map<string, Window>();
@@ -95,12 +104,8 @@ export async function windowFigures(clickhouse: ClickHouseClient, windows: Windo
     nowMs,
   });
   for (const row of rows) {
-    figures.set(windowKey({ domainId: Number(row.domain_id), duration: Number(row.duration) }), {
-      requests: Number(row.requests),
-      errors: Number(row.errors),
-      responseTimeSum: Number(row.rt_sum),
-      responseTimeCount: Number(row.rt_count),
-    });
+    const values = Object.fromEntries(watched.map((w, i) => [w.condition, row[`m${i}`] === null ? null : Number(row[`m${i}`])])) as Record<Condition, number | null>;
+    figures.set(windowKey({ domainId: Number(row.domain_id), duration: Number(row.duration) }), { requests: Number(row.requests), values });
   }
   return figures;
 }
@@ -109,21 +114,16 @@ export async function windowFigures(clickhouse: ClickHouseClient, windows: Windo
  * An alert's metric from its window's figures. `value` is null when the window says nothing about
  * the condition, and such a window never meets it (so it neither fires nor keeps an alert firing):
  *
- * - errorRate: the share of requests with status ≥ 500; null below `minRequests` requests (0 of 0,
- *   or 2 errors out of 3 requests, is noise, not an outage).
- * - averageResponseTime: the mean of the response times that are not NULL (ms); null when no
- *   request of the window carries one (no traffic, or a log format without $request_time), so a
- *   `lessThan` alert does not fire on an idle or untimed site.
+ * - errorRate, clientErrorRate: the share of requests with status ≥ 500 (400–499), 4 decimals;
+ *   null below `minRequests` requests (0 of 0, or 2 errors out of 3 requests, is noise, not an
+ *   outage).
+ * - averageResponseTime, p95ResponseTime: of the response times that are not NULL (ms); null when
+ *   no request of the window carries one (no traffic, or a log format without $request_time), so
+ *   a `lessThan` alert does not fire on an idle or untimed site.
  * - requestCount: the number of requests; 0 is a real value (`lessThan 1` is how one watches
  *   for a site that went silent).
  */
 export function metricOf(condition: Condition, f: WindowFigures, minRequests: number): number | null {
-  switch (condition) {
-    case 'errorRate':
-      return f.requests >= Math.max(1, minRequests) ? f.errors / f.requests : null;
-    case 'averageResponseTime':
-      return f.responseTimeCount > 0 ? f.responseTimeSum / f.responseTimeCount : null;
-    case 'requestCount':
-      return f.requests;
-  }
+  if (RATE_CONDITIONS.includes(condition) && f.requests < Math.max(1, minRequests)) return null;
+  return f.values[condition];
 }

@@ -20,11 +20,11 @@ export interface NotificationPayload {
   state: 'ok' | 'firing';
   alert: { id: number; name: string; condition: Condition; operator: Operator; threshold: number; duration: number };
   domain: { id: number; name: string };
-  /** The metric (errorRate a fraction, averageResponseTime ms, requestCount requests); null: no data. */
+  /** The metric (a rate a fraction, a response time ms, requestCount requests); null: no data. */
   value: number | null;
   /** Requests in the window. */
   requests: number;
-  /** errorRate only: the fewest requests for a rate to count. */
+  /** Rates only (errorRate, clientErrorRate): the fewest requests for a rate to count. */
   minRequests?: number;
   /** The window evaluated: (start, end], ISO 8601. */
   window: { start: string; end: string };
@@ -71,21 +71,19 @@ const OPERATOR_TEXT: Record<Operator, string> = {
   lessThanOrEqual: '≤',
 };
 
-/** A metric value in its unit. */
-export function formatValue(condition: Condition, value: number | null): string {
-  if (value === null) return 'no data';
-  switch (condition) {
-    case 'errorRate':
-      return `${value.toFixed(4)} (${(value * 100).toFixed(2)} % of requests with status ≥ 500)`;
-    case 'averageResponseTime':
-      return `${value.toFixed(2)} ms`;
-    case 'requestCount':
-      return `${value} requests`;
-  }
-}
+/** How each condition's value and threshold read, in their unit. */
+const UNITS: Record<Condition, { value: (v: number) => string; threshold: (t: number) => string }> = {
+  errorRate: { value: (v) => `${v.toFixed(4)} (${(v * 100).toFixed(2)} % of requests with status ≥ 500)`, threshold: (t) => `${t} (${(t * 100).toFixed(2)} %)` },
+  clientErrorRate: { value: (v) => `${v.toFixed(4)} (${(v * 100).toFixed(2)} % of requests with status 400–499)`, threshold: (t) => `${t} (${(t * 100).toFixed(2)} %)` },
+  averageResponseTime: { value: (v) => `${v.toFixed(2)} ms`, threshold: (t) => `${t} ms` },
+  p95ResponseTime: { value: (v) => `${v.toFixed(2)} ms (95th percentile)`, threshold: (t) => `${t} ms` },
+  requestCount: { value: (v) => `${v} requests`, threshold: (t) => `${t} requests` },
+};
 
-const thresholdText = (condition: Condition, threshold: number) =>
-  condition === 'errorRate' ? `${threshold} (${(threshold * 100).toFixed(2)} %)` : condition === 'averageResponseTime' ? `${threshold} ms` : `${threshold} requests`;
+/** A metric value in its unit. */
+export const formatValue = (condition: Condition, value: number | null): string => (value === null ? 'no data' : UNITS[condition].value(value));
+
+const thresholdText = (condition: Condition, threshold: number) => UNITS[condition].threshold(threshold);
 
 function windowText(seconds: number): string {
   if (seconds % 3_600 === 0) return `${seconds / 3_600} h`;
@@ -115,8 +113,8 @@ export function emailOf(p: NotificationPayload, delivery: DeliveryFacts): { subj
   }[p.kind];
   const noData =
     p.value === null
-      ? p.alert.condition === 'errorRate'
-        ? ` (${p.requests} requests, fewer than the ${p.minRequests ?? 0} an error rate needs)`
+      ? p.minRequests !== undefined
+        ? ` (${p.requests} requests, fewer than the ${p.minRequests} a rate needs)`
         : ' (no request in the window carries a response time)'
       : '';
   const service = new URL(p.statsUrl).origin;

@@ -4,7 +4,7 @@ import { domainIdParams } from '../domains/schemas.js';
 import { idParam } from '../http/query.js';
 import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';
 
-export const CONDITIONS = ['errorRate', 'requestCount', 'averageResponseTime'] as const;
+export const CONDITIONS = ['errorRate', 'clientErrorRate', 'requestCount', 'averageResponseTime', 'p95ResponseTime'] as const;
 export const OPERATORS = ['greaterThan', 'greaterThanOrEqual', 'lessThan', 'lessThanOrEqual'] as const;
 export const METHODS = ['email', 'webhook'] as const;
 
@@ -28,7 +28,9 @@ export interface AlertDefinition {
 const THRESHOLD_RULES: Record<Condition, { max: number; rule: string }> = {
   errorRate: { max: 1, rule: 'must be a fraction from 0 to 1 for errorRate' },
   requestCount: { max: Number.MAX_SAFE_INTEGER, rule: 'must be a number of requests, 0 or more' },
+  clientErrorRate: { max: 1, rule: 'must be a fraction from 0 to 1 for clientErrorRate' },
   averageResponseTime: { max: 3_600_000, rule: 'must be milliseconds from 0 to 3600000 for averageResponseTime' },
+  p95ResponseTime: { max: 3_600_000, rule: 'must be milliseconds from 0 to 3600000 for p95ResponseTime' },
 };
 
 const oneOf = (values: readonly string[]) => `must be one of ${values.join(', ')}`;

@@ -26,6 +26,11 @@ export interface PartialState {
   merge: 'sum' | 'max' | 'uniqExactMerge' | 'sumMap';
 }
 
+/** A partial as a column of one source's groups: its aggregate over access_logs rows, named p_<name>. */
+export const rawPartial = (x: PartialState) => `${x.raw} AS p_${x.name}`;
+/** A partial merged over groups of the sources (`column`: their p_<name>, qualified where needed), named <name>. */
+export const mergedPartial = (x: PartialState, column = `p_${x.name}`) => `${x.merge}(${column}) AS ${x.name}`;
+
 /**
  * Response-time histogram keys: exact below 128 ms, then buckets 2 % wide
  * (key = 128 + floor(log(v / 128) / log(1.02)); a UInt32 of milliseconds stays below key 1004).

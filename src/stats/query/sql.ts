@@ -11,7 +11,7 @@
 import { TupleParam } from '@clickhouse/client';
 import { Params } from '../../logs/filters.js';
 import { unionAll } from '../../rollups/shared-sql.js';
-import type { PartialState } from '../registry.js';
+import { mergedPartial, rawPartial, type PartialState } from '../registry.js';
 import type { OrderTerm, Query, Window } from './parse.js';
 import { whereOf } from './where.js';
 
@@ -74,7 +74,7 @@ function amongKeys(query: Query, keys: GroupKey[], p: Params): string {
 
 /** The raw part: access_logs rows of the window aggregated into partials per group. */
 function rawSource(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined): string {
-  const columns = [...query.dimensions.map((d, i) => `${d.raw} AS ${dim(i)}`), ...partials.map((x) => `${x.raw} AS p_${x.name}`)];
+  const columns = [...query.dimensions.map((d, i) => `${d.raw} AS ${dim(i)}`), ...partials.map(rawPartial)];
   const where = [whereOf(query, window, p), ...(keys ? [amongKeys(query, keys, p)] : [])].join(' AND ');
   const groupBy = query.dimensions.length ? `\nGROUP BY ${query.dimensions.map((_, i) => dim(i)).join(', ')}` : '';
   return `SELECT ${columns.join(', ')}\nFROM access_logs\nWHERE ${where}${groupBy}`;
@@ -90,7 +90,7 @@ export function groupsSql(query: Query, window: Window, selection: Selection, ke
   const dims = query.dimensions.map((_, i) => dim(i));
   const sources = unionAll([rawSource(query, window, partials, p, keys)]);
   const merged =
-    `SELECT ${[...dims, ...partials.map((x) => `${x.merge}(p_${x.name}) AS ${x.name}`)].join(', ')}\nFROM (\n${sources}\n)` +
+    `SELECT ${[...dims, ...partials.map((x) => mergedPartial(x))].join(', ')}\nFROM (\n${sources}\n)` +
     (dims.length ? `\nGROUP BY ${dims.join(', ')}` : '');
   if (selection.kind === 'count') return { query: `SELECT count() AS total FROM (\n${merged}\n)`, params: p.values };
 
