@@ -231,7 +231,8 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
     }
     const claimed = performance.now();
     // 2. MEASURE
-    const figures = await windowFigures(clickhouse, definitions.map((a) => ({ domainId: a.domain_id, duration: a.duration })), nowMs);
+    const windows = definitions.map((a) => ({ domainId: a.domain_id, duration: a.duration }));
+    const figures = await windowFigures(clickhouse, windows, nowMs, definitions.map((a) => a.condition));
     const measured = performance.now();
     // 3. APPLY
     const notifications: Record<NotificationKind, number> = { firing: 0, resolved: 0, reminder: 0 };

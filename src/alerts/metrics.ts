@@ -40,9 +40,7 @@ const CONDITION_METRICS: Record<Condition, string> = {
 /** The conditions that are shares of the requests, and so need MIN_ERROR_RATE_REQUESTS of them. */
 export const RATE_CONDITIONS: readonly Condition[] = ['errorRate', 'clientErrorRate'];
 
-const watched: { condition: Condition; metric: Metric }[] = CONDITIONS.map((condition) => ({ condition, metric: metricByName.get(CONDITION_METRICS[condition])! }));
-/** Requests (for the noise guard) and every watched metric's partials, each once. */
-const partials = [...new Set([PARTIALS.requests, ...watched.flatMap((w) => w.metric.partials)])];
+const metricOfCondition = (condition: Condition): Metric => metricByName.get(CONDITION_METRICS[condition])!;
 
 export interface Window {
   domainId: number;
@@ -50,16 +48,26 @@ export interface Window {
   duration: number;
 }
 
-/** The figures of one window, (nowMs - duration s, nowMs]: its requests and each condition's metric (null: none, as the registry's metric gives it). */
+/**
+ * The figures of one window, (nowMs - duration s, nowMs]: its requests and the metric of each
+ * condition measured (null: none, as the registry's metric gives it).
+ */
 export interface WindowFigures {
   requests: number;
-  values: Record<Condition, number | null>;
+  values: Partial<Record<Condition, number | null>>;
 }
 
 export const windowKey = (w: Window) => `${w.domainId}:${w.duration}`;
 
-const QUERY = `
-SELECT domain_id, duration, requests, ${watched.map((w, i) => `${w.metric.final} AS m${i}`).join(', ')}
+/**
+ * The query measuring `conditions`: only their metrics' partials are computed (a histogram per
+ * group costs several times the counts and sums, and only p95ResponseTime needs it).
+ */
+function figuresQuery(conditions: readonly Condition[]): string {
+  const metrics = conditions.map(metricOfCondition);
+  const partials = [...new Set([PARTIALS.requests, ...metrics.flatMap((m) => m.partials)])];
+  return `
+SELECT domain_id, duration, requests${metrics.map((m, i) => `, ${m.final} AS m${i}`).join('')}
 FROM (
   SELECT ws.w.1 AS domain_id, ws.w.2 AS duration, ${partials.map((x) => mergedPartial(x, `g.p_${x.name}`)).join(', ')}
   FROM (
@@ -76,25 +84,26 @@ FROM (
   WHERE g.minute < intDiv(ws.w.2, 60) OR (g.minute = intDiv(ws.w.2, 60) AND g.second >= 0 AND g.second < ws.w.2)
   GROUP BY ws.w
 )`;
+}
 
 type FigureRow = { domain_id: number | string; duration: number | string; requests: number | string } & Record<`m${number}`, number | string | null>;
 
-/** What a window without a row in ClickHouse shows: each metric over no rows (the registry's `empty`). */
-const EMPTY: WindowFigures = { requests: 0, values: Object.fromEntries(watched.map((w) => [w.condition, w.metric.empty])) as Record<Condition, number | null> };
-
 /**
- * The figures of each distinct window at `nowMs`, keyed by `windowKey`. One query whatever the
- * number of alerts; none when there are no windows.
+ * The figures of each distinct window at `nowMs` for `conditions` (those of the alerts measured),
+ * keyed by `windowKey`; a window without rows has each metric's value over no rows (the registry's
+ * `empty`). One query whatever the number of alerts; none when there are no windows.
  */
-export async function windowFigures(clickhouse: ClickHouseClient, windows: Window[], nowMs: number): Promise<Map<string, WindowFigures>> {
+export async function windowFigures(clickhouse: ClickHouseClient, windows: Window[], nowMs: number, conditions: readonly Condition[] = CONDITIONS): Promise<Map<string, WindowFigures>> {
+  const measured = [...new Set(conditions)];
   const distinct = new Map<string, Window>();
   for (const w of windows) distinct.set(windowKey(w), w);
   const figures = new Map<string, WindowFigures>();
-  for (const key of distinct.keys()) figures.set(key, EMPTY);
+  const empty: WindowFigures = { requests: 0, values: Object.fromEntries(measured.map((c) => [c, metricOfCondition(c).empty])) };
+  for (const key of distinct.keys()) figures.set(key, empty);
   if (distinct.size === 0) return figures;
   const list = [...distinct.values()];
   const longest = Math.max(...list.map((w) => w.duration));
-  const rows = await selectRows<FigureRow>(clickhouse, QUERY, {
+  const rows = await selectRows<FigureRow>(clickhouse, figuresQuery(measured), {
     domains: list.map((w) => w.domainId),
     durations: list.map((w) => w.duration),
     domainSet: [...new Set(list.map((w) => w.domainId))],
@@ -104,7 +113,7 @@ export async function windowFigures(clickhouse: ClickHouseClient, windows: Windo
     nowMs,
   });
   for (const row of rows) {
-    const values = Object.fromEntries(watched.map((w, i) => [w.condition, row[`m${i}`] === null ? null : Number(row[`m${i}`])])) as Record<Condition, number | null>;
+    const values = Object.fromEntries(measured.map((c, i) => [c, row[`m${i}`] === null ? null : Number(row[`m${i}`])]));
     figures.set(windowKey({ domainId: Number(row.domain_id), duration: Number(row.duration) }), { requests: Number(row.requests), values });
   }
   return figures;
@@ -125,5 +134,7 @@ export async function windowFigures(clickhouse: ClickHouseClient, windows: Windo
  */
 export function metricOf(condition: Condition, f: WindowFigures, minRequests: number): number | null {
   if (RATE_CONDITIONS.includes(condition) && f.requests < Math.max(1, minRequests)) return null;
-  return f.values[condition];
+  const value = f.values[condition];
+  if (value === undefined) throw new Error(`the window's figures do not measure ${condition}`);
+  return value;
 }
