@@ -116,7 +116,7 @@ async function main(): Promise<void> {
     const queryTimes: number[] = [];
     for (let i = 0; i < ROUNDS; i++) {
       const t0 = performance.now();
-      await windowFigures(runtime.clickhouse, windows, now + i * INTERVAL);
+      await windowFigures(runtime.clickhouse, windows, now + i * INTERVAL, definitions.map((a) => a.condition));
       queryTimes.push(performance.now() - t0);
     }
 

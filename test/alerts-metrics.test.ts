@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dedupToken, insertAccessBatch, type AccessRow } from '../ingest/sinks/clickhouse.js';
 import { windowFigures, windowKey, type Window, type WindowFigures } from '../src/alerts/metrics.js';
+import { CONDITIONS } from '../src/alerts/schemas.js';
 import { startTestApp, type TestApp } from './support/app.js';
 import { accessRow } from './support/ingest.js';
 import { prngInt } from './support/random.js';
@@ -71,7 +72,7 @@ describe('windowFigures', () => {
     await insertAccessBatch(t.runtime.clickhouse, rows, dedupToken('metrics-test', 0, rows.length));
     // Windows for two of the domains only; the third's rows must not leak into them.
     const windows: Window[] = domains.slice(0, 2).flatMap((domainId) => DURATIONS.map((duration) => ({ domainId, duration })));
-    const figures = await windowFigures(t.runtime.clickhouse, windows, nowMs);
+    const figures = await windowFigures(t.runtime.clickhouse, windows, nowMs, CONDITIONS);
     for (const w of windows) {
       const got = figures.get(windowKey(w))!;
       const expected = bruteForce(rows, w, nowMs);
@@ -86,7 +87,7 @@ describe('windowFigures', () => {
       expect(counted.get(windowKey(w))).toEqual({ requests, values: { requestCount: values.requestCount, errorRate: values.errorRate } });
     }
     // A window with no rows at all has zeros.
-    const none = await windowFigures(t.runtime.clickhouse, [{ domainId: 9_999, duration: 61 }], nowMs);
+    const none = await windowFigures(t.runtime.clickhouse, [{ domainId: 9_999, duration: 61 }], nowMs, CONDITIONS);
     expect(none.get('9999:61')).toEqual({ requests: 0, values: { errorRate: 0, clientErrorRate: 0, requestCount: 0, averageResponseTime: null, p95ResponseTime: null } });
   });
 });

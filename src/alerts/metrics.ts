@@ -23,7 +23,7 @@
  */
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { mergedPartial, metricByName, PARTIALS, rawPartial, type Metric } from '../stats/registry.js';
-import { CONDITIONS, type Condition } from './schemas.js';
+import type { Condition } from './schemas.js';
 
 /** The default noise guard: a rate (errorRate, clientErrorRate) over fewer requests than this never fires. */
 export const MIN_ERROR_RATE_REQUESTS = 10;
@@ -93,7 +93,7 @@ type FigureRow = { domain_id: number | string; duration: number | string; reques
  * keyed by `windowKey`; a window without rows has each metric's value over no rows (the registry's
  * `empty`). One query whatever the number of alerts; none when there are no windows.
  */
-export async function windowFigures(clickhouse: ClickHouseClient, windows: Window[], nowMs: number, conditions: readonly Condition[] = CONDITIONS): Promise<Map<string, WindowFigures>> {
+export async function windowFigures(clickhouse: ClickHouseClient, windows: Window[], nowMs: number, conditions: readonly Condition[]): Promise<Map<string, WindowFigures>> {
   const measured = [...new Set(conditions)];
   const distinct = new Map<string, Window>();
   for (const w of windows) distinct.set(windowKey(w), w);
