@@ -12,6 +12,7 @@ import { createLogger } from '../core/log.js';
 import { buildRollups, startRollupBuilder, startStatsRollups, type RollupBuilder, type RollupRound } from '../src/rollups/builder.js';
 import { deleteDomainData } from '../core/db/domain-data.js';
 import { bucketSetOf, emptyBuildState, planWindow, queryBuildState, windowBuckets } from '../src/rollups/plan.js';
+import { PARTIALS, type PartialState } from '../src/stats/registry.js';
 import { provenTop, queryWindowStats, type WindowStats } from '../src/stats/window.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, importText, select, timeLocal, until } from './support/ingest.js';
@@ -43,6 +44,8 @@ interface Entry {
   referrer: string;
   agent: string;
   rt: number | null;
+  /** The response size, when not the generator's (bytesOf). */
+  bytes?: number;
 }
 
 /** Near a window's start the answer would depend on the exact moment of the request. */
@@ -88,9 +91,12 @@ function generate(seed: number, count: number, withResponseTime: boolean): Entry
   return entries.sort((a, b) => a.t - b.t);
 }
 
+/** An entry's response size: varied, and a function of its other fields (the generator's draws stay as they were). */
+const bytesOf = (e: Entry) => e.bytes ?? 100 + (Math.floor(e.t / 1000) % 5_000) + e.url.length * 7;
+
 function lineOf(e: Entry): string {
   const field = (s: string) => (s === '' ? '-' : s);
-  const base = `${e.ip} - - [${timeLocal(e.t)}] "GET ${e.url} HTTP/1.1" ${e.status} 512 "${field(e.referrer)}" "${field(e.agent)}"`;
+  const base = `${e.ip} - - [${timeLocal(e.t)}] "GET ${e.url} HTTP/1.1" ${e.status} ${bytesOf(e)} "${field(e.referrer)}" "${field(e.agent)}"`;
   return e.rt === null ? base : `${base} ${(e.rt / 1000).toFixed(3)}`;
 }
 
@@ -105,6 +111,25 @@ async function importEntries(domain: string, entries: Entry[], format: string): 
 
 const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 const pct = (n: number, total: number) => Math.round((n * 10_000) / total) / 100;
+
+/** The exact nearest-rank percentile `n` of `values`; null when there are none. */
+function nearestRank(values: number[], n: number): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.ceil((n * sorted.length) / 100) - 1]!;
+}
+
+/**
+ * Matches a percentile as the statistics give it (src/stats/registry.ts): the exact value below
+ * 128 ms, else within 1 % of it (and the 2-decimal rounding of the bucket's representative).
+ */
+const nearPercentile = (exact: number | null) => ({
+  asymmetricMatch: (got: unknown) =>
+    exact === null || exact < 128 ? got === exact : typeof got === 'number' && Math.abs(got - exact) <= 0.01 * exact + 0.005,
+  toString: () => `a percentile near ${exact}`,
+  toAsymmetricMatcher: () => `a percentile near ${exact}`,
+});
+const percentilesOf = (times: number[]) => ({ p50: nearPercentile(nearestRank(times, 50)), p95: nearPercentile(nearestRank(times, 95)), p99: nearPercentile(nearestRank(times, 99)) });
 
 /** The statistics of [start, end] computed in JavaScript from the entries themselves. */
 function bruteForce(entries: Entry[], start: number, end: number): WindowStats {
@@ -128,6 +153,8 @@ function bruteForce(entries: Entry[], start: number, end: number): WindowStats {
     topStatusCodes: top((e) => e.status, (a, b) => a - b).map(([code, n]) => ({ code, count: n, percentage: pct(n, total) })),
     topUserAgents: top((e) => e.agent, byBytes).map(([userAgent, n]) => ({ userAgent, requests: n, percentage: pct(n, total) })),
     topReferrers: top((e) => (e.referrer === '' ? null : e.referrer), byBytes).map(([referrer, n]) => ({ referrer, requests: n, percentage: pct(n, total) })),
+    bandwidth: inWindow.reduce((sum, e) => sum + bytesOf(e), 0),
+    responseTimePercentiles: percentilesOf(timed.map((e) => e.rt!)) as unknown as WindowStats['responseTimePercentiles'],
   };
 }
 
@@ -138,7 +165,8 @@ async function rawSql(domainId: number, start: number, end: number): Promise<Win
   const params = { d: domainId, s: start, e: end };
   const [totals] = await select<Record<string, string | number | null>>(
     ch,
-    `SELECT count() AS n, uniqExact(ip_address) AS v, countIf(status_code >= 500) AS errors, sum(response_time) AS rt_sum, count(response_time) AS rt_n FROM access_logs WHERE ${where}`,
+    `SELECT count() AS n, uniqExact(ip_address) AS v, countIf(status_code >= 500) AS errors, sum(response_time) AS rt_sum, count(response_time) AS rt_n,
+       sum(response_size) AS bytes, arrayFilter(x -> x IS NOT NULL, groupArray(response_time)) AS times FROM access_logs WHERE ${where}`,
     params,
   );
   const total = Number(totals!.n);
@@ -146,6 +174,7 @@ async function rawSql(domainId: number, start: number, end: number): Promise<Win
     select<{ k: string; n: string }>(ch, `SELECT ${column} AS k, count() AS n FROM access_logs WHERE ${where}${extra} GROUP BY k ORDER BY n DESC, k ASC LIMIT 10`, params);
   const [urls, codes, agents, referrers] = await Promise.all([top('url'), top('status_code'), top('user_agent'), top('referrer', " AND referrer != ''")]);
   const rtN = Number(totals!.rt_n);
+  const times = (totals!.times as unknown as (number | string)[]).map(Number);
   return {
     totalRequests: total,
     uniqueVisitors: Number(totals!.v),
@@ -155,6 +184,8 @@ async function rawSql(domainId: number, start: number, end: number): Promise<Win
     topStatusCodes: codes.map((r) => ({ code: Number(r.k), count: Number(r.n), percentage: pct(Number(r.n), total) })),
     topUserAgents: agents.map((r) => ({ userAgent: r.k, requests: Number(r.n), percentage: pct(Number(r.n), total) })),
     topReferrers: referrers.map((r) => ({ referrer: r.k, requests: Number(r.n), percentage: pct(Number(r.n), total) })),
+    bandwidth: Number(totals!.bytes),
+    responseTimePercentiles: { p50: nearestRank(times, 50), p95: nearestRank(times, 95), p99: nearestRank(times, 99) },
   };
 }
 
@@ -250,7 +281,18 @@ describe('GET /api/logs/domains/:domainId/stats', () => {
   });
 
   it('an empty window gives zeros and empty lists', async () => {
-    const zero = { totalRequests: 0, uniqueVisitors: 0, averageResponseTime: 0, errorRate: 0, topUrls: [], topStatusCodes: [], topUserAgents: [], topReferrers: [] };
+    const zero = {
+      totalRequests: 0,
+      uniqueVisitors: 0,
+      averageResponseTime: 0,
+      errorRate: 0,
+      topUrls: [],
+      topStatusCodes: [],
+      topUserAgents: [],
+      topReferrers: [],
+      bandwidth: 0,
+      responseTimePercentiles: { p50: null, p95: null, p99: null },
+    };
     for (const period of Object.keys(PERIODS)) {
       const res = await stats(empty.id, alice.token, `?period=${period}`);
       expect(res.status).toBe(200);
@@ -312,13 +354,42 @@ describe('rollups', () => {
   /** Rows per span as access_rollups holds them (the totals), and per span as the entries give them. */
   const ROLLUP_TOTALS = "SELECT span, toString(sum(requests)) AS n FROM access_rollups WHERE domain_id = {d:UInt32} AND dim = 'total' GROUP BY span ORDER BY span";
   const builtSpans = (domainId: number) => select<{ span: string; n: string }>(t.runtime.clickhouse, ROLLUP_TOTALS, { d: domainId });
+  /**
+   * Each built total row holds every partial of the registry exactly as its bucket's rows give it
+   * (a set and a maximum finalised, a histogram without keys of count 0): its rollup column read
+   * against its SQL over the raw rows, per hour and per day.
+   */
+  async function expectTotalsExact(domainId: number): Promise<void> {
+    const partials: PartialState[] = Object.values(PARTIALS);
+    const shown = (x: PartialState, sql: string) =>
+      x.merge === 'uniqExactMerge'
+        ? `toString(finalizeAggregation(${sql}))`
+        : x.merge === 'sumMap'
+          ? `toString((arrayFilter((k, c) -> c != 0, tupleElement(${sql}, 1), tupleElement(${sql}, 2)), arrayFilter(c -> c != 0, tupleElement(${sql}, 2))))`
+          : `toString(${sql})`;
+    for (const [span, start] of [['hour', 'toStartOfHour'], ['day', 'toStartOfDay']] as const) {
+      const built = await select<Record<string, string>>(
+        t.runtime.clickhouse,
+        `SELECT toString(toUnixTimestamp(bucket)) AS b, ${partials.map((x) => `${shown(x, x.rollup.read)} AS ${x.name}`).join(', ')}
+         FROM access_rollups WHERE domain_id = {d:UInt32} AND span = {span:String} AND dim = 'total' GROUP BY bucket ORDER BY bucket`,
+        { d: domainId, span },
+      );
+      const raw = await select<Record<string, string>>(
+        t.runtime.clickhouse,
+        `SELECT toString(toUnixTimestamp(${start}(timestamp))) AS b, ${partials.map((x) => `${shown(x, x.raw)} AS ${x.name}`).join(', ')}
+         FROM access_logs WHERE domain_id = {d:UInt32} AND toUnixTimestamp(${start}(timestamp)) IN {buckets:Array(UInt32)} GROUP BY b ORDER BY b`,
+        { d: domainId, buckets: built.map((r) => Number(r.b)) },
+      );
+      expect(built.length, span).toBeGreaterThan(0);
+      expect(built, span).toEqual(raw);
+    }
+  }
   /** Entries of hours (days) that ended before now, which the builder builds. */
   const complete = (entries: Entry[], unit: number) => String(entries.filter((e) => Math.floor(e.t / unit) * unit + unit <= Date.now() - 1000).length);
   /** What a second builder would add to a built bucket: the same difference again. */
   const writeTwice = (domainId: number, span: 'hour' | 'day', bucket: number) =>
     t.runtime.clickhouse.command({
-      query: `INSERT INTO access_rollups SELECT domain_id, span, dim, bucket, key, requests, errors, response_time_sum, response_time_count, visitors
-              FROM access_rollups WHERE domain_id = {d:UInt32} AND span = {span:String} AND bucket = toDateTime({b:UInt32}, 'UTC')`,
+      query: `INSERT INTO access_rollups SELECT * FROM access_rollups WHERE domain_id = {d:UInt32} AND span = {span:String} AND bucket = toDateTime({b:UInt32}, 'UTC')`,
       query_params: { d: domainId, span, b: bucket / 1000 },
     });
 
@@ -341,8 +412,12 @@ describe('rollups', () => {
     for (const [start, end] of windows) {
       const label = `${new Date(start).toISOString()} … ${new Date(end).toISOString()}`;
       const expected = bruteForce(entries, start, end);
-      expect(await queryWindowStats(t.runtime.clickhouse, domainId, start, end), `rollups ${label}`).toEqual(expected);
-      expect(await queryWindowStats(t.runtime.clickhouse, domainId, start, end, false), `raw ${label}`).toEqual(expected);
+      const rolled = await queryWindowStats(t.runtime.clickhouse, domainId, start, end);
+      const raw = await queryWindowStats(t.runtime.clickhouse, domainId, start, end, false);
+      expect(rolled, `rollups ${label}`).toEqual(expected);
+      expect(raw, `raw ${label}`).toEqual(expected);
+      // The same histogram either way: the percentiles do not depend on what is built.
+      expect(rolled.responseTimePercentiles, `percentiles ${label}`).toEqual(raw.responseTimePercentiles);
       expect(await rawSql(domainId, start, end), `sql ${label}`).toEqual(expected);
     }
   }
@@ -414,6 +489,7 @@ describe('rollups', () => {
     const after = planWindow(NOW - 30 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 30 * DAY, NOW));
     expect(after.raw.length).toBe(2);
     await expectWindowsExact(domain.id, all, windows);
+    await expectTotalsExact(domain.id);
     expect(await builtSpans(domain.id)).toEqual([
       { span: 'hour', n: complete(all, HOUR) },
       { span: 'day', n: complete(all, DAY) },
@@ -856,7 +932,7 @@ describe('rollups', () => {
     ]);
 
     // Another batch with the same rows but its own token is new data, and is counted.
-    const entries: Entry[] = rows.map((r) => ({ t: r.timestamp, ip: r.ipAddress, url: r.url, status: r.statusCode, referrer: r.referrer, agent: r.userAgent, rt: r.responseTime }));
+    const entries: Entry[] = rows.map((r) => ({ t: r.timestamp, ip: r.ipAddress, url: r.url, status: r.statusCode, referrer: r.referrer, agent: r.userAgent, rt: r.responseTime, bytes: r.responseSize }));
     const res = await stats(domain.id, alice.token, '?period=7d');
     expect(res.body.data).toEqual({ period: '7d', ...bruteForce(entries, NOW - 7 * DAY, NOW) });
     await insertAccessBatch(t.runtime.clickhouse, rows.map((r) => ({ ...r, id: r.id + 1000 })), dedupToken('test:retry', 300, 600));

@@ -17,6 +17,7 @@ import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { claimLease, releaseLease } from '../../core/db/leases.js';
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
+import { PARTIALS, type PartialState } from '../stats/registry.js';
 import { inBuckets, topsVersions } from './shared-sql.js';
 
 export interface RollupOptions {
@@ -100,12 +101,18 @@ WHERE (c.counted != b.requests OR c.counted != v.version) AND c.counted = h.requ
 ORDER BY c.day DESC, c.domain_id
 LIMIT ${BATCH}`;
 
-/** What access_rollups holds for the buckets being built, by bucket, list and key: the part a build subtracts. */
-const held = (span: 'hour' | 'day') => `
-  SELECT bucket, CAST(dim, 'Int8') AS dim, key, sum(requests) AS requests, sum(errors) AS errors,
-         sum(response_time_sum) AS rt_sum, sum(response_time_count) AS rt_count
+/**
+ * What a total row holds: every partial state of the statistics' registry, each in its rollup
+ * column. List rows hold requests only (the other columns keep their defaults).
+ */
+const TOTALS: readonly PartialState[] = Object.values(PARTIALS);
+const LIST: readonly PartialState[] = [PARTIALS.requests];
+
+/** What access_rollups holds for the buckets being built, by bucket, list and key: the part a build subtracts (the partials written as differences). */
+const held = (span: 'hour' | 'day', partials: readonly PartialState[], dims: string) => `
+  SELECT bucket, CAST(dim, 'Int8') AS dim, key, ${partials.filter((x) => x.rollup.difference).map((x) => `${x.rollup.read} AS ${x.name}`).join(', ')}
   FROM access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND ${inBuckets('bucket', 'buckets')}
+  WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND ${dims} AND ${inBuckets('bucket', 'buckets')}
   GROUP BY bucket, dim, key`;
 
 /**
@@ -116,51 +123,75 @@ const held = (span: 'hour' | 'day') => `
  */
 const BUILD_SETTINGS = 'SETTINGS max_threads = 1';
 
-/** Writes `fresh` (the buckets' figures by bucket, dim and key) minus what the buckets hold. */
-const writeDifference = (span: 'hour' | 'day', fresh: string) => `
-INSERT INTO access_rollups (domain_id, span, dim, bucket, key, requests, errors, response_time_sum, response_time_count, visitors)
+/**
+ * Writes `fresh` (the buckets' partials by bucket, dim and key, named as the partials) minus what
+ * the buckets hold: a sum or a histogram as its difference, a set or a maximum whole (the
+ * registry's `rollup.difference`).
+ */
+const writeDifference = (span: 'hour' | 'day', partials: readonly PartialState[], dims: string, fresh: string) => `
+INSERT INTO access_rollups (domain_id, span, dim, bucket, key, ${partials.map((x) => x.rollup.column).join(', ')})
 SELECT {domainId:UInt32}, '${span}', dim, bucket, key,
-       fresh.requests - held.requests, fresh.errors - held.errors, fresh.rt_sum - held.rt_sum, fresh.rt_count - held.rt_count, fresh.visitors
+       ${partials.map((x) => (x.rollup.difference ? x.rollup.difference(`fresh.${x.name}`, `held.${x.name}`) : `fresh.${x.name}`)).join(', ')}
 FROM (${fresh}) AS fresh
-LEFT JOIN (${held(span)}) AS held USING (bucket, dim, key)
+LEFT JOIN (${held(span, partials, dims)}) AS held USING (bucket, dim, key)
 WHERE fresh.requests > held.requests
 ${BUILD_SETTINGS}`;
 
 /**
- * Hours of one domain from their rows, in one read: ARRAY JOIN gives each row its total entry
- * (dim 0) and its four list entries; the totals' own figures come from the dim 0 entry only.
- * Referrers leave out '' (CONTRACT §5: no empty referrer in the list). The time range lets the
- * primary key narrow the read; the hour list picks the hours to build within it.
+ * The rows of the hours being built (with `join`, an ARRAY JOIN of theirs): the time range lets the
+ * primary key narrow the read, the hour list picks the hours within it.
  */
-const BUILD_HOURS = writeDifference(
-  'hour',
-  `
-  SELECT toDateTime(toStartOfHour(timestamp), 'UTC') AS bucket, toInt8(k.1) AS dim, k.2 AS key, count() AS requests,
-         countIf(k.1 = 0 AND status_code >= 500) AS errors,
-         sumIf(ifNull(response_time, 0), k.1 = 0) AS rt_sum,
-         countIf(k.1 = 0 AND response_time IS NOT NULL) AS rt_count,
-         uniqExactStateIf(ip_address, k.1 = 0) AS visitors
-  FROM access_logs
-  ARRAY JOIN [(0, ''), (1, url), (2, toString(status_code)), (3, user_agent), (4, referrer)] AS k
+const hourRows = (join = '') => `access_logs${join}
   WHERE domain_id = {domainId:UInt32}
     AND timestamp >= fromUnixTimestamp64Milli({fromMs:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({toMs:Int64}, 'UTC')
-    AND toUnixTimestamp(toStartOfHour(timestamp)) IN {buckets:Array(UInt32)}
-    AND NOT (k.1 = 4 AND k.2 = '')
-  GROUP BY bucket, dim, key`,
-);
+    AND toUnixTimestamp(toStartOfHour(timestamp)) IN {buckets:Array(UInt32)}`;
 
-/** Days of one domain from their built hours. */
-const BUILD_DAYS = writeDifference(
-  'day',
-  `
-  SELECT toDateTime(toStartOfDay(bucket), 'UTC') AS bucket, CAST(dim, 'Int8') AS dim, key, sum(requests) AS requests, sum(errors) AS errors,
-         sum(response_time_sum) AS rt_sum, sum(response_time_count) AS rt_count, uniqExactMergeState(visitors) AS visitors
-  FROM access_rollups
+/** The built hours of the days being built. */
+const DAY_HOURS = `access_rollups
   WHERE domain_id = {domainId:UInt32} AND span = 'hour'
     AND bucket >= toDateTime({fromS:UInt32}, 'UTC') AND bucket < toDateTime({toS:UInt32}, 'UTC')
-    AND toUnixTimestamp(toStartOfDay(bucket)) IN {buckets:Array(UInt32)}
+    AND toUnixTimestamp(toStartOfDay(bucket)) IN {buckets:Array(UInt32)}`;
+
+const HOUR = "toDateTime(toStartOfHour(timestamp), 'UTC')";
+const DAY = "toDateTime(toStartOfDay(bucket), 'UTC')";
+
+/**
+ * A span's two build statements: the lists (every row once per list; referrers without '', as
+ * CONTRACT §5 shows no empty referrer in the list), then the totals (the registry's partials of
+ * the rows, or of the hours' total rows for a day). Lists first: a builder that dies between the
+ * two leaves the totals short of the rows, so the bucket still reads as unbuilt and is built again
+ * (the lists then add nothing), never totals that claim lists not written.
+ */
+const BUILD = {
+  hour: [
+    writeDifference(
+      'hour',
+      LIST,
+      "access_rollups.dim != 'total'",
+      `SELECT ${HOUR} AS bucket, toInt8(k.1) AS dim, k.2 AS key, count() AS requests
+  FROM ${hourRows('\n  ARRAY JOIN [(1, url), (2, toString(status_code)), (3, user_agent), (4, referrer)] AS k')}
+    AND NOT (k.1 = 4 AND k.2 = '')
   GROUP BY bucket, dim, key`,
-);
+    ),
+    writeDifference(
+      'hour',
+      TOTALS,
+      "access_rollups.dim = 'total'",
+      `SELECT ${HOUR} AS bucket, toInt8(0) AS dim, '' AS key, ${TOTALS.map((x) => `${x.raw} AS ${x.name}`).join(', ')}
+  FROM ${hourRows()}
+  GROUP BY bucket`,
+    ),
+  ],
+  day: [
+    writeDifference('day', LIST, "access_rollups.dim != 'total'", `SELECT ${DAY} AS bucket, CAST(dim, 'Int8') AS dim, key, sum(requests) AS requests FROM ${DAY_HOURS} AND access_rollups.dim != 'total' GROUP BY bucket, dim, key`),
+    writeDifference(
+      'day',
+      TOTALS,
+      "access_rollups.dim = 'total'",
+      `SELECT ${DAY} AS bucket, toInt8(0) AS dim, '' AS key, ${TOTALS.map((x) => `${x.rollup.read} AS ${x.name}`).join(', ')} FROM ${DAY_HOURS} AND access_rollups.dim = 'total' GROUP BY bucket`,
+    ),
+  ],
+} as const;
 
 /** How many keys a bucket's short top lists keep (access_tops); src/stats/window.ts proposes from them. */
 export const TOP_KEYS = 100;
@@ -275,7 +306,7 @@ async function buildGroup(clickhouse: ClickHouseClient, span: 'hour' | 'day', gr
   const fromS = Math.min(...buckets);
   const toS = Math.max(...buckets) + unit;
   const params = { domainId, buckets, fromS, toS, fromMs: fromS * 1000, toMs: toS * 1000 };
-  await clickhouse.command({ query: span === 'hour' ? BUILD_HOURS : BUILD_DAYS, query_params: params });
+  for (const query of BUILD[span]) await clickhouse.command({ query, query_params: params });
   await clickhouse.command({ query: BUILD_TOPS[span], query_params: params });
   return overcounted.length;
 }

@@ -19,15 +19,31 @@ import { Params, statusCondition, URL_FILTER_MAX } from '../logs/filters.js';
 // Partials
 // ---------------------------------------------------------------------------------------------
 
-/** A mergeable state: its column name, its aggregate over access_logs rows, and how columns of several sources combine. */
+/**
+ * A mergeable state: its column name, its aggregate over access_logs rows, how columns of several
+ * sources combine, and where the rollups keep it.
+ */
 export interface PartialState {
   name: string;
   raw: string;
   merge: 'sum' | 'max' | 'uniqExactMerge' | 'sumMap';
+  /**
+   * Its column in access_rollups' total rows (sql/clickhouse/009_rollup_partials.sql): `read`, the
+   * same state as `raw` from some of those rows (the day builds, the held part of a rebuild, and
+   * the rollup part of a read); `difference`, what a rebuild writes from the fresh state and the
+   * held one: the builder adds to what a bucket holds, so a sum is written as fresh − held, while a
+   * set union or a maximum is written whole (merging it again changes nothing).
+   */
+  rollup: { column: string; read: string; difference: ((fresh: string, held: string) => string) | null };
 }
+
+/** A sum's rollup column: summed when read, written as a difference. */
+const summed = (column: string) => ({ column, read: `sum(${column})`, difference: (fresh: string, held: string) => `${fresh} - ${held}` });
 
 /** A partial as a column of one source's groups: its aggregate over access_logs rows, named p_<name>. */
 export const rawPartial = (x: PartialState) => `${x.raw} AS p_${x.name}`;
+/** A partial as a column of the rollup source: its state from access_rollups' total rows, named p_<name>. */
+export const rollupPartial = (x: PartialState) => `${x.rollup.read} AS p_${x.name}`;
 /** A partial merged over groups of the sources (`column`: their p_<name>, qualified where needed), named <name>. */
 export const mergedPartial = (x: PartialState, column = `p_${x.name}`) => `${x.merge}(${column}) AS ${x.name}`;
 
@@ -43,16 +59,23 @@ const rt = 'ifNull(response_time, 0)';
 const histogramKey = `toUInt16(if(${rt} < ${EXACT_BELOW_MS}, ${rt}, ${EXACT_BELOW_MS} + floor(log(greatest(${rt}, ${EXACT_BELOW_MS}) / ${EXACT_BELOW_MS}) / log(${HISTOGRAM_GROWTH}))))`;
 
 export const PARTIALS = {
-  requests: { name: 'requests', raw: 'count()', merge: 'sum' },
-  serverErrors: { name: 'server_errors', raw: 'countIf(status_code >= 500)', merge: 'sum' },
-  clientErrors: { name: 'client_errors', raw: 'countIf(status_code >= 400 AND status_code < 500)', merge: 'sum' },
-  bytes: { name: 'bytes', raw: 'sum(response_size)', merge: 'sum' },
-  visitors: { name: 'visitors', raw: 'uniqExactState(ip_address)', merge: 'uniqExactMerge' },
-  rtSum: { name: 'rt_sum', raw: `sum(${rt})`, merge: 'sum' },
-  rtCount: { name: 'rt_count', raw: 'count(response_time)', merge: 'sum' },
-  rtMax: { name: 'rt_max', raw: 'max(response_time)', merge: 'max' },
-  // Tuple(Array(UInt16), Array(UInt64)): keys ascending, each with its count of rows.
-  rtHistogram: { name: 'rt_hist', raw: `sumMapIf([${histogramKey}], [toUInt64(1)], response_time IS NOT NULL)`, merge: 'sumMap' },
+  requests: { name: 'requests', raw: 'count()', merge: 'sum', rollup: summed('requests') },
+  serverErrors: { name: 'server_errors', raw: 'countIf(status_code >= 500)', merge: 'sum', rollup: summed('errors') },
+  clientErrors: { name: 'client_errors', raw: 'countIf(status_code >= 400 AND status_code < 500)', merge: 'sum', rollup: summed('client_errors') },
+  bytes: { name: 'bytes', raw: 'sum(response_size)', merge: 'sum', rollup: summed('bytes') },
+  visitors: { name: 'visitors', raw: 'uniqExactState(ip_address)', merge: 'uniqExactMerge', rollup: { column: 'visitors', read: 'uniqExactMergeState(visitors)', difference: null } },
+  rtSum: { name: 'rt_sum', raw: `sum(${rt})`, merge: 'sum', rollup: summed('response_time_sum') },
+  rtCount: { name: 'rt_count', raw: 'count(response_time)', merge: 'sum', rollup: summed('response_time_count') },
+  // NULL over rows without a response time; the rollup column holds 0 there, and its count tells.
+  rtMax: { name: 'rt_max', raw: 'max(response_time)', merge: 'max', rollup: { column: 'rt_max', read: 'if(sum(response_time_count) = 0, NULL, max(rt_max))', difference: null } },
+  // Tuple(Array(UInt16), Array(Int64)): keys ascending, each with its count of rows (signed, so
+  // that a rebuild can write the per-key difference).
+  rtHistogram: {
+    name: 'rt_hist',
+    raw: `sumMapIf([${histogramKey}], [toInt64(1)], response_time IS NOT NULL)`,
+    merge: 'sumMap',
+    rollup: { column: 'rt_hist', read: 'sumMap(rt_hist)', difference: (fresh: string, held: string) => `mapSubtract(${fresh}, ${held})` },
+  },
 } as const satisfies Record<string, PartialState>;
 
 // ---------------------------------------------------------------------------------------------

@@ -28,6 +28,14 @@ export const logStatsSchema = z
     topStatusCodes: z.array(z.object({ code: z.number().int(), count: z.number().int(), percentage: share })),
     topUserAgents: z.array(z.object({ userAgent: z.string(), requests: z.number().int(), percentage: share })),
     topReferrers: z.array(z.object({ referrer: z.string(), requests: z.number().int(), percentage: share })),
+    bandwidth: z.number().int().openapi({ description: 'Beyond the specification: the bytes sent (sum of responseSize)' }),
+    responseTimePercentiles: z
+      .object({ p50: z.number().nullable(), p95: z.number().nullable(), p99: z.number().nullable() })
+      .openapi({
+        description:
+          'Beyond the specification: nearest-rank percentiles of the response times in ms, exact below 128 ms and within 1 % above; null when no request of the window logged one',
+        example: { p50: 42, p95: 310.45, p99: 1203.5 },
+      }),
   })
   .openapi('LogStats');
 

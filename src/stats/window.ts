@@ -29,6 +29,7 @@ import {
   type WindowPlan,
 } from '../rollups/plan.js';
 import { unionAll } from '../rollups/shared-sql.js';
+import { mergedPartial, metricByName, PARTIALS, rawPartial, rollupPartial } from './registry.js';
 import { shortListSums } from '../rollups/short-lists.js';
 
 export const STATS_PERIODS = ['1h', '24h', '7d', '30d'] as const;
@@ -49,6 +50,9 @@ export interface LogStats {
   topStatusCodes: { code: number; count: number; percentage: number }[];
   topUserAgents: { userAgent: string; requests: number; percentage: number }[];
   topReferrers: { referrer: string; requests: number; percentage: number }[];
+  /** Beyond the specification: the bytes sent, and the response-time percentiles (the registry's; null without response times). */
+  bandwidth: number;
+  responseTimePercentiles: { p50: number | null; p95: number | null; p99: number | null };
 }
 
 /** The figures of a window, before they are shaped for a period. */
@@ -85,7 +89,7 @@ const CANDIDATES = 30;
  */
 const listsQuery = (c: PlanConditions, short: boolean, limit: number) => `
 SELECT list AS dim, key, sum(in_short) + sum(in_edge) AS requests, sum(in_edge) AS edge, sum(holders) AS listed_in,
-       0 AS errors, 0 AS rt_sum, 0 AS rt_count, 0 AS visitors
+       ${NO_TOTALS}
 FROM (
   ${unionAll([
     short &&
@@ -106,20 +110,29 @@ GROUP BY list, key
 ORDER BY requests DESC, if(list = 2, toUInt32OrZero(key), 0), key
 LIMIT ${limit} BY list`;
 
-/** Row dim 0 carries the totals; then the lists (listsQuery). */
+/** The partials of the totals, as the registry defines them (src/stats/registry.ts), and the percentiles shown. */
+const TOTAL_PARTIALS = [PARTIALS.requests, PARTIALS.serverErrors, PARTIALS.rtSum, PARTIALS.rtCount, PARTIALS.visitors, PARTIALS.bytes, PARTIALS.rtHistogram];
+const PERCENTILES = [50, 95, 99] as const;
+const percentileMetric = (n: (typeof PERCENTILES)[number]) => metricByName.get(`p${n}ResponseTime`)!;
+
+/** The totals' columns in a row that is not the totals row. */
+const NO_TOTALS = `0 AS errors, 0 AS rt_sum, 0 AS rt_count, 0 AS visitors, 0 AS bytes, ${PERCENTILES.map((n) => `CAST(NULL, 'Nullable(Float64)') AS p${n}`).join(', ')}`;
+
+/**
+ * Row dim 0 carries the totals: the registry's partials from the built buckets' total rows and
+ * from the raw ranges, merged, and the percentiles' final SQL over them; then the lists (listsQuery).
+ */
 const figuresQuery = (c: PlanConditions, short: boolean) => `
-SELECT 0 AS dim, '' AS key, sum(requests) AS requests, 0 AS edge, 0 AS listed_in, sum(errors) AS errors, sum(rt_sum) AS rt_sum,
-       sum(rt_count) AS rt_count, uniqExactMerge(visitors) AS visitors
+SELECT 0 AS dim, '' AS key, requests, 0 AS edge, 0 AS listed_in, server_errors AS errors, rt_sum, rt_count, visitors, bytes,
+       ${PERCENTILES.map((n) => `${percentileMetric(n).final} AS p${n}`).join(', ')}
 FROM (
-  ${unionAll([
-    c.built &&
-      `SELECT requests, errors, response_time_sum AS rt_sum, response_time_count AS rt_count, visitors
-  FROM access_rollups WHERE ${DOMAIN} AND dim = 'total' AND (${c.built})`,
-    c.raw &&
-      `SELECT count() AS requests, countIf(status_code >= 500) AS errors, sum(ifNull(response_time, 0)) AS rt_sum, count(response_time) AS rt_count,
-         uniqExactState(ip_address) AS visitors
-  FROM access_logs WHERE ${DOMAIN} AND (${c.raw})`,
-  ])}
+  SELECT ${TOTAL_PARTIALS.map((x) => mergedPartial(x)).join(', ')}
+  FROM (
+    ${unionAll([
+      c.built && `SELECT ${TOTAL_PARTIALS.map(rollupPartial).join(', ')}\n    FROM access_rollups WHERE ${DOMAIN} AND dim = 'total' AND (${c.built})`,
+      c.raw && `SELECT ${TOTAL_PARTIALS.map(rawPartial).join(', ')}\n    FROM access_logs WHERE ${DOMAIN} AND (${c.raw})`,
+    ])}
+  )
 )
 UNION ALL
 ${listsQuery(c, short, short ? CANDIDATES + 1 : TOP_LIMIT)}`;
@@ -128,7 +141,7 @@ ${listsQuery(c, short, short ? CANDIDATES + 1 : TOP_LIMIT)}`;
 const STATE_ROW = 20;
 const stateAsFigures = (parts: StateParts) => `
 SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS edge, 0 AS listed_in, toUInt64(built) AS errors,
-       0 AS rt_sum, 0 AS rt_count, 0 AS visitors
+       0 AS rt_sum, 0 AS rt_count, 0 AS visitors, 0 AS bytes, ${PERCENTILES.map((n) => `CAST(NULL, 'Nullable(Float64)') AS p${n}`).join(', ')}
 FROM (${buildStateQuery(parts)})`;
 
 /** The figures of a plan (none when it reads nothing), and with `state` those parts of the build state, read again. */
@@ -154,10 +167,16 @@ interface StatsRow {
   rt_sum: string | number;
   rt_count: string | number;
   visitors: string | number;
+  bytes: string | number;
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
 }
 
 /** 100 × part / whole to 2 decimals (half up), from integers, so no binary fraction tips a .5. */
 export const percentageOf = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((10_000 * part) / whole) / 100);
+const numberOrNull = (v: number | string | null | undefined) => (v === null || v === undefined ? null : Number(v));
+
 /** A fraction to 4 decimals. */
 export const fractionOf = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((10_000 * part) / whole) / 10_000);
 /** A mean to 2 decimals. */
@@ -284,6 +303,8 @@ async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plann
     topStatusCodes: list(status).map((e) => ({ code: Number(e.key), count: e.count, percentage: share(e.count) })),
     topUserAgents: list(agent).map((e) => ({ userAgent: e.key, requests: e.count, percentage: share(e.count) })),
     topReferrers: list(referrer).map((e) => ({ referrer: e.key, requests: e.count, percentage: share(e.count) })),
+    bandwidth: Number(totals?.bytes ?? 0),
+    responseTimePercentiles: { p50: numberOrNull(totals?.p50), p95: numberOrNull(totals?.p95), p99: numberOrNull(totals?.p99) },
   };
   return { answer, state: buildStateOf(stateRows) };
 }
