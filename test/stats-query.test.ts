@@ -202,6 +202,7 @@ describe('POST /api/logs/query: dimensions', () => {
     const values = async (dimension: string) => (await askAll(admin, { ...custom(W_ALL), metrics: ['requests'], dimensions: [dimension] })).results.map((r: ExpectedRow) => r.dimensions[0]);
     expect(new Set(await values('device'))).toEqual(new Set(AGENTS.map((a) => a.device)));
     expect(new Set(await values('botName'))).toEqual(new Set(AGENTS.map((a) => a.botName)));
+    expect(new Set(await values('botKind'))).toEqual(new Set(['', 'ai', 'search', 'other']));
     expect(new Set(await values('bot'))).toEqual(new Set([true, false]));
     expect(new Set(await values('referrerHost'))).toEqual(new Set(REFERRERS.map(([, host]) => host)));
   });

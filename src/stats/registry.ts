@@ -293,6 +293,7 @@ const timeDimension = (name: string, interval: Interval | 'auto', description: s
 const REFERRER_HOST = String.raw`lower(extract(referrer, '^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#]*@)?(\[[^\]/?#]*\]|[^:/?#]*)'))`;
 
 export const DEVICES = ['desktop', 'mobile', 'tablet', 'bot', 'other'] as const;
+const BOT_KINDS = ['ai', 'search', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 
 export const DIMENSIONS = [
@@ -354,6 +355,7 @@ export const DIMENSIONS = [
     description: 'Whether the user agent is a bot (device is bot)',
   },
   stringDimension('botName', 'bot_name', "The bot's name (Googlebot, GPTBot, …); '' for no bot"),
+  stringDimension('botKind', 'bot_kind', `What a bot is: ${BOT_KINDS.join(', ')} (ai: a crawler or assistant gathering data for AI models); '' for no bot`),
 ] as const satisfies readonly Dimension[];
 
 export type DimensionName = (typeof DIMENSIONS)[number]['name'];

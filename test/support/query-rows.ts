@@ -33,6 +33,7 @@ export interface Row {
   os: string;
   device: string;
   botName: string;
+  botKind: string;
 }
 
 /** Text with every metacharacter of SQL, LIKE, globs and JSON. */
@@ -83,15 +84,15 @@ const hostOf = new Map(REFERRERS);
 
 /** User agents with the classes the ingest would store for them. */
 export const AGENTS = [
-  { agent: 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/120.0 Safari/537.36', browser: 'Chrome', os: 'Windows', device: 'desktop', botName: '' },
-  { agent: 'Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0', browser: 'Firefox', os: 'Linux', device: 'desktop', botName: '' },
-  { agent: 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148 Safari/604.1', browser: 'Mobile Safari', os: 'iOS', device: 'mobile', botName: '' },
-  { agent: 'Mozilla/5.0 (iPad; CPU OS 17_0 like Mac OS X) Mobile/15E148 Safari/604.1', browser: 'Mobile Safari', os: 'iOS', device: 'tablet', botName: '' },
-  { agent: 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)', browser: '', os: '', device: 'bot', botName: 'Googlebot' },
-  { agent: 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)', browser: '', os: '', device: 'bot', botName: 'GPTBot' },
-  { agent: 'curl/8.5.0', browser: 'curl', os: '', device: 'other', botName: '' },
-  { agent: '', browser: '', os: '', device: 'other', botName: '' },
-  { agent: HOSTILE, browser: `Br'ow"ser\\%_*`, os: "O'S; --", device: 'bot', botName: `Bot'%_\\"*` },
+  { agent: 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/120.0 Safari/537.36', browser: 'Chrome', os: 'Windows', device: 'desktop', botName: '', botKind: '' },
+  { agent: 'Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0', browser: 'Firefox', os: 'Linux', device: 'desktop', botName: '', botKind: '' },
+  { agent: 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148 Safari/604.1', browser: 'Mobile Safari', os: 'iOS', device: 'mobile', botName: '', botKind: '' },
+  { agent: 'Mozilla/5.0 (iPad; CPU OS 17_0 like Mac OS X) Mobile/15E148 Safari/604.1', browser: 'Mobile Safari', os: 'iOS', device: 'tablet', botName: '', botKind: '' },
+  { agent: 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)', browser: '', os: '', device: 'bot', botName: 'Googlebot', botKind: 'search' },
+  { agent: 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; +https://openai.com/gptbot)', browser: '', os: '', device: 'bot', botName: 'GPTBot', botKind: 'ai' },
+  { agent: 'curl/8.5.0', browser: 'curl', os: '', device: 'other', botName: '', botKind: '' },
+  { agent: '', browser: '', os: '', device: 'other', botName: '', botKind: '' },
+  { agent: HOSTILE, browser: `Br'ow"ser\\%_*`, os: "O'S; --", device: 'bot', botName: `Bot'%_\\"*`, botKind: 'other' },
 ];
 
 /** Client addresses: IPv4 in three ranges, IPv6 in two, and a logged text that is no address. */
@@ -147,6 +148,7 @@ export function generateRows(options: { seed: number; domain: number; count: num
       os: agent.os,
       device: agent.device,
       botName: agent.botName,
+      botKind: agent.botKind,
     });
   }
   return rows;
@@ -181,6 +183,7 @@ export async function insertRows(clickhouse: ClickHouseClient, rows: readonly Ro
       os: r.os,
       device: r.device,
       bot_name: r.botName,
+      bot_kind: r.botKind,
     }));
     await clickhouse.insert({ table: 'access_logs', values, format: 'JSONEachRow' });
   }
@@ -226,6 +229,8 @@ export function dimensionValue(row: Row, dimension: string, names: Map<number, s
       return row.device === 'bot';
     case 'botName':
       return row.botName;
+    case 'botKind':
+      return row.botKind;
     default:
       throw new Error(`no brute force for dimension ${dimension}`);
   }
