@@ -12,6 +12,7 @@ import { createLogger } from '../core/log.js';
 import { buildRollups, startRollupBuilder, startStatsRollups, type RollupBuilder, type RollupRound } from '../src/rollups/builder.js';
 import { deleteDomainData } from '../core/db/domain-data.js';
 import { bucketSetOf, emptyBuildState, planWindow, queryBuildState, windowBuckets } from '../src/rollups/plan.js';
+import { classifyUserAgent } from '../ingest/transforms/user-agent.js';
 import { PARTIALS, type PartialState } from '../src/stats/registry.js';
 import { provenTop, queryWindowStats, type WindowStats } from '../src/stats/window.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
@@ -312,6 +313,62 @@ describe('GET /api/logs/domains/:domainId/stats', () => {
     const res = await stats(0, alice.token);
     expect(res.status).toBe(422);
     expect(Object.keys(res.body.details)).toEqual(['domainId']);
+  });
+
+  it('filters and a custom window: the figures of the rows that pass, as brute force gives them', async () => {
+    const isBot = (agent: string) => classifyUserAgent(agent).device === 'bot';
+    const cases: [string, (e: Entry) => boolean][] = [
+      ['statusCode=404', (e) => e.status === 404],
+      ['statusCode=5xx', (e) => e.status >= 500 && e.status < 600],
+      ['method=get&statusCode=404', (e) => e.status === 404],
+      ['method=POST', () => false],
+      ['url=%2Fp%2F', (e) => e.url.includes('/p/')],
+      ['url=%2FQ%2F*', (e) => e.url.startsWith('/Q/')],
+      ['url=%3Fq%3D', (e) => e.url.includes('?q=')],
+      ['ipAddress=10.1.0.0%2F16', (e) => e.ip.startsWith('10.1.')],
+      ['ipAddress=2001%3Adb8%3A%3A%2F32', (e) => e.ip.startsWith('2001:db8::')],
+      ['userAgent=MOZILLA', (e) => e.agent.toLowerCase().includes('mozilla')],
+      ['userAgent=%C3%A4%C3%B6%C3%BC', (e) => e.agent.startsWith('ÄÖÜ')],
+      ['referrer=EXAMPLE.org', (e) => e.referrer.includes('example.org')],
+      ['bot=true', (e) => isBot(e.agent)],
+      ['bot=false&statusCode=2xx', (e) => !isBot(e.agent) && e.status < 300],
+      // SQL and LIKE metacharacters match themselves only.
+      ["userAgent=%25_'%22%5C", () => false],
+      ['url=%25', () => false],
+    ];
+    for (const [query, passes] of cases) {
+      const res = await stats(shop.id, alice.token, `?period=30d&${query}`);
+      expect(res.status, query).toBe(200);
+      expect(res.body.data, query).toEqual({ period: '30d', ...bruteForce(shopEntries.filter(passes), NOW - 30 * DAY, NOW) });
+    }
+    // A window from startDate to endDate, to the millisecond, alone and filtered.
+    const start = NOW - 10 * DAY + 12_345;
+    const end = NOW - 2 * DAY - 999;
+    const window = `?startDate=${new Date(start).toISOString()}&endDate=${new Date(end).toISOString()}`;
+    expect((await stats(shop.id, alice.token, window)).body.data).toEqual({ period: 'custom', ...bruteForce(shopEntries, start, end) });
+    expect((await stats(shop.id, alice.token, `${window}&statusCode=5xx`)).body.data).toEqual({ period: 'custom', ...bruteForce(shopEntries.filter((e) => e.status >= 500), start, end) });
+    // startDate alone: up to now.
+    const since = NOW - 3 * DAY;
+    expect((await stats(shop.id, alice.token, `?startDate=${new Date(since).toISOString()}`)).body.data).toEqual({ period: 'custom', ...bruteForce(shopEntries, since, NOW) });
+  }, 180_000);
+
+  it('422 for a window or a filter it cannot take, naming the field', async () => {
+    const cases: [string, string][] = [
+      ['?period=24h&startDate=2026-01-01', 'period'],
+      ['?endDate=2026-01-01', 'startDate'],
+      ['?startDate=2026-02-01&endDate=2026-01-01', 'endDate'],
+      ['?startDate=1969-12-31', 'startDate'],
+      ['?bot=yes', 'bot'],
+      ['?statusCode=6xx', 'statusCode'],
+      ['?ipAddress=10.0.0.0%2F99', 'ipAddress'],
+      ['?userAgent=', 'userAgent'],
+      [`?referrer=${'r'.repeat(65_537)}`, 'referrer'],
+    ];
+    for (const [query, field] of cases) {
+      const res = await stats(shop.id, alice.token, query);
+      expect(res.status, query.slice(0, 80)).toBe(422);
+      expect(Object.keys(res.body.details), query.slice(0, 80)).toEqual([field]);
+    }
   });
 
   it('401 without a valid token', async () => {

@@ -4,22 +4,14 @@ import type { Services } from '../context.js';
 import { domainIdParams } from '../domains/schemas.js';
 import { commonErrors, dataEnvelope, jsonContent, notFoundResponse, ok } from '../http/envelope.js';
 import { bearerSecurity, createRouter } from '../http/router.js';
+import { statsFiltersOf, statsQuery, statsWindowOf } from './schemas.js';
 import { getLogStats, STATS_PERIODS } from './window.js';
-
-const periodMessage = `must be one of ${STATS_PERIODS.join(', ')}`;
-
-const statsQuery = z.object({
-  period: z
-    .enum(STATS_PERIODS, { message: periodMessage })
-    .default('24h')
-    .openapi({ description: 'The window: the last hour, day, 7 days or 30 days up to now', example: '24h' }),
-});
 
 const share = z.number().openapi({ description: '100 × count / totalRequests, 2 decimals' });
 
 export const logStatsSchema = z
   .object({
-    period: z.enum(STATS_PERIODS),
+    period: z.enum([...STATS_PERIODS, 'custom']).openapi({ description: "The period asked, or 'custom' for a window from startDate to endDate" }),
     totalRequests: z.number().int(),
     uniqueVisitors: z.number().int().openapi({ description: 'Distinct client addresses' }),
     averageResponseTime: z.number().openapi({ description: 'Milliseconds, 2 decimals; 0 when no request of the window logged one' }),
@@ -45,10 +37,12 @@ const routes = {
     security: bearerSecurity,
     method: 'get',
     path: '/domains/{domainId}/stats',
-    summary: "A domain's access statistics over the last period (logs:read)",
+    summary: "A domain's access statistics over the last period, or a window, of the requests that pass the filters (logs:read)",
     description:
       'Top lists hold up to 10 entries, by count descending then key ascending; topReferrers leaves out requests without a referrer. ' +
-      'An empty window gives zeros and empty lists.',
+      'An empty window gives zeros and empty lists. Beyond the specification: startDate/endDate instead of period, and the filters ' +
+      '(statusCode, ipAddress, url, method as in the access listing; userAgent and referrer as case-insensitive substrings; bot), ' +
+      'combined with AND. Unfiltered, whole hours and days are read from rollups; filtered, every row of the window is read.',
     request: { params: domainIdParams, query: statsQuery },
     responses: { 200: jsonContent(dataEnvelope(logStatsSchema), 'The statistics'), ...commonErrors, 404: notFoundResponse('Domain') },
   }),
@@ -58,8 +52,9 @@ const routes = {
 export function logStatsRoutes(services: Services) {
   const app = createRouter();
   app.use('/domains/:domainId/stats', requireAuth(services));
-  app.openapi(routes.stats, async (c) =>
-    c.json(ok(await getLogStats(services, c.var.principal, c.req.valid('param').domainId, c.req.valid('query').period)), 200),
-  );
+  app.openapi(routes.stats, async (c) => {
+    const query = c.req.valid('query');
+    return c.json(ok(await getLogStats(services, c.var.principal, c.req.valid('param').domainId, statsWindowOf(query), statsFiltersOf(query))), 200);
+  });
   return app;
 }

@@ -29,6 +29,9 @@ import {
   type WindowPlan,
 } from '../rollups/plan.js';
 import { unionAll } from '../rollups/shared-sql.js';
+import { Params, type SqlFilter } from '../logs/filters.js';
+import type { QueryFilter } from './query/filters.js';
+import { filterConditions } from './query/where.js';
 import { mergedPartial, metricByName, PARTIALS, rawPartial, rollupPartial } from './registry.js';
 import { shortListSums } from '../rollups/short-lists.js';
 
@@ -41,7 +44,8 @@ const PERIOD_MS: Record<StatsPeriod, number> = { '1h': HOUR_MS, '24h': DAY_MS, '
 export const TOP_LIMIT = 10;
 
 export interface LogStats {
-  period: StatsPeriod;
+  /** 'custom' for a window from startDate to endDate. */
+  period: StatsPeriod | 'custom';
   totalRequests: number;
   uniqueVisitors: number;
   averageResponseTime: number;
@@ -230,12 +234,20 @@ const NUMERIC = (d: Dimension) => d.name === 'status';
  * The statistics of a planned window for one domain, and with `state` those parts of the window's
  * build state as the same query read them (see queryWindowStats).
  */
-async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, planned: WindowPlan, state: StateParts | null): Promise<{ answer: WindowStats; state: BuildState }> {
+async function statsOfPlan(
+  clickhouse: ClickHouseClient,
+  domainId: number,
+  planned: WindowPlan,
+  state: StateParts | null,
+  filter: SqlFilter | null = null,
+): Promise<{ answer: WindowStats; state: BuildState }> {
   // The listed buckets whose short lists are at hand at the plan's versions; the others are read in full.
   const sums = planned.listed.length > 0 ? await shortListSums(clickhouse, domainId, planned.listed) : null;
   const covered = sums?.covered ?? [];
   const plan = { ...planned, listed: covered };
-  const conditions = planConditions(plan);
+  const unfiltered = planConditions(plan);
+  // A filter reads raw rows only (the plan has no built bucket then): it narrows them.
+  const conditions = filter && unfiltered.raw ? { ...unfiltered, raw: `(${unfiltered.raw}) AND ${filter.where}`, params: { ...unfiltered.params, ...filter.params } } : unfiltered;
   const params = {
     ...buildStateParams(domainId, plan.start, plan.end),
     lists: DIMENSIONS.map((d) => d.dim),
@@ -317,6 +329,22 @@ async function statsOfPlan(clickhouse: ClickHouseClient, domainId: number, plann
  */
 export async function queryWindowStats(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, rollups = true): Promise<WindowStats> {
   if (!rollups) return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), null)).answer;
+  return readPlanned(clickhouse, domainId, start, end);
+}
+
+/**
+ * The statistics of [start, end] for the rows that pass `filters` (the registry's, src/stats/query/
+ * filters.ts): in one query over the window's raw rows, since the rollups hold no row's fields.
+ * Without filters, queryWindowStats.
+ */
+export async function filteredWindowStats(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, filters: readonly QueryFilter[]): Promise<WindowStats> {
+  if (filters.length === 0) return queryWindowStats(clickhouse, domainId, start, end);
+  const p = new Params('sf');
+  const where = filterConditions(filters, [], p).join(' AND ');
+  return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), null, { where, params: p.values })).answer;
+}
+
+function readPlanned(clickhouse: ClickHouseClient, domainId: number, start: number, end: number): Promise<WindowStats> {
   const b = windowBuckets(start, end);
   return readWithKnownPlan(clickhouse, `stats:${domainId}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}`, {
     readState: () => queryBuildState(clickhouse, domainId, start, end),
@@ -335,9 +363,17 @@ export function periodWindow(period: StatsPeriod, now: number, retentionDays: nu
 
 type StatsDeps = Pick<Services, 'db' | 'clickhouse' | 'config'>;
 
-/** GET /api/logs/domains/:domainId/stats: the domain must be visible and the caller hold logs:read. */
-export async function getLogStats(deps: StatsDeps, principal: Principal, domainId: number, period: StatsPeriod, now = Date.now()): Promise<LogStats> {
+/** The window GET …/stats reads: a period ending now, or from startDate to endDate (default now). */
+export type StatsWindow = { period: StatsPeriod } | { startDate: Date; endDate?: Date | undefined };
+
+/**
+ * GET /api/logs/domains/:domainId/stats: the domain must be visible and the caller hold logs:read.
+ * A custom window is never older than the retention either (periodWindow).
+ */
+export async function getLogStats(deps: StatsDeps, principal: Principal, domainId: number, window: StatsWindow, filters: readonly QueryFilter[] = [], now = Date.now()): Promise<LogStats> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
-  const { start, end } = periodWindow(period, now, deps.config.logRetentionDays);
-  return { period, ...(await queryWindowStats(deps.clickhouse, domainId, start, end)) };
+  const oldest = now - deps.config.logRetentionDays * DAY_MS;
+  const { start, end } =
+    'period' in window ? periodWindow(window.period, now, deps.config.logRetentionDays) : { start: Math.max(window.startDate.getTime(), oldest), end: window.endDate?.getTime() ?? now };
+  return { period: 'period' in window ? window.period : 'custom', ...(await filteredWindowStats(deps.clickhouse, domainId, start, end, filters)) };
 }

@@ -43,12 +43,14 @@ function filterCondition(filter: QueryFilter, domains: DomainName[], p: Params):
   }
 }
 
+/** The conditions of `filters` over access_logs columns, one per filter (to be joined by AND); `domains` name the domains a domain filter may match. */
+export const filterConditions = (filters: readonly QueryFilter[], domains: DomainName[], p: Params): string[] =>
+  filters.map((f) => `(${filterCondition(f, domains, p)})`);
+
 /** Conditions joined by AND over the query's domains, `window` (never before readFrom) and filters. */
 export function whereOf(query: Query, window: Window, p: Params): string {
   const range = { startDate: new Date(Math.max(window.start, query.readFrom)), endDate: new Date(window.end) };
-  return [
-    `domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`,
-    ...timeConditions(range, p),
-    ...query.filters.map((f) => `(${filterCondition(f, query.domains, p)})`),
-  ].join(' AND ');
+  return [`domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`, ...timeConditions(range, p), ...filterConditions(query.filters, query.domains, p)].join(
+    ' AND ',
+  );
 }
