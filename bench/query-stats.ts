@@ -23,7 +23,8 @@ import { loadConfig } from '../core/config.js';
 import { insertDomain } from '../src/domains/store.js';
 import { createLogger } from '../core/log.js';
 import { buildRollups } from '../src/rollups/builder.js';
-import { periodWindow, queryWindowStats, STATS_PERIODS } from '../src/stats/window.js';
+import { periodWindow, STATS_PERIODS } from '../src/stats/periods.js';
+import { queryWindowStats } from '../src/stats/window.js';
 import { openRuntime } from '../src/runtime.js';
 import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
 

@@ -5,7 +5,8 @@ import { domainIdParams } from '../domains/schemas.js';
 import { commonErrors, dataEnvelope, jsonContent, notFoundResponse, ok } from '../http/envelope.js';
 import { bearerSecurity, createRouter } from '../http/router.js';
 import { statsFiltersOf, statsQuery, statsWindowOf } from './schemas.js';
-import { getLogStats, STATS_PERIODS } from './window.js';
+import { STATS_PERIODS } from './periods.js';
+import { getLogStats } from './window.js';
 
 const share = z.number().openapi({ description: '100 × count / totalRequests, 2 decimals' });
 

@@ -17,7 +17,6 @@ import {
   buildStateParams,
   buildStateQuery,
   DAY_MS,
-  HOUR_MS,
   planConditions,
   planWindow,
   queryBuildState,
@@ -32,13 +31,11 @@ import { unionAll } from '../rollups/shared-sql.js';
 import { Params, type SqlFilter } from '../logs/filters.js';
 import type { QueryFilter } from './query/filters.js';
 import { filterConditions } from './query/where.js';
+import { periodWindow, type StatsPeriod } from './periods.js';
 import { mergedPartial, metricByName, PARTIALS, rawPartial, rollupPartial } from './registry.js';
 import { shortListSums } from '../rollups/short-lists.js';
 
-export const STATS_PERIODS = ['1h', '24h', '7d', '30d'] as const;
-export type StatsPeriod = (typeof STATS_PERIODS)[number];
 
-const PERIOD_MS: Record<StatsPeriod, number> = { '1h': HOUR_MS, '24h': DAY_MS, '7d': 7 * DAY_MS, '30d': 30 * DAY_MS };
 
 /** How many entries a top list holds at most. */
 export const TOP_LIMIT = 10;
@@ -351,14 +348,6 @@ function readPlanned(clickhouse: ClickHouseClient, domainId: number, start: numb
     plan: (state) => planWindow(start, end, state),
     run: (plan, whole) => statsOfPlan(clickhouse, domainId, plan, whole ? 'all' : 'counted'),
   });
-}
-
-/**
- * The window of a period ending at `now`: [now − period, now], but never older than the retention
- * (LOG_RETENTION_DAYS), whose rows the raw table and the rollups drop at different moments.
- */
-export function periodWindow(period: StatsPeriod, now: number, retentionDays: number): { start: number; end: number } {
-  return { start: Math.max(now - PERIOD_MS[period], now - retentionDays * DAY_MS), end: now };
 }
 
 type StatsDeps = Pick<Services, 'db' | 'clickhouse' | 'config'>;

@@ -5,7 +5,7 @@
  */
 import type { DomainName } from '../../domains/store.js';
 import { invalidField } from '../../http/errors.js';
-import { periodWindow } from '../window.js';
+import { periodWindow } from '../periods.js';
 import { AUTO_MAX_POINTS, dimensionByName, INTERVALS, metricByName, type Dimension, type Interval, type Metric } from '../registry.js';
 import type { QueryFilter } from './filters.js';
 import type { QueryBody } from './schemas.js';

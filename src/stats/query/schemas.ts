@@ -5,7 +5,7 @@
 import { z } from '@hono/zod-openapi';
 import { paginationSchema } from '../../http/envelope.js';
 import { bodyWholeNumber, checkDateOrder, checkPageDepth, isoDate, pageBody } from '../../http/query.js';
-import { STATS_PERIODS } from '../window.js';
+import { STATS_PERIODS } from '../periods.js';
 import { DIMENSION_NAMES, dimensionByName, METRIC_NAMES } from '../registry.js';
 import { filtersField } from './filters.js';
 
