@@ -202,6 +202,9 @@ const QUERY_VARIANTS: Record<string, unknown[]> = {
 const variantsFor = (op: Operation) => (op.path === '/api/logs/query' ? QUERY_VARIANTS : VARIANTS);
 const variantsOf = (op: Operation) => Math.max(1, ...Object.keys(op.body?.properties ?? {}).map((k) => variantsFor(op)[k]?.length ?? 1));
 
+/** A parameter the valid request leaves out: GET …/stats takes a period or a startDate, not both. */
+const OMITTED = Symbol('omitted');
+
 /** What the schemas cannot tell: values that must be fresh, real or consistent with others. */
 function knownValid(name: string, op: Operation, ctx: Context, variant: number): unknown {
   const variants = variantsFor(op)[name];
@@ -230,6 +233,8 @@ function knownValid(name: string, op: Operation, ctx: Context, variant: number):
       return 0.5;
     case 'query':
       return 'item';
+    case 'period':
+      return op.params.some((p) => p.name === 'startDate') ? OMITTED : undefined;
     case 'startDate':
       return new Date(seeded.access[0]!.timestamp - HOUR).toISOString();
     case 'endDate':
@@ -303,7 +308,11 @@ function validBody(op: Operation, ctx: Context, variant = 0): Record<string, unk
 const text = (value: unknown): UrlValue => ({ text: String(value) });
 
 function validQuery(op: Operation, ctx: Context, which: (p: Param) => boolean): [string, UrlValue][] {
-  return op.params.filter((p) => p.in === 'query' && (p.required || which(p))).map((p) => [p.name, text(validField(p.name, p.schema, op, ctx))]);
+  return op.params
+    .filter((p) => p.in === 'query' && (p.required || which(p)))
+    .map((p): [string, unknown] => [p.name, validField(p.name, p.schema, op, ctx)])
+    .filter(([, value]) => value !== OMITTED)
+    .map(([name, value]) => [name, text(value)]);
 }
 
 // ---------------------------------------------------------------------------------------------
