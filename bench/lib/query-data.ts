@@ -180,8 +180,8 @@ async function registerThroughApi(dataDir: string, names: string[], onSpawn: (s:
 /**
  * Step 2: the domains registered and the logs imported on `dataDir`, one process after the other;
  * each import must store every line. The main domain and the others are added by `tailhouse
- * domains add`, one process each (each opens both embedded stores: 5.7 s a call on the busy
- * 2-core machine, so 1,000 would take over an hour, and the CLI has no bulk form), the fleet through the API of a `serve` child; the fleet's
+ * domains add`, one process each (each opens both embedded stores: 2–6 s a call on the busy
+ * 2-core machine, so 1,000 would take 35–95 minutes, and the CLI has no bulk form), the fleet through the API of a `serve` child; the fleet's
  * file is one `tailhouse import` without `--domain` (lines routed by `$host`).
  */
 export async function loadQueryData(dataDir: string, logs: QueryLogs, rows: number, onServer: (s: Server | undefined) => void = () => {}): Promise<QueryLoad> {
