@@ -8,9 +8,10 @@
 --   bot_kind  ai | search | other for bots ('ai': a crawler or assistant gathering data for AI); '' otherwise
 --
 -- Plain String, not LowCardinality(String): the import's budget for this is 5 % of its rate, and
--- five LowCardinality columns cost ClickHouse about 1.4 s of CPU per million rows inserted and
--- merged (a dictionary per column and granule, merged again by every merge), plain ones about
--- 0.5 s (bench/README, issue 14). Their few distinct values compress to almost nothing either way.
+-- five LowCardinality columns cost ClickHouse 1.2–1.4 s of CPU per million rows inserted and
+-- merged (a dictionary per column and granule, merged again by every merge), plain ones 0.4–0.9 s
+-- (bench/user-agent-columns; bench/README, issue 14). Their few distinct values compress to almost
+-- nothing either way; a GROUP BY over them is slower as String (186 ms against 102 ms a million rows).
 --
 -- Rows stored before this migration read '' in every one of them (device '' is never written by
 -- the sink): `serve` and `migrate` classify them afterwards (ingest/user-agent-backfill.ts).
