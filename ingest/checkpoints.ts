@@ -16,6 +16,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Logger } from '../core/log.js';
+import { replaceFile } from '../core/replace-file.js';
 
 export interface Checkpoint {
   /** The source (followed path) the file belongs to: each follower lists and prunes its own. */
@@ -176,30 +177,11 @@ export class CheckpointStore {
   private startWrite(): Promise<void> {
     // The snapshot is taken now, synchronously: every change made before this call is in it.
     const text = `${JSON.stringify({ version: 1, sources: Object.fromEntries(this.sources), files: Object.fromEntries(this.entries) })}\n`;
-    const write = this.writeAtomically(text).finally(() => {
+    const write = replaceFile(path.join(this.dir, FILE_NAME), path.join(this.dir, TEMP_NAME), text).finally(() => {
       this.writing = null;
     });
     this.writing = write;
     return write;
-  }
-
-  private async writeAtomically(text: string): Promise<void> {
-    const temp = path.join(this.dir, TEMP_NAME);
-    const fh = await fs.open(temp, 'w');
-    try {
-      await fh.writeFile(text, 'utf8');
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await fs.rename(temp, path.join(this.dir, FILE_NAME));
-    // The rename itself is only durable once the directory is synced.
-    const dirFh = await fs.open(this.dir, 'r');
-    try {
-      await dirFh.sync();
-    } finally {
-      await dirFh.close();
-    }
   }
 }
 

@@ -24,6 +24,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { replaceFile } from '../replace-file.js';
 
 const LOGS_DIR = 'deduplication_logs';
 const LOG_FILE = /^deduplication_log_\d+\.txt$/;
@@ -97,7 +98,7 @@ export async function dropUncommittedDedupRecords(chdbDir: string): Promise<Dedu
       const kept = records.filter((r) => r.operation !== '1' || backed(r.range!));
       if (kept.length === records.length) continue;
       repair.removed += records.length - kept.length;
-      await replaceFile(chdbDir, file, kept.map((r) => `${r.line}\n`).join(''));
+      await replaceFile(file, path.join(chdbDir, TEMP_NAME), kept.map((r) => `${r.line}\n`).join(''));
     }
     if (repair.removed > 0 || repair.unreadable.length > 0) repairs.push(repair);
   }
@@ -128,25 +129,6 @@ async function tableNames(chdbDir: string): Promise<Map<string, string>> {
     }
   }
   return names;
-}
-
-/** Writes `text` to a temporary file, syncs it, renames it over `file` and syncs the directory: old or new, never torn. */
-async function replaceFile(chdbDir: string, file: string, text: string): Promise<void> {
-  const temp = path.join(chdbDir, TEMP_NAME);
-  const fh = await fs.open(temp, 'w');
-  try {
-    await fh.writeFile(text, 'utf8');
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await fs.rename(temp, file);
-  const dir = await fs.open(path.dirname(file), 'r');
-  try {
-    await dir.sync();
-  } finally {
-    await dir.close();
-  }
 }
 
 async function readdirOrEmpty(dir: string): Promise<string[]> {
