@@ -17,7 +17,7 @@ import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { claimLease, releaseLease } from '../../core/db/leases.js';
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
-import { PARTIALS, type PartialState } from '../stats/registry.js';
+import { PARTIALS, rawPartial, rollupPartial, type PartialState } from '../stats/registry.js';
 import { inBuckets, topsVersions } from './shared-sql.js';
 
 export interface RollupOptions {
@@ -102,17 +102,22 @@ ORDER BY c.day DESC, c.domain_id
 LIMIT ${BATCH}`;
 
 /**
- * What a total row holds: every partial state of the statistics' registry, each in its rollup
- * column. List rows hold requests only (the other columns keep their defaults).
+ * The two kinds of rows a bucket has: its total row, holding every partial state of the
+ * statistics' registry, each in its rollup column; and its list rows, holding requests only (the
+ * other columns keep their defaults). `rows` picks them in access_rollups (qualified: the SELECTs
+ * below alias dim).
  */
-const TOTALS: readonly PartialState[] = Object.values(PARTIALS);
-const LIST: readonly PartialState[] = [PARTIALS.requests];
+const ROWS = {
+  lists: { partials: [PARTIALS.requests], rows: "access_rollups.dim != 'total'" },
+  totals: { partials: Object.values(PARTIALS), rows: "access_rollups.dim = 'total'" },
+} as const satisfies Record<string, { partials: readonly PartialState[]; rows: string }>;
+type RowKind = keyof typeof ROWS;
 
 /** What access_rollups holds for the buckets being built, by bucket, list and key: the part a build subtracts (the partials written as differences). */
-const held = (span: 'hour' | 'day', partials: readonly PartialState[], dims: string) => `
-  SELECT bucket, CAST(dim, 'Int8') AS dim, key, ${partials.filter((x) => x.rollup.difference).map((x) => `${x.rollup.read} AS ${x.name}`).join(', ')}
+const held = (span: 'hour' | 'day', kind: RowKind) => `
+  SELECT bucket, CAST(dim, 'Int8') AS dim, key, ${ROWS[kind].partials.filter((x) => x.rollup.difference).map(rollupPartial).join(', ')}
   FROM access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND ${dims} AND ${inBuckets('bucket', 'buckets')}
+  WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND ${ROWS[kind].rows} AND ${inBuckets('bucket', 'buckets')}
   GROUP BY bucket, dim, key`;
 
 /**
@@ -124,17 +129,17 @@ const held = (span: 'hour' | 'day', partials: readonly PartialState[], dims: str
 const BUILD_SETTINGS = 'SETTINGS max_threads = 1';
 
 /**
- * Writes `fresh` (the buckets' partials by bucket, dim and key, named as the partials) minus what
- * the buckets hold: a sum or a histogram as its difference, a set or a maximum whole (the
- * registry's `rollup.difference`).
+ * Writes `fresh` (the buckets' partials by bucket, dim and key, named p_<partial> as the registry's
+ * rawPartial and rollupPartial name them) minus what the buckets hold: a sum or a histogram as its
+ * difference, a set or a maximum whole (the registry's `rollup.difference`).
  */
-const writeDifference = (span: 'hour' | 'day', partials: readonly PartialState[], dims: string, fresh: string) => `
-INSERT INTO access_rollups (domain_id, span, dim, bucket, key, ${partials.map((x) => x.rollup.column).join(', ')})
+const writeDifference = (span: 'hour' | 'day', kind: RowKind, fresh: string) => `
+INSERT INTO access_rollups (domain_id, span, dim, bucket, key, ${ROWS[kind].partials.map((x) => x.rollup.column).join(', ')})
 SELECT {domainId:UInt32}, '${span}', dim, bucket, key,
-       ${partials.map((x) => (x.rollup.difference ? x.rollup.difference(`fresh.${x.name}`, `held.${x.name}`) : `fresh.${x.name}`)).join(', ')}
+       ${ROWS[kind].partials.map((x) => (x.rollup.difference ? x.rollup.difference(`fresh.p_${x.name}`, `held.p_${x.name}`) : `fresh.p_${x.name}`)).join(', ')}
 FROM (${fresh}) AS fresh
-LEFT JOIN (${held(span, partials, dims)}) AS held USING (bucket, dim, key)
-WHERE fresh.requests > held.requests
+LEFT JOIN (${held(span, kind)}) AS held USING (bucket, dim, key)
+WHERE fresh.p_requests > held.p_requests
 ${BUILD_SETTINGS}`;
 
 /**
@@ -166,31 +171,21 @@ const BUILD = {
   hour: [
     writeDifference(
       'hour',
-      LIST,
-      "access_rollups.dim != 'total'",
-      `SELECT ${HOUR} AS bucket, toInt8(k.1) AS dim, k.2 AS key, count() AS requests
+      'lists',
+      `SELECT ${HOUR} AS bucket, toInt8(k.1) AS dim, k.2 AS key, ${rawPartial(PARTIALS.requests)}
   FROM ${hourRows('\n  ARRAY JOIN [(1, url), (2, toString(status_code)), (3, user_agent), (4, referrer)] AS k')}
     AND NOT (k.1 = 4 AND k.2 = '')
   GROUP BY bucket, dim, key`,
     ),
-    writeDifference(
-      'hour',
-      TOTALS,
-      "access_rollups.dim = 'total'",
-      `SELECT ${HOUR} AS bucket, toInt8(0) AS dim, '' AS key, ${TOTALS.map((x) => `${x.raw} AS ${x.name}`).join(', ')}
-  FROM ${hourRows()}
-  GROUP BY bucket`,
-    ),
+    writeDifference('hour', 'totals', `SELECT ${HOUR} AS bucket, toInt8(0) AS dim, '' AS key, ${ROWS.totals.partials.map(rawPartial).join(', ')} FROM ${hourRows()} GROUP BY bucket`),
   ],
-  day: [
-    writeDifference('day', LIST, "access_rollups.dim != 'total'", `SELECT ${DAY} AS bucket, CAST(dim, 'Int8') AS dim, key, sum(requests) AS requests FROM ${DAY_HOURS} AND access_rollups.dim != 'total' GROUP BY bucket, dim, key`),
+  day: (['lists', 'totals'] as const).map((kind) =>
     writeDifference(
       'day',
-      TOTALS,
-      "access_rollups.dim = 'total'",
-      `SELECT ${DAY} AS bucket, toInt8(0) AS dim, '' AS key, ${TOTALS.map((x) => `${x.rollup.read} AS ${x.name}`).join(', ')} FROM ${DAY_HOURS} AND access_rollups.dim = 'total' GROUP BY bucket`,
+      kind,
+      `SELECT ${DAY} AS bucket, CAST(dim, 'Int8') AS dim, key, ${ROWS[kind].partials.map(rollupPartial).join(', ')} FROM ${DAY_HOURS} AND ${ROWS[kind].rows} GROUP BY bucket, dim, key`,
     ),
-  ],
+  ),
 } as const;
 
 /** How many keys a bucket's short top lists keep (access_tops); src/stats/window.ts proposes from them. */
