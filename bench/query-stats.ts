@@ -23,7 +23,7 @@ import { loadConfig } from '../core/config.js';
 import { insertDomain } from '../src/domains/store.js';
 import { createLogger } from '../core/log.js';
 import { buildRollups } from '../src/rollups/builder.js';
-import { periodWindow, STATS_PERIODS } from '../src/stats/periods.js';
+import { STATS_PERIODS, windowAt } from '../src/stats/periods.js';
 import { queryWindowStats } from '../src/stats/window.js';
 import { openRuntime } from '../src/runtime.js';
 import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
@@ -92,7 +92,7 @@ async function main() {
         const [a, res] = await timed(async () => app.request(`/api/logs/domains/${domain.id}/stats?period=${period}`, { headers: { authorization: `Bearer ${token}` } }));
         if (res.status !== 200) throw new Error(`stats ${period}: ${res.status} ${await res.text()}`);
         await res.arrayBuffer();
-        const { start, end } = periodWindow(period, Date.now(), config.logRetentionDays);
+        const { start, end } = windowAt({ period }, Date.now(), config.logRetentionDays);
         const [r1, viaRollups] = await timed(() => queryWindowStats(runtime.clickhouse, domain.id, start, end));
         const [r2, viaRaw] = await timed(() => queryWindowStats(runtime.clickhouse, domain.id, start, end, false));
         same &&= isDeepStrictEqual(viaRollups, viaRaw);

@@ -8,8 +8,7 @@ import { z } from '@hono/zod-openapi';
 import { checkDateOrder, dateRangeQuery } from '../http/query.js';
 import { accessFilterQuery, URL_FILTER_MAX, type AccessFilters } from '../logs/filters.js';
 import type { QueryFilter } from './query/filters.js';
-import { STATS_PERIODS } from './periods.js';
-import type { StatsWindow } from './window.js';
+import { STATS_PERIODS, type StatsWindow } from './periods.js';
 
 const text = (what: string) =>
   z

@@ -16,7 +16,6 @@ import {
   buildStateOf,
   buildStateParams,
   buildStateQuery,
-  DAY_MS,
   planConditions,
   planWindow,
   queryBuildState,
@@ -31,11 +30,9 @@ import { unionAll } from '../rollups/shared-sql.js';
 import { Params, type SqlFilter } from '../logs/filters.js';
 import type { QueryFilter } from './query/filters.js';
 import { filterConditions } from './query/where.js';
-import { periodWindow, type StatsPeriod } from './periods.js';
+import { windowAt, type StatsPeriod, type StatsWindow } from './periods.js';
 import { mergedPartial, metricByName, PARTIALS, rawPartial, rollupPartial } from './registry.js';
 import { shortListSums } from '../rollups/short-lists.js';
-
-
 
 /** How many entries a top list holds at most. */
 export const TOP_LIMIT = 10;
@@ -90,7 +87,7 @@ const CANDIDATES = 30;
  */
 const listsQuery = (c: PlanConditions, short: boolean, limit: number) => `
 SELECT list AS dim, key, sum(in_short) + sum(in_edge) AS requests, sum(in_edge) AS edge, sum(holders) AS listed_in,
-       ${NO_TOTALS}
+       ${noTotals()}
 FROM (
   ${unionAll([
     short &&
@@ -116,8 +113,8 @@ const TOTAL_PARTIALS = [PARTIALS.requests, PARTIALS.serverErrors, PARTIALS.rtSum
 const PERCENTILES = [50, 95, 99] as const;
 const percentileMetric = (n: (typeof PERCENTILES)[number]) => metricByName.get(`p${n}ResponseTime`)!;
 
-/** The totals' columns in a row that is not the totals row. */
-const NO_TOTALS = `0 AS errors, 0 AS rt_sum, 0 AS rt_count, 0 AS visitors, 0 AS bytes, ${PERCENTILES.map((n) => `CAST(NULL, 'Nullable(Float64)') AS p${n}`).join(', ')}`;
+/** The totals' columns in a row that is not the totals row (a build-state row puts its built count in `errors`). */
+const noTotals = (errors = '0') => `${errors} AS errors, 0 AS rt_sum, 0 AS rt_count, 0 AS visitors, 0 AS bytes, ${PERCENTILES.map((n) => `CAST(NULL, 'Nullable(Float64)') AS p${n}`).join(', ')}`;
 
 /**
  * Row dim 0 carries the totals: the registry's partials from the built buckets' total rows and
@@ -141,8 +138,7 @@ ${listsQuery(c, short, short ? CANDIDATES + 1 : TOP_LIMIT)}`;
 /** The window's build state in the figures' row shape, as dim STATE_ROW: span as key, bucket as requests, counted as edge, built as errors. */
 const STATE_ROW = 20;
 const stateAsFigures = (parts: StateParts) => `
-SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS edge, 0 AS listed_in, toUInt64(built) AS errors,
-       0 AS rt_sum, 0 AS rt_count, 0 AS visitors, 0 AS bytes, ${PERCENTILES.map((n) => `CAST(NULL, 'Nullable(Float64)') AS p${n}`).join(', ')}
+SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS edge, 0 AS listed_in, ${noTotals('toUInt64(built)')}
 FROM (${buildStateQuery(parts)})`;
 
 /** The figures of a plan (none when it reads nothing), and with `state` those parts of the build state, read again. */
@@ -326,7 +322,12 @@ async function statsOfPlan(
  */
 export async function queryWindowStats(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, rollups = true): Promise<WindowStats> {
   if (!rollups) return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), null)).answer;
-  return readPlanned(clickhouse, domainId, start, end);
+  const b = windowBuckets(start, end);
+  return readWithKnownPlan(clickhouse, `stats:${domainId}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}`, {
+    readState: () => queryBuildState(clickhouse, domainId, start, end),
+    plan: (state) => planWindow(start, end, state),
+    run: (plan, whole) => statsOfPlan(clickhouse, domainId, plan, whole ? 'all' : 'counted'),
+  });
 }
 
 /**
@@ -341,28 +342,11 @@ export async function filteredWindowStats(clickhouse: ClickHouseClient, domainId
   return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), null, { where, params: p.values })).answer;
 }
 
-function readPlanned(clickhouse: ClickHouseClient, domainId: number, start: number, end: number): Promise<WindowStats> {
-  const b = windowBuckets(start, end);
-  return readWithKnownPlan(clickhouse, `stats:${domainId}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}`, {
-    readState: () => queryBuildState(clickhouse, domainId, start, end),
-    plan: (state) => planWindow(start, end, state),
-    run: (plan, whole) => statsOfPlan(clickhouse, domainId, plan, whole ? 'all' : 'counted'),
-  });
-}
-
 type StatsDeps = Pick<Services, 'db' | 'clickhouse' | 'config'>;
 
-/** The window GET …/stats reads: a period ending now, or from startDate to endDate (default now). */
-export type StatsWindow = { period: StatsPeriod } | { startDate: Date; endDate?: Date | undefined };
-
-/**
- * GET /api/logs/domains/:domainId/stats: the domain must be visible and the caller hold logs:read.
- * A custom window is never older than the retention either (periodWindow).
- */
+/** GET /api/logs/domains/:domainId/stats: the domain must be visible and the caller hold logs:read. */
 export async function getLogStats(deps: StatsDeps, principal: Principal, domainId: number, window: StatsWindow, filters: readonly QueryFilter[] = [], now = Date.now()): Promise<LogStats> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
-  const oldest = now - deps.config.logRetentionDays * DAY_MS;
-  const { start, end } =
-    'period' in window ? periodWindow(window.period, now, deps.config.logRetentionDays) : { start: Math.max(window.startDate.getTime(), oldest), end: window.endDate?.getTime() ?? now };
+  const { start, end } = windowAt(window, now, deps.config.logRetentionDays);
   return { period: 'period' in window ? window.period : 'custom', ...(await filteredWindowStats(deps.clickhouse, domainId, start, end, filters)) };
 }

@@ -5,12 +5,11 @@
  */
 import type { DomainName } from '../../domains/store.js';
 import { invalidField } from '../../http/errors.js';
-import { periodWindow } from '../periods.js';
+import { retainedSince, windowAt } from '../periods.js';
 import { AUTO_MAX_POINTS, dimensionByName, INTERVALS, metricByName, type Dimension, type Interval, type Metric } from '../registry.js';
 import type { QueryFilter } from './filters.js';
 import type { QueryBody } from './schemas.js';
 
-const DAY = 86_400_000;
 
 /** Beyond this many buckets an explicit interval is refused. */
 export const MAX_BUCKETS = 10_000;
@@ -63,11 +62,12 @@ export interface QueryContext {
 }
 
 function windowOf(body: QueryBody, ctx: QueryContext): Window {
-  if (body.dateRange !== 'custom') return periodWindow(body.dateRange, ctx.now, ctx.retentionDays);
-  const oldest = ctx.now - ctx.retentionDays * DAY;
-  const end = body.endDate ? body.endDate.getTime() : ctx.now;
-  if (end < oldest) throw invalidField('endDate', `must be after ${new Date(oldest).toISOString()}: logs are kept ${ctx.retentionDays} days (LOG_RETENTION_DAYS)`);
-  return { start: Math.max(body.startDate!.getTime(), oldest), end };
+  if (body.dateRange !== 'custom') return windowAt({ period: body.dateRange }, ctx.now, ctx.retentionDays);
+  const oldest = retainedSince(ctx.now, ctx.retentionDays);
+  if (body.endDate && body.endDate.getTime() < oldest) {
+    throw invalidField('endDate', `must be after ${new Date(oldest).toISOString()}: logs are kept ${ctx.retentionDays} days (LOG_RETENTION_DAYS)`);
+  }
+  return windowAt({ startDate: body.startDate!, endDate: body.endDate }, ctx.now, ctx.retentionDays);
 }
 
 function intervalOf(dimension: Dimension, window: Window): Interval {
@@ -106,7 +106,7 @@ export function parseQuery(body: QueryBody, ctx: QueryContext): Query {
     filters: body.filters,
     window,
     previous: body.compare ? { start: window.start - length, end: window.start - 1 } : null,
-    readFrom: ctx.now - ctx.retentionDays * DAY,
+    readFrom: retainedSince(ctx.now, ctx.retentionDays),
     interval,
     timeIndex,
     orderBy,
