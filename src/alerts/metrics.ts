@@ -22,14 +22,14 @@
  * would queue behind each other and behind the API's own log reads.
  */
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
-import { mergedPartial, metricByName, PARTIALS, rawPartial, type Metric } from '../stats/registry.js';
-import type { Condition } from './schemas.js';
+import { mergedPartial, metricByName, PARTIALS, rawPartial, type Metric, type MetricName } from '../stats/registry.js';
+import { CONDITIONS, type Condition } from './schemas.js';
 
 /** The default noise guard: a rate (errorRate, clientErrorRate) over fewer requests than this never fires. */
 export const MIN_ERROR_RATE_REQUESTS = 10;
 
 /** The statistics metric (src/stats/registry.ts) each condition watches: the value a dashboard shows for the same window. */
-const CONDITION_METRICS: Record<Condition, string> = {
+const CONDITION_METRICS: Record<Condition, MetricName> = {
   errorRate: 'errorRate',
   clientErrorRate: 'clientErrorRate',
   requestCount: 'requests',
@@ -37,10 +37,10 @@ const CONDITION_METRICS: Record<Condition, string> = {
   p95ResponseTime: 'p95ResponseTime',
 };
 
-/** The conditions that are shares of the requests, and so need MIN_ERROR_RATE_REQUESTS of them. */
-export const RATE_CONDITIONS: readonly Condition[] = ['errorRate', 'clientErrorRate'];
-
 const metricOfCondition = (condition: Condition): Metric => metricByName.get(CONDITION_METRICS[condition])!;
+
+/** The conditions whose metric is a share of the requests (a fraction), and so needs MIN_ERROR_RATE_REQUESTS of them. */
+export const RATE_CONDITIONS: readonly Condition[] = CONDITIONS.filter((c) => metricOfCondition(c).kind === 'fraction4');
 
 export interface Window {
   domainId: number;
