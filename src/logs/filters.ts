@@ -201,15 +201,17 @@ export const ipAddressField = z
   .transform(parsedBy(parseIpFilter, ipMessage))
   .openapi({ type: 'string', example: '10.0.0.0/8', description: 'An address, or a CIDR range (IPv4 or IPv6)' });
 
-const urlField = z
+/** A text to match (a substring or a glob): not empty, at most URL_FILTER_MAX characters. */
+export const filterText = z
   .string({ message: 'must be a string' })
   .min(1, { message: 'must not be empty' })
-  .max(URL_FILTER_MAX, { message: `must be at most ${URL_FILTER_MAX} characters` })
-  .openapi({
-    type: 'string',
-    example: '/api/*/orders',
-    description: 'A case-sensitive substring of the URL; with `*`, a glob over the whole URL (`*` matches anything, `/` included)',
-  });
+  .max(URL_FILTER_MAX, { message: `must be at most ${URL_FILTER_MAX} characters` });
+
+const urlField = filterText.openapi({
+  type: 'string',
+  example: '/api/*/orders',
+  description: 'A case-sensitive substring of the URL; with `*`, a glob over the whole URL (`*` matches anything, `/` included)',
+});
 
 const methodMessage = 'must be an HTTP method such as GET';
 const methodText = z

@@ -6,16 +6,11 @@
  */
 import { z } from '@hono/zod-openapi';
 import { checkDateOrder, dateRangeQuery } from '../http/query.js';
-import { accessFilterQuery, URL_FILTER_MAX, type AccessFilters } from '../logs/filters.js';
+import { accessFilterQuery, filterText, type AccessFilters } from '../logs/filters.js';
 import type { QueryFilter } from './query/filters.js';
 import { STATS_PERIODS, type StatsWindow } from './periods.js';
 
-const text = (what: string) =>
-  z
-    .string({ message: 'must be a string' })
-    .min(1, { message: 'must not be empty' })
-    .max(URL_FILTER_MAX, { message: `must be at most ${URL_FILTER_MAX} characters` })
-    .openapi({ description: `A case-insensitive substring of the ${what}` });
+const text = (what: string) => filterText.openapi({ description: `A case-insensitive substring of the ${what}` });
 
 export const statsQuery = z
   .object({

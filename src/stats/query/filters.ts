@@ -12,7 +12,7 @@
  * | `cidr`     | ipAddress                                | an address or a CIDR range, IPv4 or IPv6 (the listing's ipAddress) |
  */
 import { z } from '@hono/zod-openapi';
-import { ipAddressField, URL_FILTER_MAX, type IpRange } from '../../logs/filters.js';
+import { filterText, ipAddressField, type IpRange } from '../../logs/filters.js';
 import { DIMENSION_NAMES, dimensionByName, FILTER_OPS, type Dimension, type FilterOp } from '../registry.js';
 
 export const MAX_FILTERS = 100;
@@ -27,10 +27,6 @@ export interface QueryFilter {
   values: FilterValue[];
 }
 
-const pattern = z
-  .string({ message: 'must be a string' })
-  .min(1, { message: 'must not be empty' })
-  .max(URL_FILTER_MAX, { message: `must be at most ${URL_FILTER_MAX} characters` });
 
 const valueSchema = (dimension: Dimension, op: FilterOp): z.ZodType<FilterValue> => {
   switch (op) {
@@ -39,7 +35,7 @@ const valueSchema = (dimension: Dimension, op: FilterOp): z.ZodType<FilterValue>
       return dimension.value;
     case 'contains':
     case 'glob':
-      return pattern;
+      return filterText;
     case 'cidr':
       return ipAddressField;
   }
