@@ -84,14 +84,15 @@ export async function backfillUserAgentClasses(deps: BackfillDeps): Promise<Back
         after = page.at(-1)!.user_agent;
         more = page.length === PAGE;
       }
-      // mutations_sync = 2: the statement returns once the partition's parts are rewritten.
+      // mutations_sync = 2: the statement returns once the partition's parts are rewritten. A SETTINGS
+      // clause, not clickhouse_settings, which chDB turns into a SET that stays on the session for
+      // every later statement of the process (src/rollups/builder.ts, BUILD_SETTINGS).
       await clickhouse.command({
         query:
           'ALTER TABLE access_logs UPDATE ' +
           CLASS_COLUMNS.map((column) => `${column} = joinGet({table:String}, '${column}', user_agent)`).join(', ') +
-          " IN PARTITION ID {partition:String} WHERE device = ''",
+          " IN PARTITION ID {partition:String} WHERE device = '' SETTINGS mutations_sync = 2",
         query_params: { table, partition },
-        clickhouse_settings: { mutations_sync: '2' },
       });
       result.partitions++;
       result.rows += Number(rows);
