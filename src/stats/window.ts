@@ -335,7 +335,7 @@ export async function queryWindowStats(clickhouse: ClickHouseClient, domainId: n
  * filters.ts): in one query over the window's raw rows, since the rollups hold no row's fields.
  * Without filters, queryWindowStats.
  */
-export async function filteredWindowStats(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, filters: readonly QueryFilter[]): Promise<WindowStats> {
+async function filteredWindowStats(clickhouse: ClickHouseClient, domainId: number, start: number, end: number, filters: readonly QueryFilter[]): Promise<WindowStats> {
   if (filters.length === 0) return queryWindowStats(clickhouse, domainId, start, end);
   const p = new Params('sf');
   const where = filterConditions(filters, [], p).join(' AND ');
