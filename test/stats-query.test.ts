@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertDomain } from '../src/domains/store.js';
+import { buildRollups } from '../src/rollups/builder.js';
 import { dimensionByName, DIMENSION_NAMES, METRIC_NAMES } from '../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import {
@@ -492,4 +493,100 @@ describe('POST /api/logs/query: validation', () => {
       expect(Object.keys(res.body.details).sort(), `${label}: ${JSON.stringify(res.body.details).slice(0, 300)}`).toEqual(fields);
     }
   });
+});
+
+describe('POST /api/logs/query: from the rollups', () => {
+  /** The builder's whole backlog, as `serve` runs it (settled a second after a bucket ends). */
+  const buildAll = () => buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 120_000, retentionDays: 3650 });
+  /** Time and domain: what the rollups hold (Dimension.rollup), each interval made of whole hours or days. */
+  const SHAPES: { dimensions: string[]; filters?: Filter[] }[] = [
+    { dimensions: [] },
+    { dimensions: ['time:hour'] },
+    { dimensions: ['time:day'] },
+    { dimensions: ['time:week'] },
+    { dimensions: ['time:month'] },
+    { dimensions: ['time'] },
+    { dimensions: ['domain'] },
+    { dimensions: ['domain', 'time:day'] },
+    { dimensions: ['time:hour', 'domain'] },
+  ];
+  const WINDOWS = [W_PART, W_ALL, { start: BASE - 400 * DAY, end: BASE + 8 * DAY - 1 }];
+  /** A filter that every row passes and the rollups do not hold: the same question, read from raw rows only. */
+  const RAW_ONLY: Filter = ['isNot', 'method', ['\u0001 no such method']];
+
+  /** Every shape in every window against the brute force, and equal to the same question read raw (percentiles too: the same histogram). */
+  async function expectShapes(filters: Filter[] = [], windows = WINDOWS): Promise<void> {
+    for (const window of windows) {
+      for (const shape of SHAPES) {
+        // Series of at most a few thousand rows.
+        const days = (window.end - window.start) / DAY;
+        if ((shape.dimensions.includes('time:hour') && days > 3) || (shape.dimensions.length > 1 && days > 30)) continue;
+        const body = { metrics: ALL_METRICS, dimensions: shape.dimensions, filters };
+        const data = await expectBruteForce(admin, everyDomain(), body, window);
+        const raw = await askAll(admin, { ...custom(window), ...body, filters: [...filters, RAW_ONLY] });
+        expect(data.results, JSON.stringify(shape)).toEqual(raw.results);
+      }
+    }
+  }
+
+  it('built hours and days: time series, domains and totals equal the raw rows’ answer', async () => {
+    const round = await buildAll();
+    expect(round.hours).toBeGreaterThan(100);
+    expect(round.days).toBeGreaterThan(10);
+    await expectShapes();
+    await expectShapes([['is', 'domain', [alpha.name, fleet[3]!.name, 'nobody.example.com']]], [W_PART]);
+    await expectShapes([['isNot', 'domain', [beta.name]]], [W_ALL]);
+    await expectBruteForce(alice.token, aliceDomains(), { metrics: ALL_METRICS, dimensions: ['time:day'] }, W_PART);
+  }, 300_000);
+
+  it('late lines into built hours: read raw for every domain until built again, then from the rollups, exact', async () => {
+    const late = [
+      // Into built hours and days of alpha only: a plan for several domains reads those buckets raw for all.
+      ...generateRows({ seed: 900, domain: alpha.id, count: 40, from: BASE + 2 * DAY + 3 * HOUR, to: BASE + 2 * DAY + 5 * HOUR, firstId: 90_001 }),
+      ...generateRows({ seed: 901, domain: alpha.id, count: 25, from: BASE + 4 * DAY, to: BASE + 5 * DAY, firstId: 91_001 }),
+      ...generateRows({ seed: 902, domain: fleet[5]!.id, count: 10, from: BASE + DAY + 7 * HOUR, to: BASE + DAY + 8 * HOUR, firstId: 92_001 }),
+    ];
+    await insertRows(t.runtime.clickhouse, late);
+    rows.push(...late);
+    await expectShapes();
+    const round = await buildAll();
+    // The three hours written to and their two days, built again as differences (the histogram too).
+    expect(round.hours).toBeGreaterThanOrEqual(3);
+    expect(round.days).toBeGreaterThanOrEqual(2);
+    await expectShapes();
+  }, 300_000);
+
+  it('the rollups serve the shapes they hold where built; finer buckets, other dimensions and filters read raw rows', async () => {
+    // A mark in gamma's rollups that the raw rows do not hold: bytes without requests in one built hour and its day.
+    const hour = BASE + 2 * DAY + 10 * HOUR;
+    const mark = 1_000_000_000;
+    await t.runtime.clickhouse.command({
+      query: `INSERT INTO access_rollups (domain_id, span, dim, bucket, key, requests, bytes) VALUES
+        ({d:UInt32}, 'hour', 'total', toDateTime({h:UInt32}, 'UTC'), '', 0, {mark:UInt64}), ({d:UInt32}, 'day', 'total', toDateTime({day:UInt32}, 'UTC'), '', 0, {mark:UInt64})`,
+      query_params: { d: gamma.id, h: hour / 1000, day: (BASE + 2 * DAY) / 1000, mark },
+    });
+    const window = { start: BASE + 2 * DAY - HOUR, end: BASE + 3 * DAY + HOUR - 1 };
+    const bandwidth = async (body: Record<string, unknown>) => (await askAll(admin, { ...custom(window), domains: [gamma.id], metrics: ['bandwidth', 'requests'], ...body })).results;
+    const exact = bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth', 'requests'], dimensions: [], filters: [], window, names })[0]!.metrics;
+    // From the day's row (totals, days) or the hour's (hours): the mark shows.
+    expect((await bandwidth({}))[0].metrics).toEqual([exact[0]! + mark, exact[1]]);
+    expect((await bandwidth({ dimensions: ['time:day'] })).map((r: ExpectedRow) => r.metrics[0])).toContain(
+      bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth'], dimensions: ['time:day'], filters: [], window, interval: 'day', names }).find((r) => r.dimensions[0] === iso(BASE + 2 * DAY))!.metrics[0]! + mark,
+    );
+    const hours = await bandwidth({ dimensions: ['time:hour'] });
+    expect(hours.find((r: ExpectedRow) => r.dimensions[0] === iso(hour)).metrics[0]).toBe(
+      bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth'], dimensions: ['time:hour'], filters: [], window, interval: 'hour', names }).find((r) => r.dimensions[0] === iso(hour))!.metrics[0]! + mark,
+    );
+    // Raw rows: buckets finer than an hour, a dimension or a filter the rollups do not hold.
+    const minutes = await bandwidth({ dimensions: ['time:minute'] });
+    expect(minutes.reduce((sum: number, r: ExpectedRow) => sum + r.metrics[0]!, 0)).toBe(exact[0]);
+    expect((await bandwidth({ dimensions: ['statusClass'] })).reduce((sum: number, r: ExpectedRow) => sum + r.metrics[0]!, 0)).toBe(exact[0]);
+    expect((await bandwidth({ filters: [RAW_ONLY] }))[0].metrics).toEqual(exact);
+    // A late line in the marked hour: its hour and day are read raw again.
+    const late = generateRows({ seed: 903, domain: gamma.id, count: 1, from: hour + MINUTE, to: hour + 2 * MINUTE, firstId: 93_001 });
+    await insertRows(t.runtime.clickhouse, late);
+    rows.push(...late);
+    const after = bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth', 'requests'], dimensions: [], filters: [], window, names })[0]!.metrics;
+    expect((await bandwidth({}))[0].metrics).toEqual(after);
+  }, 120_000);
 });

@@ -195,6 +195,56 @@ export async function queryBuildState(clickhouse: ClickHouseClient, domainId: nu
 }
 
 /**
+ * The build state of several domains' window, folded into one state that planWindow reads as it
+ * reads one domain's, so that a bucket is read from the rollups only where it is built for every
+ * domain holding rows in it (one plan, one condition on the buckets for all the domains):
+ *
+ * - counted: hour → how many of the domains hold rows in it;
+ * - builtHours: hour → how many of those have a built total equal to their count;
+ * - builtDays: day → the sum, over the domains whose day total equals the rows counted in its
+ *   hours, of how many hours of the day hold their rows.
+ *
+ * planWindow compares builtHours with counted, and builtDays with the sum of counted over the
+ * day's hours (the sum over the domains of their hours with rows): each is equal only when every
+ * domain's bucket is built. With `span` 'hour' the days are left out (every hour planned alone).
+ * The short lists are not read (a query of totals needs none).
+ */
+export async function queryDomainsBuildState(clickhouse: ClickHouseClient, domainIds: number[], start: number, end: number, span: 'hour' | 'day'): Promise<BuildState> {
+  const b = windowBuckets(start, end);
+  const state = emptyBuildState();
+  if (domainIds.length === 0 || b.hourFrom >= b.hourTo) return state;
+  const range = (column: string, from: string, to: string) =>
+    `${column} >= toDateTime({${from}:UInt32}, 'UTC') AND ${column} < toDateTime({${to}:UInt32}, 'UTC')`;
+  const counted = `SELECT domain_id, hour, sum(rows) AS n FROM access_hour_rows
+  WHERE domain_id IN {domainIds:Array(UInt32)} AND ${range('hour', 'hourFrom', 'hourTo')}
+  GROUP BY domain_id, hour HAVING n > 0`;
+  const totals = (s: 'hour' | 'day', from: string, to: string) => `SELECT domain_id, bucket, sum(requests) AS built FROM access_rollups
+  WHERE domain_id IN {domainIds:Array(UInt32)} AND span = '${s}' AND dim = 'total' AND ${range('bucket', from, to)}
+  GROUP BY domain_id, bucket`;
+  const query = unionAll([
+    `SELECT 'hour' AS span, toUnixTimestamp(c.hour) AS bucket, count() AS counted, countIf(t.built = c.n) AS built
+FROM (${counted}) AS c LEFT JOIN (${totals('hour', 'hourFrom', 'hourTo')}) AS t ON t.domain_id = c.domain_id AND t.bucket = c.hour
+GROUP BY c.hour`,
+    span === 'day' &&
+      b.dayFrom < b.dayTo &&
+      `SELECT 'day', toUnixTimestamp(c.day), 0, sumIf(c.hours, t.built = c.n)
+FROM (SELECT domain_id, toStartOfDay(hour) AS day, sum(n) AS n, count() AS hours FROM (${counted}) GROUP BY domain_id, day) AS c
+LEFT JOIN (${totals('day', 'dayFrom', 'dayTo')}) AS t ON t.domain_id = c.domain_id AND t.bucket = c.day
+WHERE c.day >= toDateTime({dayFrom:UInt32}, 'UTC') AND c.day < toDateTime({dayTo:UInt32}, 'UTC')
+GROUP BY c.day`,
+  ]);
+  const params = { domainIds, hourFrom: seconds(b.hourFrom), hourTo: seconds(b.hourTo), dayFrom: seconds(b.dayFrom), dayTo: seconds(b.dayTo) };
+  for (const row of await selectRows<BuildStateRow>(clickhouse, query, params)) {
+    const at = Number(row.bucket) * 1000;
+    if (row.span === 'hour') {
+      state.counted.set(at, Number(row.counted));
+      state.builtHours.set(at, Number(row.built));
+    } else state.builtDays.set(at, Number(row.built));
+  }
+  return state;
+}
+
+/**
  * A plan's pieces as SQL conditions over bound parameters (the number of pieces is the plan's,
  * never the request's); null where the plan has no such piece, so that its read is left out.
  */

@@ -174,10 +174,27 @@ const WEEK = 7 * DAY;
 /** 1970-01-01 was a Thursday: weeks start on Monday, three days earlier. */
 const MONDAY_OFFSET = 3 * DAY;
 
+/**
+ * A time column of a source: access_logs' `timestamp` (DateTime64(3)) or access_rollups' `bucket`
+ * (DateTime, the start of an hour or a day), and the same as epoch milliseconds.
+ */
+export interface TimeColumn {
+  column: string;
+  ms: string;
+}
+export const RAW_TIME: TimeColumn = { column: 'timestamp', ms: 'toUnixTimestamp64Milli(timestamp)' };
+export const ROLLUP_TIME: TimeColumn = { column: 'bucket', ms: 'toInt64(toUnixTimestamp(bucket)) * 1000' };
+
 /** A time bucket width: its name (meta.interval), the SQL of a row's bucket start (epoch ms) and the same in JavaScript. */
 export interface Interval {
   name: string;
-  sql: string;
+  sql: (time: TimeColumn) => string;
+  /**
+   * The finest rollup rows whose buckets each lie inside one of this interval's buckets: 'day' for
+   * intervals made of whole UTC days, 'hour' for those made of whole hours, null for finer ones
+   * (read from raw rows only).
+   */
+  rollupSpan: 'hour' | 'day' | null;
   /** The start of the bucket holding `ms`. */
   floor(ms: number): number;
   /** The start of the bucket after the one starting at `start`. */
@@ -186,11 +203,10 @@ export interface Interval {
   count(from: number, to: number): number;
 }
 
-const TIMESTAMP_MS = 'toUnixTimestamp64Milli(timestamp)';
-
 const fixedInterval = (name: string, size: number, offset = 0): Interval => ({
   name,
-  sql: `intDiv(${TIMESTAMP_MS} + ${offset}, ${size}) * ${size} - ${offset}`,
+  sql: (time) => `intDiv(${time.ms} + ${offset}, ${size}) * ${size} - ${offset}`,
+  rollupSpan: size % DAY === 0 && offset % DAY === 0 ? 'day' : size % HOUR === 0 ? 'hour' : null,
   floor: (ms) => Math.floor((ms + offset) / size) * size - offset,
   next: (start) => start + size,
   count: (from, to) => (Math.floor((to + offset) / size) - Math.floor((from + offset) / size)) + 1,
@@ -204,7 +220,8 @@ const monthIndex = (ms: number) => {
 const month: Interval = {
   name: 'month',
   // A Date counts days since 1970-01-01.
-  sql: `toInt64(toUInt16(toStartOfMonth(timestamp))) * ${DAY}`,
+  sql: (time) => `toInt64(toUInt16(toStartOfMonth(${time.column}))) * ${DAY}`,
+  rollupSpan: 'day',
   floor: (ms) => {
     const d = new Date(ms);
     return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
@@ -245,6 +262,11 @@ export interface Dimension {
   kind: DimensionKind;
   /** SQL over access_logs columns; a time dimension's is its interval's. */
   raw: string;
+  /**
+   * The same over access_rollups' total rows, null where they do not hold it (a query grouping or
+   * filtering by it reads raw rows only); a time dimension's is its interval's (see rollupSpan).
+   */
+  rollup: string | null;
   /** A fixed interval, or 'auto' for `time`; null for the other dimensions. */
   interval: Interval | 'auto' | null;
   ops: readonly FilterOp[];
@@ -268,6 +290,7 @@ const stringDimension = (name: string, raw: string, description: string, ops: re
   name,
   kind: 'string',
   raw,
+  rollup: null,
   interval: null,
   ops,
   paramType: 'String',
@@ -278,7 +301,8 @@ const stringDimension = (name: string, raw: string, description: string, ops: re
 const timeDimension = (name: string, interval: Interval | 'auto', description: string): Dimension => ({
   name,
   kind: 'time',
-  raw: interval === 'auto' ? '' : interval.sql,
+  raw: interval === 'auto' ? '' : interval.sql(RAW_TIME),
+  rollup: interval === 'auto' || interval.rollupSpan === null ? null : interval.sql(ROLLUP_TIME),
   interval,
   ops: [],
   paramType: 'Int64',
@@ -307,6 +331,7 @@ export const DIMENSIONS = [
     name: 'domain',
     kind: 'domain',
     raw: 'domain_id',
+    rollup: 'domain_id',
     interval: null,
     ops: EXACT_OPS,
     paramType: 'UInt32',
@@ -319,6 +344,7 @@ export const DIMENSIONS = [
     name: 'statusCode',
     kind: 'integer',
     raw: 'status_code',
+    rollup: null,
     interval: null,
     ops: EXACT_OPS,
     paramType: 'UInt16',
@@ -329,6 +355,7 @@ export const DIMENSIONS = [
     name: 'statusClass',
     kind: 'string',
     raw: "concat(toString(intDiv(status_code, 100)), 'xx')",
+    rollup: null,
     interval: null,
     ops: EXACT_OPS,
     paramType: 'String',
@@ -348,6 +375,7 @@ export const DIMENSIONS = [
     name: 'bot',
     kind: 'boolean',
     raw: "device = 'bot'",
+    rollup: null,
     interval: null,
     ops: EXACT_OPS,
     paramType: 'UInt8',

@@ -6,7 +6,7 @@
 import type { DomainName } from '../../domains/store.js';
 import { invalidField } from '../../http/errors.js';
 import { retainedSince, windowAt } from '../periods.js';
-import { AUTO_MAX_POINTS, dimensionByName, INTERVALS, metricByName, type Dimension, type Interval, type Metric } from '../registry.js';
+import { AUTO_MAX_POINTS, dimensionByName, INTERVALS, metricByName, RAW_TIME, ROLLUP_TIME, type Dimension, type Interval, type Metric } from '../registry.js';
 import type { QueryFilter } from './filters.js';
 import type { QueryBody } from './schemas.js';
 
@@ -24,8 +24,10 @@ export interface Window {
 export interface QueryDimension {
   name: string;
   dimension: Dimension;
-  /** SQL of the value over access_logs rows. */
+  /** SQL of the value over access_logs rows … */
   raw: string;
+  /** … and over access_rollups' total rows (null: they do not hold it). */
+  rollup: string | null;
 }
 
 /** An order term: a metric or a dimension (index into the query's lists). */
@@ -46,6 +48,12 @@ export interface Query {
   previous: Window | null;
   /** Rows before this are never read (the retention: raw rows and rollups drop them at different moments). */
   readFrom: number;
+  /**
+   * Which rollup rows may serve the query where they are built: 'day' (days and hours), 'hour'
+   * (hours only: its time buckets are finer than a day), or null (raw rows only: a dimension or a
+   * filter the rollups do not hold, or time buckets finer than an hour).
+   */
+  rollupSpan: 'hour' | 'day' | null;
   /** The time dimension's buckets, and its place among the dimensions (-1: none). */
   interval: Interval | null;
   timeIndex: number;
@@ -85,7 +93,12 @@ export function parseQuery(body: QueryBody, ctx: QueryContext): Query {
   const entries = body.dimensions.map((name) => dimensionByName.get(name)!);
   const timeIndex = entries.findIndex((d) => d.kind === 'time');
   const interval = timeIndex < 0 ? null : intervalOf(entries[timeIndex]!, window);
-  const dimensions = entries.map((dimension) => ({ name: dimension.name, dimension, raw: dimension.kind === 'time' ? interval!.sql : dimension.raw }));
+  const dimensions = entries.map((dimension) =>
+    dimension.kind === 'time'
+      ? { name: dimension.name, dimension, raw: interval!.sql(RAW_TIME), rollup: interval!.rollupSpan && interval!.sql(ROLLUP_TIME) }
+      : { name: dimension.name, dimension, raw: dimension.raw, rollup: dimension.rollup },
+  );
+  const inRollups = dimensions.every((d) => d.rollup !== null) && body.filters.every((f) => dimensionByName.get(f.dimension)!.rollup !== null);
 
   const asked = (name: string): Omit<OrderTerm, 'desc'> => {
     const metric = body.metrics.indexOf(name as (typeof body.metrics)[number]);
@@ -107,6 +120,7 @@ export function parseQuery(body: QueryBody, ctx: QueryContext): Query {
     window,
     previous: body.compare ? { start: window.start - length, end: window.start - 1 } : null,
     readFrom: retainedSince(ctx.now, ctx.retentionDays),
+    rollupSpan: inRollups ? (interval?.rollupSpan ?? 'day') : null,
     interval,
     timeIndex,
     orderBy,

@@ -1,12 +1,16 @@
 /**
- * Runs a Query's SQL (sql.ts): one query in the common case (chDB runs one query at a time per
- * process, so each round trip counts), a second for `compare`, and a count of groups only when a
- * page lies past the last group (the page's own rows carry the count otherwise).
+ * Runs a Query's SQL (sql.ts): where the rollups may serve it (Query.rollupSpan), first the build
+ * state of its windows for all its domains at once, planned bucket by bucket (src/rollups/plan.ts);
+ * then one query per window (chDB runs one query at a time per process, so each round trip
+ * counts), and a count of groups only when a page lies past the last group (the page's own rows
+ * carry the count otherwise).
  */
 import { selectRows, type ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { invalidField } from '../../http/errors.js';
+import { planConditions, planWindow, queryDomainsBuildState } from '../../rollups/plan.js';
 import type { Query, Window } from './parse.js';
-import { groupsSql, type BuiltQuery, type GroupKey } from './sql.js';
+import { groupsSql, type BuiltQuery, type GroupKey, type Reads } from './sql.js';
+import { readWindow } from './where.js';
 
 /** Beyond this many groups of a time series (or filled rows, shape.ts) the query is refused. */
 export const MAX_SERIES_GROUPS = 100_000;
@@ -29,29 +33,43 @@ const select = (clickhouse: ClickHouseClient, built: BuiltQuery) => selectRows<S
 export const tooManyGroups = (what: string) =>
   invalidField('dimensions', `${what} more than ${MAX_SERIES_GROUPS} rows with a time dimension: add a filter, fewer dimensions or a coarser interval`);
 
+/**
+ * How each window is read: raw rows only unless the rollups may serve the query; then one build
+ * state for the windows' domains (both windows of a compare at once) and a plan per window.
+ */
+async function planReads(clickhouse: ClickHouseClient, query: Query, windows: Window[]): Promise<Reads[]> {
+  if (query.rollupSpan === null) return windows.map(() => null);
+  const read = windows.map((w) => readWindow(query, w));
+  const from = Math.min(...read.map((w) => w.start));
+  const to = Math.max(...read.map((w) => w.end));
+  const state = await queryDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollupSpan);
+  return read.map((w) => (w.start > w.end ? null : planConditions(planWindow(w.start, w.end, state))));
+}
+
 /** Every group of a time series over `window`, refused beyond MAX_SERIES_GROUPS. */
-async function series(clickhouse: ClickHouseClient, query: Query, window: Window): Promise<SqlRow[]> {
-  const rows = await select(clickhouse, groupsSql(query, window, { kind: 'all', cap: MAX_SERIES_GROUPS }));
+async function series(clickhouse: ClickHouseClient, query: Query, window: Window, reads: Reads): Promise<SqlRow[]> {
+  const rows = await select(clickhouse, groupsSql(query, window, reads, { kind: 'all', cap: MAX_SERIES_GROUPS }));
   if (rows.length > MAX_SERIES_GROUPS) throw tooManyGroups('The window holds');
   return rows;
 }
 
 export async function runQuery(clickhouse: ClickHouseClient, query: Query): Promise<RunResult> {
+  const [reads, previousReads] = await planReads(clickhouse, query, query.previous ? [query.window, query.previous] : [query.window]);
   if (query.timeIndex >= 0) {
-    const rows = await series(clickhouse, query, query.window);
-    return { rows, total: 0, previous: query.previous ? await series(clickhouse, query, query.previous) : null };
+    const rows = await series(clickhouse, query, query.window, reads!);
+    return { rows, total: 0, previous: query.previous ? await series(clickhouse, query, query.previous, previousReads!) : null };
   }
-  const rows = await select(clickhouse, groupsSql(query, query.window, { kind: 'page' }));
+  const rows = await select(clickhouse, groupsSql(query, query.window, reads!, { kind: 'page' }));
   let total = Number(rows[0]?.total ?? 0);
   if (rows.length === 0 && query.page > 1) {
     // Past the last group, or no dimension (one row) on a later page.
-    total = query.dimensions.length === 0 ? 1 : Number((await select(clickhouse, groupsSql(query, query.window, { kind: 'count' })))[0]?.total ?? 0);
+    total = query.dimensions.length === 0 ? 1 : Number((await select(clickhouse, groupsSql(query, query.window, reads!, { kind: 'count' })))[0]?.total ?? 0);
   }
   let previous: SqlRow[] | null = null;
   if (query.previous) {
     const keys = rows.map((row) => keyOf(query, row));
     const pageOnly = query.dimensions.length > 0 ? keys : undefined;
-    previous = pageOnly?.length === 0 ? [] : await select(clickhouse, groupsSql(query, query.previous, { kind: 'all', cap: query.limit }, pageOnly));
+    previous = pageOnly?.length === 0 ? [] : await select(clickhouse, groupsSql(query, query.previous, previousReads!, { kind: 'all', cap: query.limit }, pageOnly));
   }
   return { rows, total, previous };
 }

@@ -1,6 +1,7 @@
 /**
- * The SQL of a Query, generated from the registry: each source (today the raw rows of
- * access_logs; the rollups later) aggregates its rows into the metrics' partial columns per group,
+ * The SQL of a Query, generated from the registry: each source (the raw rows of access_logs, and
+ * where a plan allows, the built buckets' total rows of access_rollups) aggregates its rows into
+ * the metrics' partial columns per group,
  * the sources' partials are merged per group, and the metrics' final SQL reads the merged ones:
  *
  *   SELECT d0…, final AS m0…            -- ORDER BY, LIMIT, count() OVER () as asked
@@ -10,10 +11,11 @@
  */
 import { TupleParam } from '@clickhouse/client';
 import { Params } from '../../logs/filters.js';
+import type { PlanConditions } from '../../rollups/plan.js';
 import { unionAll } from '../../rollups/shared-sql.js';
-import { mergedPartial, rawPartial, type PartialState } from '../registry.js';
-import type { OrderTerm, Query, Window } from './parse.js';
-import { whereOf } from './where.js';
+import { mergedPartial, rawPartial, rollupPartial, type PartialState } from '../registry.js';
+import type { OrderTerm, Query, QueryDimension, Window } from './parse.js';
+import { whereOf, type Source } from './where.js';
 
 export interface BuiltQuery {
   query: string;
@@ -64,31 +66,50 @@ function orderTerm(query: Query, term: OrderTerm, p: Params): string {
   return `${dim(term.index)} ${direction}`;
 }
 
-/** Only the groups whose dimension values are among `keys` (the rows of a page). */
-function amongKeys(query: Query, keys: GroupKey[], p: Params): string {
-  const types = query.dimensions.map((d) => d.dimension.paramType);
-  if (types.length === 1) return `${query.dimensions[0]!.raw} IN ${p.bind(`Array(${types[0]})`, keys.map((k) => k[0]))}`;
-  const tuple = `(${query.dimensions.map((d) => d.raw).join(', ')})`;
-  return `${tuple} IN ${p.bind(`Array(Tuple(${types.join(', ')}))`, keys.map((k) => new TupleParam(k)))}`;
-}
+/** A dimension's SQL over a source's rows (parse.ts resolves both). */
+const dimensionSql = (d: QueryDimension, source: Source) => (source === 'raw' ? d.raw : d.rollup!);
 
-/** The raw part: access_logs rows of the window aggregated into partials per group. */
-function rawSource(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined): string {
-  const columns = [...query.dimensions.map((d, i) => `${d.raw} AS ${dim(i)}`), ...partials.map(rawPartial)];
-  const where = [whereOf(query, window, p), ...(keys ? [amongKeys(query, keys, p)] : [])].join(' AND ');
-  const groupBy = query.dimensions.length ? `\nGROUP BY ${query.dimensions.map((_, i) => dim(i)).join(', ')}` : '';
-  return `SELECT ${columns.join(', ')}\nFROM access_logs\nWHERE ${where}${groupBy}`;
+/** Only the groups whose dimension values are among `keys` (the rows of a page). */
+function amongKeys(query: Query, keys: GroupKey[], p: Params, source: Source): string {
+  const types = query.dimensions.map((d) => d.dimension.paramType);
+  const values = query.dimensions.map((d) => dimensionSql(d, source));
+  if (types.length === 1) return `${values[0]} IN ${p.bind(`Array(${types[0]})`, keys.map((k) => k[0]))}`;
+  return `(${values.join(', ')}) IN ${p.bind(`Array(Tuple(${types.join(', ')}))`, keys.map((k) => new TupleParam(k)))}`;
 }
 
 /**
- * The SQL of the query over `window`: `keys` restricts it to the groups with those dimension
- * values (a compared page asks the previous window for its own rows only).
+ * Where a window is read: the plan's raw ranges of access_logs and its built buckets of
+ * access_rollups (src/rollups/plan.ts), or with no plan every row of access_logs.
  */
-export function groupsSql(query: Query, window: Window, selection: Selection, keys?: GroupKey[]): BuiltQuery {
+export type Reads = PlanConditions | null;
+
+/** One source's rows of the window (those of `reads` for it) aggregated into partials per group. */
+function sourceSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, source: Source, part: string | null): string {
+  const columns = [...query.dimensions.map((d, i) => `${dimensionSql(d, source)} AS ${dim(i)}`), ...partials.map(source === 'raw' ? rawPartial : rollupPartial)];
+  const where = [whereOf(query, window, p, source), ...(part ? [`(${part})`] : []), ...(keys ? [amongKeys(query, keys, p, source)] : [])].join(' AND ');
+  const groupBy = query.dimensions.length ? `\nGROUP BY ${query.dimensions.map((_, i) => dim(i)).join(', ')}` : '';
+  return `SELECT ${columns.join(', ')}\nFROM ${source === 'raw' ? 'access_logs' : 'access_rollups'}\nWHERE ${where}${groupBy}`;
+}
+
+/** The sources of a window: raw rows where the plan has raw ranges (or has nothing at all: one part must give the empty groups), rollups where it has built buckets. */
+function sourcesSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, reads: Reads): string {
+  if (!reads) return sourceSql(query, window, partials, p, keys, 'raw', null);
+  Object.assign(p.values, reads.params);
+  return unionAll([
+    (reads.raw !== null || reads.built === null) && sourceSql(query, window, partials, p, keys, 'raw', reads.raw ?? '0'),
+    reads.built !== null && sourceSql(query, window, partials, p, keys, 'rollup', reads.built),
+  ]);
+}
+
+/**
+ * The SQL of the query over `window`, read as `reads` says: `keys` restricts it to the groups with
+ * those dimension values (a compared page asks the previous window for its own rows only).
+ */
+export function groupsSql(query: Query, window: Window, reads: Reads, selection: Selection, keys?: GroupKey[]): BuiltQuery {
   const p = new Params('q');
   const partials = partialsOf(query, selection);
   const dims = query.dimensions.map((_, i) => dim(i));
-  const sources = unionAll([rawSource(query, window, partials, p, keys)]);
+  const sources = sourcesSql(query, window, partials, p, keys, reads);
   const merged =
     `SELECT ${[...dims, ...partials.map((x) => mergedPartial(x))].join(', ')}\nFROM (\n${sources}\n)` +
     (dims.length ? `\nGROUP BY ${dims.join(', ')}` : '');

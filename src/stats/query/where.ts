@@ -1,6 +1,7 @@
 /**
- * The WHERE of a query's raw part: its domains, its window and its filters over access_logs
- * columns, every value a bound parameter (`{name:Type}` through Params).
+ * The WHERE of a query's parts: its domains, its window and its filters over access_logs columns
+ * (the raw part) or over access_rollups' total rows (the rollup part), every value a bound
+ * parameter (`{name:Type}` through Params).
  */
 import type { DomainName } from '../../domains/store.js';
 import { globToLike, ipRangeCondition, Params, timeConditions, type IpRange } from '../../logs/filters.js';
@@ -14,24 +15,30 @@ const paramValue = (value: FilterValue) => (typeof value === 'boolean' ? Number(
 
 const anyOf = (conditions: string[]) => (conditions.length === 1 ? conditions[0]! : `(${conditions.join(' OR ')})`);
 
+/** Which rows a condition reads: access_logs rows, or access_rollups' total rows (Dimension.rollup). */
+export type Source = 'raw' | 'rollup';
+
+/** The dimension's SQL over `source`; a query reads a source only where each of its dimensions and filters has one (parse.ts). */
+export const columnOf = (dimension: Dimension, source: Source): string => dimension[source]!;
+
 /** `dimension` is one of `values`; a domain's values are names, of which those not among `domains` match nothing. */
-function isCondition(dimension: Dimension, values: FilterValue[], domains: DomainName[], p: Params): string {
+function isCondition(dimension: Dimension, values: FilterValue[], domains: DomainName[], p: Params, source: Source): string {
   if (dimension.kind === 'domain') {
     const ids = domains.filter((d) => values.includes(d.name)).map((d) => d.id);
-    return `${dimension.raw} IN ${p.bind('Array(UInt32)', ids)}`;
+    return `${columnOf(dimension, source)} IN ${p.bind('Array(UInt32)', ids)}`;
   }
   const exact = values as (string | number | boolean)[];
   if (dimension.isCondition) return dimension.isCondition(exact, p);
   return `${dimension.raw} IN ${p.bind(`Array(${dimension.paramType})`, [...new Set(exact.map(paramValue))])}`;
 }
 
-function filterCondition(filter: QueryFilter, domains: DomainName[], p: Params): string {
+function filterCondition(filter: QueryFilter, domains: DomainName[], p: Params, source: Source): string {
   const dimension = dimensionByName.get(filter.dimension)!;
   switch (filter.op) {
     case 'is':
-      return isCondition(dimension, filter.values, domains, p);
+      return isCondition(dimension, filter.values, domains, p, source);
     case 'isNot':
-      return `NOT (${isCondition(dimension, filter.values, domains, p)})`;
+      return `NOT (${isCondition(dimension, filter.values, domains, p, source)})`;
     case 'contains':
       // The search's expression: the url text index serves it, and unlike positionCaseInsensitiveUTF8
       // (about a second per row) a long needle over long values of one repeated letter stays in milliseconds.
@@ -43,14 +50,19 @@ function filterCondition(filter: QueryFilter, domains: DomainName[], p: Params):
   }
 }
 
-/** The conditions of `filters` over access_logs columns, one per filter (to be joined by AND); `domains` name the domains a domain filter may match. */
-export const filterConditions = (filters: readonly QueryFilter[], domains: DomainName[], p: Params): string[] =>
-  filters.map((f) => `(${filterCondition(f, domains, p)})`);
+/** The conditions of `filters` over `source`, one per filter (to be joined by AND); `domains` name the domains a domain filter may match. */
+export const filterConditions = (filters: readonly QueryFilter[], domains: DomainName[], p: Params, source: Source = 'raw'): string[] =>
+  filters.map((f) => `(${filterCondition(f, domains, p, source)})`);
 
-/** Conditions joined by AND over the query's domains, `window` (never before readFrom) and filters. */
-export function whereOf(query: Query, window: Window, p: Params): string {
-  const range = { startDate: new Date(Math.max(window.start, query.readFrom)), endDate: new Date(window.end) };
-  return [`domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`, ...timeConditions(range, p), ...filterConditions(query.filters, query.domains, p)].join(
-    ' AND ',
-  );
+/** The window a query reads: never before readFrom. */
+export const readWindow = (query: Query, window: Window): Window => ({ start: Math.max(window.start, query.readFrom), end: window.end });
+
+/**
+ * Conditions joined by AND over the query's domains and filters, and for the raw part `window`;
+ * the rollup part's buckets are the plan's (sql.ts), its rows the total rows.
+ */
+export function whereOf(query: Query, window: Window, p: Params, source: Source): string {
+  const read = readWindow(query, window);
+  const rows = source === 'raw' ? timeConditions({ startDate: new Date(read.start), endDate: new Date(read.end) }, p) : ["dim = 'total'"];
+  return [`domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`, ...rows, ...filterConditions(query.filters, query.domains, p, source)].join(' AND ');
 }
