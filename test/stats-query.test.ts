@@ -496,8 +496,11 @@ describe('POST /api/logs/query: validation', () => {
 });
 
 describe('POST /api/logs/query: from the rollups', () => {
-  /** The builder's whole backlog, as `serve` runs it (settled a second after a bucket ends). */
-  const buildAll = () => buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 120_000, retentionDays: 3650 });
+  /**
+   * The builder's whole backlog of the last 40 days, as `serve` runs it (settled a second after a
+   * bucket ends): the rows far back stay unbuilt, read raw beside the built ones.
+   */
+  const buildAll = () => buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 120_000, retentionDays: 40 });
   /** Time and domain: what the rollups hold (Dimension.rollup), each interval made of whole hours or days. */
   const SHAPES: { dimensions: string[]; filters?: Filter[] }[] = [
     { dimensions: [] },
@@ -532,7 +535,7 @@ describe('POST /api/logs/query: from the rollups', () => {
   it('built hours and days: time series, domains and totals equal the raw rows’ answer', async () => {
     const round = await buildAll();
     expect(round.hours).toBeGreaterThan(100);
-    expect(round.days).toBeGreaterThan(10);
+    expect(round.days).toBeGreaterThanOrEqual(8);
     await expectShapes();
     await expectShapes([['is', 'domain', [alpha.name, fleet[3]!.name, 'nobody.example.com']]], [W_PART]);
     await expectShapes([['isNot', 'domain', [beta.name]]], [W_ALL]);
