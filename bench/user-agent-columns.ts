@@ -29,7 +29,9 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const BATCH = 20_000;
 const CLASS_COLUMNS = ['browser', 'os', 'device', 'bot_name', 'bot_kind'];
 // Milliseconds of a GROUP BY browser, device (filtered on bot_kind) over the stored rows, per column type.
-const groupByMs = new Map<string, number[]>([['LowCardinality(String)', []], ['String', []], ['packed', []]]);
+const groupByMs = new Map<string, number[]>([['LowCardinality(String)', []], ['String', []], ['packed', []], ['id', []]]);
+/** The 'id' variant's classes: the five values (tab-joined) by their number. */
+const classIds = new Map<string, number>();
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-bench-ua-columns-'));
 try {
@@ -39,6 +41,15 @@ try {
   const without = withClasses.map((b) => Buffer.from(b.toString('utf8').replace(/^((?:[^\t\n]*\t){11}[^\t\n]*)\t[^\n]*$/gm, '$1')));
   // The five values joined by \x1f into one field.
   const packed = withClasses.map((b) => Buffer.from(b.toString('utf8').replace(/^((?:[^\t\n]*\t){12})([^\n]*)$/gm, (_, head: string, tail: string) => `${head}${tail.replaceAll('\t', '\x1f')}`)));
+  // The five values as the number of their class, looked up in a Join table at query time.
+  const ids = withClasses.map((b) =>
+    Buffer.from(
+      b.toString('utf8').replace(/^((?:[^\t\n]*\t){12})([^\n]*)$/gm, (_, head: string, tail: string) => {
+        if (!classIds.has(tail)) classIds.set(tail, 0x1000_0000_0000 + classIds.size * 7919);
+        return `${head}${classIds.get(tail)}`;
+      }),
+    ),
+  );
   const before = path.join(dir, 'migrations-before-008');
   fs.mkdirSync(before);
   for (const file of fs.readdirSync(path.join(SQL_DIR, 'clickhouse'))) if (file < '008') fs.copyFileSync(path.join(SQL_DIR, 'clickhouse', file), path.join(before, file));
@@ -48,6 +59,7 @@ try {
     { name: '5 × LowCardinality(String)', type: 'LowCardinality(String)', bodies: withClasses },
     { name: '5 × String', type: 'String', bodies: withClasses },
     { name: 'packed LowCardinality + 5 ALIAS', type: 'packed', bodies: packed },
+    { name: 'one UInt64 class id + a Join table of the classes', type: 'id', bodies: ids },
   ];
   const cpu = new Map<string, number[]>(variants.map((v) => [v.name, []]));
   for (let round = 0; round < ROUNDS; round++) {
@@ -103,8 +115,15 @@ async function insertAll(migrations: string, type: string | null, bodies: Buffer
       // substringIndex on a LowCardinality column is evaluated on its dictionary, not per row.
       const field = (k: number) => `substringIndex(substringIndex(user_agent_class, '\\x1f', ${k}), '\\x1f', -1)`;
       await chdb.queryAsync(`ALTER TABLE access_logs ADD COLUMN user_agent_class LowCardinality(String), ${CLASS_COLUMNS.map((c, i) => `ADD COLUMN ${c} LowCardinality(String) ALIAS ${field(i + 1)}`).join(', ')}`);
+    } else if (type === 'id') {
+      await chdb.queryAsync('ALTER TABLE access_logs ADD COLUMN agent_class UInt64');
+      await chdb.queryAsync(`CREATE TABLE agent_classes (id UInt64, ${CLASS_COLUMNS.map((c) => `${c} String`).join(', ')}) ENGINE = Join(ANY, LEFT, id)`);
+      const values = [...classIds].map(([tail, id]) => `${id}\t${tail}\n`).join('');
+      const file = path.join(dataDir, 'classes.tsv');
+      fs.writeFileSync(file, values);
+      await chdb.queryAsync(`INSERT INTO agent_classes FROM INFILE '${file}' FORMAT TabSeparated`);
     } else if (type !== null) await chdb.queryAsync(`ALTER TABLE access_logs ${CLASS_COLUMNS.map((c) => `ADD COLUMN ${c} ${type}`).join(', ')}`);
-    const classes = type === null ? [] : type === 'packed' ? ['user_agent_class'] : CLASS_COLUMNS;
+    const classes = type === null ? [] : type === 'packed' ? ['user_agent_class'] : type === 'id' ? ['agent_class'] : CLASS_COLUMNS;
     const columns = ['domain_id', 'id', 'timestamp', 'ip_address', 'method', 'url', 'protocol', 'status_code', 'response_size', 'referrer', 'user_agent', 'response_time', ...classes];
     const from = process.cpuUsage();
     for (const [i, body] of bodies.entries()) {
@@ -117,7 +136,8 @@ async function insertAll(migrations: string, type: string | null, bodies: Buffer
     const used = process.cpuUsage(from);
     if (type !== null) {
       const t = performance.now();
-      await chdb.queryAsync("SELECT browser, device, count() FROM access_logs WHERE bot_kind != 'ai' GROUP BY browser, device FORMAT Null");
+      const column = (c: string) => (type === 'id' ? `joinGet('agent_classes', '${c}', agent_class)` : c);
+      await chdb.queryAsync(`SELECT ${column('browser')} AS b, ${column('device')} AS d, count() FROM access_logs WHERE ${column('bot_kind')} != 'ai' GROUP BY b, d FORMAT Null`);
       groupByMs.get(type)!.push(performance.now() - t);
     }
     return (used.user + used.system) / 1000;

@@ -1,15 +1,15 @@
 /**
  * Classifies the access rows stored without their user agent's class: those written before
- * migration 008 (sql/clickhouse/008_user_agent_classes.sql), or by a writer other than the sink
- * (an INSERT … SELECT of a bench or a test). Such a row has device = '', which the sink never writes.
+ * migration 010 (sql/clickhouse/010_agent_classes.sql), or by a writer other than the sink (an
+ * INSERT … SELECT of a bench or a test). Such a row has agent_class = 0, which the sink never writes.
  *
  * One daily partition at a time, newest first: the distinct user agents of its unclassified rows
- * are classified here, in JavaScript, by the ingest's own classifier; written to
- * `user_agent_classes` (a Join table, in memory); and one mutation sets the partition's columns
- * from it by joinGet. A mutation rewrites only those five columns of the partition's parts, and the
- * partition bounds its size and the wait. Rows a writer adds meanwhile are classified by the sink
- * already; a row whose agent is not in the table (stored by another writer after the agents were
- * read) keeps device = '' and is classified the next time.
+ * are classified here, in JavaScript, by the ingest's own classifier; their classes written to
+ * `agent_classes` and their numbers to `user_agent_classes` (a Join table, in memory); and one
+ * mutation sets the partition's agent_class from it by joinGet. A mutation rewrites only that
+ * column of the partition's parts, and the partition bounds its size and the wait. Rows a writer
+ * adds meanwhile are classified by the sink already; a row whose agent is not in the table (stored
+ * by another writer after the agents were read) keeps agent_class = 0 and is classified the next time.
  *
  * `serve` runs it once at start, in the background, one process per database (a lease); `tailhouse
  * migrate` runs it to the end before it exits.
@@ -21,6 +21,7 @@ import { selectRows } from '../core/db/clickhouse.js';
 import { claimLease, releaseLease } from '../core/db/leases.js';
 import type { Db } from '../core/db/postgres.js';
 import type { Logger } from '../core/log.js';
+import { storeAgentClasses } from './sinks/clickhouse.js';
 import { UserAgentClasses } from './transforms/user-agent.js';
 
 export interface BackfillDeps {
@@ -53,7 +54,7 @@ export async function backfillUserAgentClasses(deps: BackfillDeps): Promise<Back
   const result: BackfillResult = { partitions: 0, rows: 0, agents: 0, complete: false };
   const pending = await selectRows<{ partition: string; rows: string }>(
     clickhouse,
-    "SELECT _partition_id AS partition, count() AS rows FROM access_logs WHERE device = '' GROUP BY partition ORDER BY partition DESC",
+    "SELECT _partition_id AS partition, count() AS rows FROM access_logs WHERE agent_class = 0 GROUP BY partition ORDER BY partition DESC",
     {},
   );
   if (pending.length === 0) return { ...result, complete: true };
@@ -70,15 +71,13 @@ export async function backfillUserAgentClasses(deps: BackfillDeps): Promise<Back
       for (let after: string | null = null, more = true; more; ) {
         const page: { user_agent: string }[] = await selectRows<{ user_agent: string }>(
           clickhouse,
-          "SELECT DISTINCT user_agent FROM access_logs WHERE _partition_id = {partition:String} AND device = ''" +
+          "SELECT DISTINCT user_agent FROM access_logs WHERE _partition_id = {partition:String} AND agent_class = 0" +
             `${after === null ? '' : ' AND user_agent > {after:String}'} ORDER BY user_agent LIMIT {page:UInt32}`,
           { partition, after, page: PAGE },
         );
         if (page.length === 0) break;
-        const values = page.map(({ user_agent }) => {
-          const c = classes.of(user_agent);
-          return { user_agent, browser: c.browser, os: c.os, device: c.device, bot_name: c.botName, bot_kind: c.botKind };
-        });
+        const values = page.map(({ user_agent }) => ({ user_agent, agent_class: classes.of(user_agent).id }));
+        await storeAgentClasses(clickhouse);
         await clickhouse.insert({ table: 'user_agent_classes', values, format: 'JSONEachRow' });
         result.agents += page.length;
         after = page.at(-1)!.user_agent;
@@ -89,9 +88,8 @@ export async function backfillUserAgentClasses(deps: BackfillDeps): Promise<Back
       // every later statement of the process (src/rollups/builder.ts, BUILD_SETTINGS).
       await clickhouse.command({
         query:
-          'ALTER TABLE access_logs UPDATE ' +
-          CLASS_COLUMNS.map((column) => `${column} = joinGet({table:String}, '${column}', user_agent)`).join(', ') +
-          " IN PARTITION ID {partition:String} WHERE device = '' SETTINGS mutations_sync = 2",
+          "ALTER TABLE access_logs UPDATE agent_class = joinGet({table:String}, 'agent_class', user_agent)" +
+          ' IN PARTITION ID {partition:String} WHERE agent_class = 0 SETTINGS mutations_sync = 2',
         query_params: { table, partition },
       });
       result.partitions++;
@@ -106,15 +104,13 @@ export async function backfillUserAgentClasses(deps: BackfillDeps): Promise<Back
   }
 }
 
-const CLASS_COLUMNS = ['browser', 'os', 'device', 'bot_name', 'bot_kind'] as const;
-
 const LEASE = 'user-agent-backfill';
 // Renewed before each partition, whose mutation takes far less.
 const LEASE_MS = 15 * 60_000;
 
 /**
  * Runs the backfill from now, in the background, when no other process of the database holds its
- * lease. `done` rejects when it fails (`serve` logs it, `migrate` fails: the rows keep device = ''
+ * lease. `done` rejects when it fails (`serve` logs it, `migrate` fails: the rows keep agent_class = 0
  * until a later run); `stop` waits for the partition being rewritten.
  */
 export function startUserAgentBackfill(deps: { db: Db; clickhouse: ClickHouseClient; log: Logger }): { done: Promise<BackfillResult>; stop: () => Promise<void> } {

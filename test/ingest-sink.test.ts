@@ -25,6 +25,7 @@ import { sql } from '../core/db/sql.js';
 import { createLogger } from '../core/log.js';
 import { accessRow, SINK_NOW } from './support/ingest.js';
 import { STORED_TIME_RANGE } from '../core/db/time-range.js';
+import { userAgentClasses } from '../ingest/transforms/user-agent.js';
 
 let dir: string;
 let ch: ClickHouseClient;
@@ -336,9 +337,15 @@ describe('server mode', () => {
       expect(chdbOf(client)).toBeUndefined();
       const rows = HOSTILE.map((s, i) => accessRow(i, { url: s, userAgent: s }));
       await insertAccessBatch(client, rows, 'token-1');
-      expect(requests).toHaveLength(1);
-      const { url, body } = requests[0]!;
-      expect(url.searchParams.get('query')).toMatch(/^INSERT INTO access_logs \(domain_id, id, timestamp, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time, browser, os, device, bot_name, bot_kind\) FORMAT TabSeparated\s*$/);
+      // The rows' classes first (every class the process knows, once per client), then the rows.
+      expect(requests).toHaveLength(2);
+      expect(requests[0]!.url.searchParams.get('query')).toMatch(/^INSERT INTO agent_classes/);
+      const classes = requests[0]!.body.toString().trim().split('\n').map((line) => JSON.parse(line).id);
+      expect(classes).toEqual(expect.arrayContaining(rows.map((r) => userAgentClasses.of(r.userAgent).id)));
+      await insertAccessBatch(client, rows, 'token-1');
+      expect(requests).toHaveLength(3);
+      const { url, body } = requests[1]!;
+      expect(url.searchParams.get('query')).toMatch(/^INSERT INTO access_logs \(domain_id, id, timestamp, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time, agent_class\) FORMAT TabSeparated\s*$/);
       expect(url.searchParams.get('insert_deduplication_token')).toBe('token-1');
       expect(url.searchParams.get('async_insert')).toBe('0');
       expect(body.equals(accessTsv(rows))).toBe(true);

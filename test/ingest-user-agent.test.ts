@@ -8,7 +8,7 @@ import { decodeLines, emptyDecoded, accessDecoder } from '../ingest/transforms/r
 import { compileAccessFormat } from '../ingest/parsers/access-format.js';
 import { classifyUserAgent, CLASSIFIED_LENGTH, UserAgentClasses, type UserAgentClass } from '../ingest/transforms/user-agent.js';
 import { startTestApp, type TestApp } from './support/app.js';
-import { AGENTS, classOf } from './support/user-agents.js';
+import { AGENTS, CLASS_VALUES_SQL, classOf } from './support/user-agents.js';
 import { FORMAT, importText, newDomain, select, T0, timeLocal } from './support/ingest.js';
 
 describe('classifyUserAgent', () => {
@@ -106,16 +106,17 @@ describe('stored through the import', () => {
     await t?.close();
   });
 
-  it('every row carries its agent\'s class in browser, os, device, bot_name, bot_kind', async () => {
+  it('every row carries its agent\'s class number, which gives browser, os, device, bot_name, bot_kind', async () => {
     const domain = await newDomain(t.runtime.db);
     const text = AGENTS.map(([, userAgent], n) => `${logLine(n, userAgent)}\n`).join('');
     expect((await importText(t, domain.name, text)).inserted).toBe(AGENTS.length);
-    const rows = await select<{ url: string; user_agent: string } & Record<'browser' | 'os' | 'device' | 'bot_name' | 'bot_kind', string>>(
+    const rows = await select<{ url: string; user_agent: string; agent_class: string } & Record<'browser' | 'os' | 'device' | 'bot_name' | 'bot_kind', string>>(
       t.runtime.clickhouse,
-      'SELECT url, user_agent, browser, os, device, bot_name, bot_kind FROM access_logs WHERE domain_id = {d:UInt32} ORDER BY id',
+      `SELECT url, user_agent, agent_class, ${CLASS_VALUES_SQL} FROM access_logs WHERE domain_id = {d:UInt32} ORDER BY id`,
       { d: domain.id },
     );
-    expect(rows.map((r) => [r.user_agent, { browser: r.browser, os: r.os, device: r.device, botName: r.bot_name, botKind: r.bot_kind }])).toEqual(
+    // The row's class number, and the class's values looked up from it (the columns of sql/clickhouse/010).
+    expect(rows.map((r) => [r.user_agent, { id: Number(r.agent_class), browser: r.browser, os: r.os, device: r.device, botName: r.bot_name, botKind: r.bot_kind }])).toEqual(
       AGENTS.map(([, userAgent, expected]) => [userAgent, classOf(expected)]),
     );
   });

@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { chdbOf, type ChdbExtension, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { STORED_TIME_RANGE } from '../../core/db/time-range.js';
 import type { IdOf } from '../ids.js';
-import { userAgentClasses, type UserAgentClass, type UserAgentClasses } from '../transforms/user-agent.js';
+import { knownClasses, userAgentClasses, type UserAgentClass, type UserAgentClasses } from '../transforms/user-agent.js';
 import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
 
 /**
@@ -62,12 +62,8 @@ const ACCESS_COLUMNS = [
   'referrer',
   'user_agent',
   'response_time',
-  // The user agent's class (ingest/transforms/user-agent.ts, sql/clickhouse/008).
-  'browser',
-  'os',
-  'device',
-  'bot_name',
-  'bot_kind',
+  // The user agent's class (ingest/transforms/user-agent.ts, sql/clickhouse/010).
+  'agent_class',
 ] as const;
 const ERROR_COLUMNS = ['domain_id', 'id', 'timestamp', 'level', 'message', 'context'] as const;
 const REJECT_COLUMNS = ['domain_id', 'kind', 'source', 'identity', 'offset', 'reason', 'line', 'length'] as const;
@@ -81,7 +77,32 @@ export function dedupToken(identity: string, startOffset: number, endOffset: num
   return createHash('sha256').update(`${identity}\0${startOffset}\0${endOffset}`).digest('hex');
 }
 
+/** Per client: the classes written to its agent_classes (numbers of knownClasses). */
+const storedClasses = new WeakMap<ClickHouseClient, Set<number>>();
+
+/**
+ * Writes to agent_classes (sql/clickhouse/010) every class this process knows and has not written
+ * through `client` yet: before the rows that carry them, so that no stored row's class is unknown
+ * to a query. Usually nothing (a class is written once per process); a class written again by
+ * another process changes nothing (the Join table keeps a key's first row).
+ */
+export async function storeAgentClasses(client: ClickHouseClient): Promise<void> {
+  let stored = storedClasses.get(client);
+  if (stored === undefined) storedClasses.set(client, (stored = new Set()));
+  if (stored.size === knownClasses.size) return;
+  const fresh = [...knownClasses.values()].filter((c) => !stored.has(c.id));
+  await client.insert({
+    table: 'agent_classes',
+    values: fresh.map((c) => ({ id: c.id, browser: c.browser, os: c.os, device: c.device, bot_name: c.botName, bot_kind: c.botKind })),
+    format: 'JSONEachRow',
+  });
+  for (const c of fresh) stored.add(c.id);
+}
+
 export async function insertAccessBatch(client: ClickHouseClient, rows: readonly AccessRow[] | AccessTsv, token: string): Promise<void> {
+  // Classes are made as rows are serialised (AccessBatch), so a batch's are known by now.
+  if (!(rows instanceof AccessTsv)) for (const r of rows) userAgentClasses.of(r.userAgent);
+  await storeAgentClasses(client);
   if (rows instanceof AccessTsv) await insertTsv(client, 'access_logs', ACCESS_COLUMNS, rows.bytes, token);
   else await insertWritten(client, 'access_logs', ACCESS_COLUMNS, writeAccessTsv(rows, takeBuffer()), token);
 }
@@ -376,14 +397,14 @@ export function accessTsv(rows: readonly AccessRow[]): Buffer {
   return writeAccessTsv(rows, new BodyWriter(Buffer.allocUnsafe(INITIAL_BYTES))).bytes();
 }
 
-// The class columns of each distinct class, written once: a line costs one lookup.
+// The class column of each distinct class, written once: a line costs one lookup.
 const classColumns = new WeakMap<UserAgentClass, string>();
 
-/** The user agent's class as its TSV columns, each led by a tab. */
+/** The user agent's class as its TSV column (its number), led by a tab. */
 function userAgentColumns(cls: UserAgentClass): string {
   let columns = classColumns.get(cls);
   if (columns === undefined) {
-    columns = `\t${tsvString(cls.browser)}\t${tsvString(cls.os)}\t${cls.device}\t${tsvString(cls.botName)}\t${cls.botKind}`;
+    columns = `\t${cls.id}`;
     classColumns.set(cls, columns);
   }
   return columns;

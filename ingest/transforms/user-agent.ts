@@ -17,6 +17,7 @@
  * ones 0.06–0.1 ms (a browser) to about 1 ms (a bot; bench/user-agents): each distinct agent is
  * classified once, UserAgentClasses keeps the answers.
  */
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { isbot } from 'isbot';
 import { UAParser } from 'ua-parser-js';
@@ -27,6 +28,11 @@ export type Device = 'desktop' | 'mobile' | 'tablet' | 'bot' | 'other';
 export type BotKind = '' | 'ai' | 'search' | 'other';
 
 export interface UserAgentClass {
+  /**
+   * The class's number, from its five values (agentClassId): what an access row stores
+   * (`agent_class`), the key of its values in `agent_classes` (sql/clickhouse/010_agent_classes.sql).
+   */
+  readonly id: number;
   /** The browser (or app) as ua-parser-js names it; '' for bots and agents it does not know (curl). */
   readonly browser: string;
   /** '' for bots and unknown systems. */
@@ -44,7 +50,38 @@ export interface UserAgentClass {
  */
 export const CLASSIFIED_LENGTH = 512;
 
-const UNKNOWN: UserAgentClass = Object.freeze({ browser: '', os: '', device: 'other', botName: '', botKind: '' });
+/** A class's five values. */
+export type AgentClassValues = Omit<UserAgentClass, 'id'>;
+
+/**
+ * A class's number: the first 48 bits of the SHA-1 of its values, plus 1 (0 is a row not yet
+ * classified). The same in every process and run, so writers need not agree on numbers; two of
+ * the few thousand classes a log has collide with a chance below 10^-7.
+ */
+export function agentClassId(v: AgentClassValues): number {
+  const digest = createHash('sha1').update([v.browser, v.os, v.device, v.botName, v.botKind].join('\n')).digest();
+  return digest.readUIntBE(0, 6) + 1;
+}
+
+/**
+ * Every class this process has made, by number: one object per class (the sink caches its text per
+ * object), and what the sink writes to `agent_classes` (storeAgentClasses). As many as the distinct
+ * classes, a few thousand at most: browsers, systems and bots are named from the libraries' lists.
+ */
+export const knownClasses = new Map<number, UserAgentClass>();
+
+/** The class of these values: the one made before, else a new one, known from now on. */
+export function agentClass(v: AgentClassValues): UserAgentClass {
+  const id = agentClassId(v);
+  let cls = knownClasses.get(id);
+  if (cls === undefined) {
+    cls = Object.freeze({ id, browser: v.browser, os: v.os, device: v.device, botName: v.botName, botKind: v.botKind });
+    knownClasses.set(id, cls);
+  }
+  return cls;
+}
+
+const UNKNOWN: AgentClassValues = { browser: '', os: '', device: 'other', botName: '', botKind: '' };
 
 // Matomo's bot categories for AI are "AI Data Scraper", "AI Search Crawler", "AI Assistant", "AI Agent".
 const AI_CATEGORY = /^AI /;
@@ -81,17 +118,17 @@ function loadBotLists(): BotLists {
 /** The class of one user agent, from the libraries (no cache: see UserAgentClasses). */
 export function classifyUserAgent(userAgent: string): UserAgentClass {
   const ua = userAgent.length > CLASSIFIED_LENGTH ? userAgent.slice(0, CLASSIFIED_LENGTH) : userAgent;
-  if (ua.trim() === '') return UNKNOWN;
+  if (ua.trim() === '') return agentClass(UNKNOWN);
   if (isbot(ua)) {
     const { bots, aiCrawler } = loadBotLists();
     const bot = bots.parse(ua);
     if (bot !== null) {
       const botKind: BotKind = AI_CATEGORY.test(bot.category) || aiCrawler.test(ua) ? 'ai' : bot.category === SEARCH_CATEGORY ? 'search' : 'other';
-      return Object.freeze({ browser: '', os: '', device: 'bot', botName: bot.name, botKind });
+      return agentClass({ browser: '', os: '', device: 'bot', botName: bot.name, botKind });
     }
   }
   const { browser, os, device } = new UAParser(ua).getResult();
-  return Object.freeze({ browser: browser.name ?? '', os: os.name ?? '', device: deviceOf(device.type, os.name), botName: '', botKind: '' });
+  return agentClass({ browser: browser.name ?? '', os: os.name ?? '', device: deviceOf(device.type, os.name), botName: '', botKind: '' });
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
  * The one list of what the statistics compute: metrics and dimensions, each with the SQL that
- * computes it from access_logs rows (sql/clickhouse/002_logs.sql, 008_user_agent_classes.sql).
+ * computes it from access_logs rows (sql/clickhouse/002_logs.sql, 010_agent_classes.sql).
  * The query pipeline (src/stats/query/) generates every SQL it runs from these entries; adding a
  * metric or a dimension is one entry here plus its test.
  *
@@ -316,6 +316,12 @@ const timeDimension = (name: string, interval: Interval | 'auto', description: s
  */
 const REFERRER_HOST = String.raw`lower(extract(referrer, '^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#]*@)?(\[[^\]/?#]*\]|[^:/?#]*)'))`;
 
+/**
+ * One of a row's user agent class values (sql/clickhouse/010_agent_classes.sql): looked up by the
+ * row's class number; '' for a row not classified yet (agent_class 0).
+ */
+const agentClassValue = (column: 'browser' | 'os' | 'device' | 'bot_name' | 'bot_kind') => `joinGet('agent_classes', '${column}', agent_class)`;
+
 export const DEVICES = ['desktop', 'mobile', 'tablet', 'bot', 'other'] as const;
 const BOT_KINDS = ['ai', 'search', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
@@ -368,13 +374,13 @@ export const DIMENSIONS = [
   stringDimension('userAgent', 'user_agent', "The User-Agent header; '' when none"),
   stringDimension('referrer', 'referrer', "The Referer header; '' when none"),
   stringDimension('referrerHost', REFERRER_HOST, "The host of a referrer scheme://[user@]host[:port]…, ASCII letters lower-cased (an IPv6 address in its brackets); '' when none"),
-  stringDimension('browser', 'browser', 'The browser family the user agent names'),
-  stringDimension('os', 'os', 'The operating system the user agent names'),
-  stringDimension('device', 'device', `The device class: ${DEVICES.join(', ')}`, STRING_OPS, z.enum(DEVICES, { message: `must be one of ${DEVICES.join(', ')}` })),
+  stringDimension('browser', agentClassValue('browser'), 'The browser family the user agent names'),
+  stringDimension('os', agentClassValue('os'), 'The operating system the user agent names'),
+  stringDimension('device', agentClassValue('device'), `The device class: ${DEVICES.join(', ')}`, STRING_OPS, z.enum(DEVICES, { message: `must be one of ${DEVICES.join(', ')}` })),
   {
     name: 'bot',
     kind: 'boolean',
-    raw: "device = 'bot'",
+    raw: `${agentClassValue('device')} = 'bot'`,
     rollup: null,
     interval: null,
     ops: EXACT_OPS,
@@ -382,8 +388,8 @@ export const DIMENSIONS = [
     value: z.boolean({ message: 'must be true or false' }),
     description: 'Whether the user agent is a bot (device is bot)',
   },
-  stringDimension('botName', 'bot_name', "The bot's name (Googlebot, GPTBot, …); '' for no bot"),
-  stringDimension('botKind', 'bot_kind', `What a bot is: ${BOT_KINDS.join(', ')} (ai: a crawler or assistant gathering data for AI models); '' for no bot`),
+  stringDimension('botName', agentClassValue('bot_name'), "The bot's name (Googlebot, GPTBot, …); '' for no bot"),
+  stringDimension('botKind', agentClassValue('bot_kind'), `What a bot is: ${BOT_KINDS.join(', ')} (ai: a crawler or assistant gathering data for AI models); '' for no bot`),
 ] as const satisfies readonly Dimension[];
 
 export type DimensionName = (typeof DIMENSIONS)[number]['name'];

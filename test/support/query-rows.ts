@@ -12,6 +12,8 @@
 import net from 'node:net';
 import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import { prng } from './random.js';
+import { storeAgentClasses } from '../../ingest/sinks/clickhouse.js';
+import { agentClass, type BotKind, type Device } from '../../ingest/transforms/user-agent.js';
 
 export const MINUTE = 60_000;
 export const HOUR = 60 * MINUTE;
@@ -179,12 +181,10 @@ export async function insertRows(clickhouse: ClickHouseClient, rows: readonly Ro
       referrer: r.referrer,
       user_agent: r.agent,
       response_time: r.rt,
-      browser: r.browser,
-      os: r.os,
-      device: r.device,
-      bot_name: r.botName,
-      bot_kind: r.botKind,
+      agent_class: agentClass({ browser: r.browser, os: r.os, device: r.device as Device, botName: r.botName, botKind: r.botKind as BotKind }).id,
     }));
+    // As the sink does: the classes before the rows that carry them.
+    await storeAgentClasses(clickhouse);
     await clickhouse.insert({ table: 'access_logs', values, format: 'JSONEachRow' });
   }
 }

@@ -1,5 +1,5 @@
 /** Real user agents and what they are (ingest/transforms/user-agent.ts), for the tests that classify them. */
-import type { UserAgentClass } from '../../ingest/transforms/user-agent.js';
+import { agentClass, type UserAgentClass } from '../../ingest/transforms/user-agent.js';
 
 export type Expected = [browser: string, os: string, device: UserAgentClass['device']] | [botName: string, botKind: 'ai' | 'search' | 'other'];
 
@@ -42,8 +42,13 @@ export const AGENTS: [what: string, userAgent: string, expected: Expected][] = [
 ];
 
 export function classOf(expected: Expected): UserAgentClass {
-  return expected.length === 2
-    ? { browser: '', os: '', device: 'bot', botName: expected[0], botKind: expected[1] }
-    : { browser: expected[0], os: expected[1], device: expected[2], botName: '', botKind: '' };
+  return agentClass(
+    expected.length === 2
+      ? { browser: '', os: '', device: 'bot', botName: expected[0], botKind: expected[1] }
+      : { browser: expected[0], os: expected[1], device: expected[2], botName: '', botKind: '' },
+  );
 }
 
+
+/** A row's class values as the statistics read them (sql/clickhouse/010_agent_classes.sql), named as the columns of 008 were. */
+export const CLASS_VALUES_SQL = ['browser', 'os', 'device', 'bot_name', 'bot_kind'].map((c) => `joinGet('agent_classes', '${c}', agent_class) AS ${c}`).join(', ');
