@@ -13,12 +13,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
+import { TupleParam } from '@clickhouse/client';
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { claimLease, releaseLease } from '../../core/db/leases.js';
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
 import { PARTIALS, rawPartial, rollupPartial, type PartialState } from '../stats/registry.js';
-import { inBuckets, topsVersions } from './shared-sql.js';
+import { topsVersions } from './shared-sql.js';
 
 export interface RollupOptions {
   /** Only hours touched by an insert in the last `lookbackS` seconds, or of the last 3 hours; null: all. */
@@ -113,12 +114,25 @@ const ROWS = {
 } as const satisfies Record<string, { partials: readonly PartialState[]; rows: string }>;
 type RowKind = keyof typeof ROWS;
 
-/** What access_rollups holds for the buckets being built, by bucket, list and key: the part a build subtracts (the partials written as differences). */
+/**
+ * The rows of a group's buckets: `bucketS`, the SQL of a row's bucket start in seconds, is among the
+ * group's (domain, bucket) pairs. The domain list and the caller's time range let the primary key
+ * narrow the read; the pairs pick the buckets within it. A group may hold many domains' buckets:
+ * a statement costs tens of milliseconds whatever it reads, and a fleet of a thousand small domains
+ * has a thousand buckets to build every hour.
+ */
+const inGroup = (bucketS: string) =>
+  `domain_id IN {domainIds:Array(UInt32)} AND (domain_id, ${bucketS}) IN {pairs:Array(Tuple(UInt32, UInt32))}`;
+
+/** access_rollups rows of the group's buckets (bucket is their start). */
+const GROUP_BUCKETS = `bucket >= toDateTime({fromS:UInt32}, 'UTC') AND bucket < toDateTime({toS:UInt32}, 'UTC') AND ${inGroup('toUnixTimestamp(bucket)')}`;
+
+/** What access_rollups holds for the buckets being built, by domain, bucket, list and key: the part a build subtracts (the partials written as differences). */
 const held = (span: 'hour' | 'day', kind: RowKind) => `
-  SELECT bucket, CAST(dim, 'Int8') AS dim, key, ${ROWS[kind].partials.filter((x) => x.rollup.difference).map(rollupPartial).join(', ')}
+  SELECT domain_id, bucket, CAST(dim, 'Int8') AS dim, key, ${ROWS[kind].partials.filter((x) => x.rollup.difference).map(rollupPartial).join(', ')}
   FROM access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND ${ROWS[kind].rows} AND ${inBuckets('bucket', 'buckets')}
-  GROUP BY bucket, dim, key`;
+  WHERE span = '${span}' AND ${ROWS[kind].rows} AND ${GROUP_BUCKETS}
+  GROUP BY domain_id, bucket, dim, key`;
 
 /**
  * One thread per build statement: the builder is background work beside the API and ingest, and
@@ -129,16 +143,16 @@ const held = (span: 'hour' | 'day', kind: RowKind) => `
 const BUILD_SETTINGS = 'SETTINGS max_threads = 1';
 
 /**
- * Writes `fresh` (the buckets' partials by bucket, dim and key, named p_<partial> as the registry's
- * rawPartial and rollupPartial name them) minus what the buckets hold: a sum or a histogram as its
- * difference, a set or a maximum whole (the registry's `rollup.difference`).
+ * Writes `fresh` (the buckets' partials by domain, bucket, dim and key, named p_<partial> as the
+ * registry's rawPartial and rollupPartial name them) minus what the buckets hold: a sum or a
+ * histogram as its difference, a set or a maximum whole (the registry's `rollup.difference`).
  */
 const writeDifference = (span: 'hour' | 'day', kind: RowKind, fresh: string) => `
 INSERT INTO access_rollups (domain_id, span, dim, bucket, key, ${ROWS[kind].partials.map((x) => x.rollup.column).join(', ')})
-SELECT {domainId:UInt32}, '${span}', dim, bucket, key,
+SELECT domain_id, '${span}', dim, bucket, key,
        ${ROWS[kind].partials.map((x) => (x.rollup.difference ? x.rollup.difference(`fresh.p_${x.name}`, `held.p_${x.name}`) : `fresh.p_${x.name}`)).join(', ')}
 FROM (${fresh}) AS fresh
-LEFT JOIN (${held(span, kind)}) AS held USING (bucket, dim, key)
+LEFT JOIN (${held(span, kind)}) AS held USING (domain_id, bucket, dim, key)
 WHERE fresh.p_requests > held.p_requests
 ${BUILD_SETTINGS}`;
 
@@ -147,15 +161,14 @@ ${BUILD_SETTINGS}`;
  * primary key narrow the read, the hour list picks the hours within it.
  */
 const hourRows = (join = '') => `access_logs${join}
-  WHERE domain_id = {domainId:UInt32}
-    AND timestamp >= fromUnixTimestamp64Milli({fromMs:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({toMs:Int64}, 'UTC')
-    AND toUnixTimestamp(toStartOfHour(timestamp)) IN {buckets:Array(UInt32)}`;
+  WHERE timestamp >= fromUnixTimestamp64Milli({fromMs:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({toMs:Int64}, 'UTC')
+    AND ${inGroup('toUnixTimestamp(toStartOfHour(timestamp))')}`;
 
 /** The built hours of the days being built. */
 const DAY_HOURS = `access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = 'hour'
+  WHERE span = 'hour'
     AND bucket >= toDateTime({fromS:UInt32}, 'UTC') AND bucket < toDateTime({toS:UInt32}, 'UTC')
-    AND toUnixTimestamp(toStartOfDay(bucket)) IN {buckets:Array(UInt32)}`;
+    AND ${inGroup('toUnixTimestamp(toStartOfDay(bucket))')}`;
 
 const HOUR = "toDateTime(toStartOfHour(timestamp), 'UTC')";
 const DAY = "toDateTime(toStartOfDay(bucket), 'UTC')";
@@ -172,18 +185,22 @@ const BUILD = {
     writeDifference(
       'hour',
       'lists',
-      `SELECT ${HOUR} AS bucket, toInt8(k.1) AS dim, k.2 AS key, ${rawPartial(PARTIALS.requests)}
+      `SELECT domain_id, ${HOUR} AS bucket, toInt8(k.1) AS dim, k.2 AS key, ${rawPartial(PARTIALS.requests)}
   FROM ${hourRows('\n  ARRAY JOIN [(1, url), (2, toString(status_code)), (3, user_agent), (4, referrer)] AS k')}
     AND NOT (k.1 = 4 AND k.2 = '')
-  GROUP BY bucket, dim, key`,
+  GROUP BY domain_id, bucket, dim, key`,
     ),
-    writeDifference('hour', 'totals', `SELECT ${HOUR} AS bucket, toInt8(0) AS dim, '' AS key, ${ROWS.totals.partials.map(rawPartial).join(', ')} FROM ${hourRows()} GROUP BY bucket`),
+    writeDifference(
+      'hour',
+      'totals',
+      `SELECT domain_id, ${HOUR} AS bucket, toInt8(0) AS dim, '' AS key, ${ROWS.totals.partials.map(rawPartial).join(', ')} FROM ${hourRows()} GROUP BY domain_id, bucket`,
+    ),
   ],
   day: (['lists', 'totals'] as const).map((kind) =>
     writeDifference(
       'day',
       kind,
-      `SELECT ${DAY} AS bucket, CAST(dim, 'Int8') AS dim, key, ${ROWS[kind].partials.map(rollupPartial).join(', ')} FROM ${DAY_HOURS} AND ${ROWS[kind].rows} GROUP BY bucket, dim, key`,
+      `SELECT domain_id, ${DAY} AS bucket, CAST(dim, 'Int8') AS dim, key, ${ROWS[kind].partials.map(rollupPartial).join(', ')} FROM ${DAY_HOURS} AND ${ROWS[kind].rows} GROUP BY domain_id, bucket, dim, key`,
     ),
   ),
 } as const;
@@ -199,35 +216,35 @@ export const TOP_KEYS = 100;
  */
 const buildTops = (span: 'hour' | 'day') => `
 INSERT INTO access_tops (domain_id, span, dim, bucket, built_at, built_requests, keys, counts, threshold)
-SELECT {domainId:UInt32}, '${span}', list, bucket, now64(3, 'UTC'), totals.requests,
+SELECT domain_id, '${span}', list, bucket, now64(3, 'UTC'), totals.requests,
        arrayMap(e -> e.2, arraySlice(sorted, 1, ${TOP_KEYS})),
        arrayMap(e -> toUInt64(-e.1), arraySlice(sorted, 1, ${TOP_KEYS})),
        if(length(sorted) > ${TOP_KEYS}, toUInt64(-sorted[${TOP_KEYS + 1}].1), 0)
 FROM (
-  SELECT bucket, sum(requests) AS requests
+  SELECT domain_id, bucket, sum(requests) AS requests
   FROM access_rollups
-  WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND dim = 'total' AND ${inBuckets('bucket', 'buckets')}
-  GROUP BY bucket
+  WHERE span = '${span}' AND dim = 'total' AND ${GROUP_BUCKETS}
+  GROUP BY domain_id, bucket
 ) AS totals
 CROSS JOIN (SELECT arrayJoin([1, 2, 3, 4]) AS list) AS lists
 LEFT JOIN (
-  SELECT list, bucket, groupArraySorted(${TOP_KEYS + 1})((-toInt64(requests), key)) AS sorted
+  SELECT domain_id, list, bucket, groupArraySorted(${TOP_KEYS + 1})((-toInt64(requests), key)) AS sorted
   FROM (
     -- Named apart from dim: an alias would shadow the column in WHERE.
-    SELECT CAST(dim, 'Int8') AS list, bucket, key, sum(requests) AS requests
+    SELECT domain_id, CAST(dim, 'Int8') AS list, bucket, key, sum(requests) AS requests
     FROM access_rollups
-    WHERE domain_id = {domainId:UInt32} AND span = '${span}' AND dim != 'total' AND ${inBuckets('bucket', 'buckets')}
-    GROUP BY list, bucket, key
+    WHERE span = '${span}' AND dim != 'total' AND ${GROUP_BUCKETS}
+    GROUP BY domain_id, list, bucket, key
   )
-  GROUP BY list, bucket
-) AS keyed USING (list, bucket)
+  GROUP BY domain_id, list, bucket
+) AS keyed USING (domain_id, list, bucket)
 ${BUILD_SETTINGS}`;
 
 const BUILD_TOPS = { hour: buildTops('hour'), day: buildTops('day') } as const;
 
 // Waits until the rows are gone: the rebuild that follows must not see them.
 const DELETE_BUCKETS = `DELETE FROM access_rollups
-WHERE domain_id = {domainId:UInt32} AND span = {span:String} AND ${inBuckets('bucket', 'buckets')}
+WHERE span = {span:String} AND ${GROUP_BUCKETS}
 SETTINGS lightweight_deletes_sync = 2`;
 
 interface DirtyBucket {
@@ -256,51 +273,86 @@ async function readRoundInputs(clickhouse: ClickHouseClient, settleS: number): P
 }
 
 /**
- * Rows one build statement reads at most (its hours' counts); a single larger hour is built alone.
- * The GROUP BY holds every distinct url, agent and referrer of those rows at once, each with an
- * aggregate state: at 1,000,000 rows (and 31 days per day statement) a 10M-row backlog took the
+ * Rows one build statement reads at most (its buckets' counts): a single larger bucket is built
+ * alone. The GROUP BY holds every distinct url, agent and referrer of those rows at once, each with
+ * an aggregate state: at 1,000,000 rows (and 31 days per day statement) a 10M-row backlog took the
  * server to 6.8 GB RSS.
  */
 const ROWS_PER_BUILD = 200_000;
-/** Days one build statement takes at most (a day reads its hours' rows for every key). */
+/** Days of one domain one build statement takes at most (a day reads its hours' rows for every key). */
 const DAYS_PER_BUILD = 1;
+/**
+ * How far apart the buckets of a group of several domains may lie: its statements read every row of
+ * its domains between its first and last bucket (the primary key narrows by domain and time, then
+ * the pairs pick), so one old late hour of one domain does not make a group read a month of every
+ * domain beside it.
+ */
+const GROUP_SPAN_S = { hour: 6 * 3600, day: 7 * 86_400 } as const;
 
-/** Groups of one domain's buckets (newest first as listed), each within one statement's limits. */
-function buildGroups(span: 'hour' | 'day', dirty: DirtyBucket[]): DirtyBucket[][] {
-  const byDomain = new Map<number, DirtyBucket[]>();
-  for (const bucket of dirty) byDomain.set(bucket.domain_id, [...(byDomain.get(bucket.domain_id) ?? []), bucket]);
+/** One domain's buckets (newest first as listed) in groups within one statement's limits. */
+function domainGroups(span: 'hour' | 'day', buckets: DirtyBucket[]): DirtyBucket[][] {
   const groups: DirtyBucket[][] = [];
-  for (const buckets of byDomain.values()) {
-    let group: DirtyBucket[] = [];
-    let rows = 0;
-    for (const bucket of buckets) {
-      const counted = Number(bucket.counted);
-      const full = span === 'hour' ? rows + counted > ROWS_PER_BUILD : group.length >= DAYS_PER_BUILD;
-      if (group.length > 0 && full) {
-        groups.push(group);
-        group = [];
-        rows = 0;
-      }
-      group.push(bucket);
-      rows += counted;
+  let group: DirtyBucket[] = [];
+  let rows = 0;
+  for (const bucket of buckets) {
+    const counted = Number(bucket.counted);
+    const full = span === 'hour' ? rows + counted > ROWS_PER_BUILD : group.length >= DAYS_PER_BUILD;
+    if (group.length > 0 && full) {
+      groups.push(group);
+      group = [];
+      rows = 0;
     }
-    if (group.length > 0) groups.push(group);
+    group.push(bucket);
+    rows += counted;
   }
+  if (group.length > 0) groups.push(group);
   return groups;
 }
 
-/** Builds one group of one domain's buckets; those holding more than their rows are deleted first. Returns how many were. */
-async function buildGroup(clickhouse: ClickHouseClient, span: 'hour' | 'day', group: DirtyBucket[]): Promise<number> {
-  const domainId = group[0]!.domain_id;
-  const unit = span === 'hour' ? 3600 : 86_400;
-  const buckets = group.map((b) => Number(b.bucket));
-  const overcounted = group.filter((b) => BigInt(b.built) > BigInt(b.counted)).map((b) => Number(b.bucket));
-  if (overcounted.length > 0) {
-    await clickhouse.command({ query: DELETE_BUCKETS, query_params: { domainId, span, buckets: overcounted } });
+const rowsOf = (group: DirtyBucket[]) => group.reduce((n, b) => n + Number(b.counted), 0);
+const spanOf = (group: DirtyBucket[]) => Math.max(...group.map((b) => Number(b.bucket))) - Math.min(...group.map((b) => Number(b.bucket)));
+
+/**
+ * Groups of buckets, each built by one set of statements: each domain's buckets grouped as one
+ * statement takes them, then groups of several domains packed together while their rows stay within
+ * ROWS_PER_BUILD and their buckets within GROUP_SPAN_S. A statement costs tens of milliseconds
+ * whatever it reads, and a fleet of a thousand small domains has a thousand hours to build every hour.
+ */
+function buildGroups(span: 'hour' | 'day', dirty: DirtyBucket[]): DirtyBucket[][] {
+  const byDomain = new Map<number, DirtyBucket[]>();
+  for (const bucket of dirty) byDomain.set(bucket.domain_id, [...(byDomain.get(bucket.domain_id) ?? []), bucket]);
+  const packed: DirtyBucket[][] = [];
+  for (const group of [...byDomain.values()].flatMap((buckets) => domainGroups(span, buckets))) {
+    const last = packed[packed.length - 1];
+    const joined = last ? [...last, ...group] : null;
+    if (last && joined && rowsOf(joined) <= ROWS_PER_BUILD && spanOf(joined) <= GROUP_SPAN_S[span]) packed[packed.length - 1] = joined;
+    else packed.push(group);
   }
-  const fromS = Math.min(...buckets);
-  const toS = Math.max(...buckets) + unit;
-  const params = { domainId, buckets, fromS, toS, fromMs: fromS * 1000, toMs: toS * 1000 };
+  return packed;
+}
+
+/** A group's parameters: its domains, its (domain, bucket start) pairs and the time range holding them. */
+function groupParams(span: 'hour' | 'day', buckets: DirtyBucket[]) {
+  const starts = buckets.map((b) => Number(b.bucket));
+  const fromS = Math.min(...starts);
+  const toS = Math.max(...starts) + (span === 'hour' ? 3600 : 86_400);
+  return {
+    domainIds: [...new Set(buckets.map((b) => Number(b.domain_id)))],
+    pairs: buckets.map((b) => new TupleParam([Number(b.domain_id), Number(b.bucket)])),
+    fromS,
+    toS,
+    fromMs: fromS * 1000,
+    toMs: toS * 1000,
+  };
+}
+
+/** Builds one group of buckets; those holding more than their rows are deleted first. Returns how many were. */
+async function buildGroup(clickhouse: ClickHouseClient, span: 'hour' | 'day', group: DirtyBucket[]): Promise<number> {
+  const overcounted = group.filter((b) => BigInt(b.built) > BigInt(b.counted));
+  if (overcounted.length > 0) {
+    await clickhouse.command({ query: DELETE_BUCKETS, query_params: { span, ...groupParams(span, overcounted) } });
+  }
+  const params = groupParams(span, group);
   for (const query of BUILD[span]) await clickhouse.command({ query, query_params: params });
   await clickhouse.command({ query: BUILD_TOPS[span], query_params: params });
   return overcounted.length;
