@@ -422,9 +422,9 @@ describe('rollups', () => {
   async function expectTotalsExact(domainId: number): Promise<void> {
     const partials: PartialState[] = Object.values(PARTIALS);
     const shown = (x: PartialState, sql: string) =>
-      x.merge === 'uniqExactMerge'
+      x === PARTIALS.visitors
         ? `toString(finalizeAggregation(${sql}))`
-        : x.merge === 'sumMap'
+        : x === PARTIALS.rtHistogram
           ? `toString((arrayFilter((k, c) -> c != 0, tupleElement(${sql}, 1), tupleElement(${sql}, 2)), arrayFilter(c -> c != 0, tupleElement(${sql}, 2))))`
           : `toString(${sql})`;
     for (const [span, start] of [['hour', 'toStartOfHour'], ['day', 'toStartOfDay']] as const) {

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertDomain } from '../src/domains/store.js';
 import { buildRollups } from '../src/rollups/builder.js';
 import { planWindow, queryDomainsBuildState } from '../src/rollups/plan.js';
-import { dimensionByName, DIMENSION_NAMES, METRIC_NAMES } from '../src/stats/registry.js';
+import { selectRows as select } from '../core/db/clickhouse.js';
+import { dimensionByName, DIMENSION_NAMES, metricByName, METRIC_NAMES } from '../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import {
   AGENTS,
@@ -189,6 +190,20 @@ describe('POST /api/logs/query: metrics', () => {
     }
     // Enough values on both sides of 128 ms were compared.
     expect(checked).toBeGreaterThan(500);
+  });
+});
+
+describe('percentiles over merged histograms', () => {
+  it('a key given several times (sources merged by concatenation, signed rebuild differences) counts with its whole count', async () => {
+    // Key 10 holds 5 − 4 = 1 row, key 20 three: the median (rank 2 of 4) is 20, though 5 ≥ 2 at key 10's first pair.
+    const final = metricByName.get('p50ResponseTime')!.final;
+    const [row] = await select<{ p: number | null; none: number | null }>(
+      t.runtime.clickhouse,
+      `SELECT (SELECT ${final} FROM (SELECT [(toUInt16(10), toInt64(5)), (toUInt16(10), toInt64(-4)), (toUInt16(20), toInt64(3))] AS rt_hist)) AS p,
+              (SELECT ${final} FROM (SELECT [(toUInt16(10), toInt64(2)), (toUInt16(10), toInt64(-2))] AS rt_hist)) AS none`,
+      {},
+    );
+    expect(row).toEqual({ p: 20, none: null });
   });
 });
 

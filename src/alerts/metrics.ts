@@ -22,7 +22,7 @@
  * would queue behind each other and behind the API's own log reads.
  */
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
-import { mergedPartial, metricByName, PARTIALS, rawPartial, type Metric, type MetricName } from '../stats/registry.js';
+import { mergedPartial, metricByName, PARTIALS, sourcePartial, type Metric, type MetricName } from '../stats/registry.js';
 import { CONDITIONS, type Condition } from './schemas.js';
 
 /** The default noise guard: a rate (errorRate, clientErrorRate) over fewer requests than this never fires. */
@@ -73,7 +73,7 @@ FROM (
   FROM (
     SELECT domain_id, intDiv({nowMs:Int64} - toUnixTimestamp64Milli(timestamp), 60000) AS minute,
       if(has({splitMinutes:Array(UInt32)}, minute), intDiv({nowMs:Int64} - toUnixTimestamp64Milli(timestamp), 1000), -1) AS second,
-      ${partials.map(rawPartial).join(',\n      ')}
+      ${partials.map((x) => sourcePartial(x, 'raw')).join(',\n      ')}
     FROM access_logs
     WHERE domain_id IN {domainSet:Array(UInt32)}
       AND timestamp > fromUnixTimestamp64Milli({fromMs:Int64}, 'UTC')

@@ -31,7 +31,7 @@ import { Params, type SqlFilter } from '../logs/filters.js';
 import type { QueryFilter } from './query/filters.js';
 import { filterConditions } from './query/where.js';
 import { windowAt, type StatsPeriod, type StatsWindow } from './periods.js';
-import { mergedPartial, metricByName, PARTIALS, rawPartial, rollupPartial } from './registry.js';
+import { mergedPartial, metricByName, PARTIALS, sourcePartial } from './registry.js';
 import { shortListSums } from '../rollups/short-lists.js';
 
 /** How many entries a top list holds at most. */
@@ -127,8 +127,8 @@ FROM (
   SELECT ${TOTAL_PARTIALS.map((x) => mergedPartial(x)).join(', ')}
   FROM (
     ${unionAll([
-      c.built && `SELECT ${TOTAL_PARTIALS.map(rollupPartial).join(', ')}\n    FROM access_rollups WHERE ${DOMAIN} AND dim = 'total' AND (${c.built})`,
-      c.raw && `SELECT ${TOTAL_PARTIALS.map(rawPartial).join(', ')}\n    FROM access_logs WHERE ${DOMAIN} AND (${c.raw})`,
+      c.built && `SELECT ${TOTAL_PARTIALS.map((x) => sourcePartial(x, 'rollup')).join(', ')}\n    FROM access_rollups WHERE ${DOMAIN} AND dim = 'total' AND (${c.built})`,
+      c.raw && `SELECT ${TOTAL_PARTIALS.map((x) => sourcePartial(x, 'raw')).join(', ')}\n    FROM access_logs WHERE ${DOMAIN} AND (${c.raw})`,
     ])}
   )
 )

@@ -13,7 +13,7 @@ import { TupleParam } from '@clickhouse/client';
 import { Params } from '../../logs/filters.js';
 import type { PlanConditions } from '../../rollups/plan.js';
 import { unionAll } from '../../rollups/shared-sql.js';
-import { mergedPartial, rawPartial, rollupPartial, type PartialState } from '../registry.js';
+import { mergedPartial, sourcePartial, type PartialState } from '../registry.js';
 import type { OrderTerm, Query, QueryDimension, Window } from './parse.js';
 import { whereOf, type Source } from './where.js';
 
@@ -85,7 +85,7 @@ export type Reads = PlanConditions | null;
 
 /** One source's rows of the window (those of `reads` for it) aggregated into partials per group. */
 function sourceSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, source: Source, part: string | null): string {
-  const columns = [...query.dimensions.map((d, i) => `${dimensionSql(d, source)} AS ${dim(i)}`), ...partials.map(source === 'raw' ? rawPartial : rollupPartial)];
+  const columns = [...query.dimensions.map((d, i) => `${dimensionSql(d, source)} AS ${dim(i)}`), ...partials.map((x) => sourcePartial(x, source))];
   const where = [whereOf(query, window, p, source), ...(part ? [`(${part})`] : []), ...(keys ? [amongKeys(query, keys, p, source)] : [])].join(' AND ');
   const groupBy = query.dimensions.length ? `\nGROUP BY ${query.dimensions.map((_, i) => dim(i)).join(', ')}` : '';
   return `SELECT ${columns.join(', ')}\nFROM ${source === 'raw' ? 'access_logs' : 'access_rollups'}\nWHERE ${where}${groupBy}`;
