@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { chdbOf, type ChdbExtension, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { STORED_TIME_RANGE } from '../../core/db/time-range.js';
 import type { IdOf } from '../ids.js';
-import { knownClasses, userAgentClasses, type UserAgentClass, type UserAgentClasses } from '../transforms/user-agent.js';
+import { knownClasses, userAgentClasses, type UserAgentClasses } from '../transforms/user-agent.js';
 import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
 
 /**
@@ -100,11 +100,15 @@ export async function storeAgentClasses(client: ClickHouseClient): Promise<void>
 }
 
 export async function insertAccessBatch(client: ClickHouseClient, rows: readonly AccessRow[] | AccessTsv, token: string): Promise<void> {
-  // Classes are made as rows are serialised (AccessBatch), so a batch's are known by now.
-  if (!(rows instanceof AccessTsv)) for (const r of rows) userAgentClasses.of(r.userAgent);
-  await storeAgentClasses(client);
-  if (rows instanceof AccessTsv) await insertTsv(client, 'access_logs', ACCESS_COLUMNS, rows.bytes, token);
-  else await insertWritten(client, 'access_logs', ACCESS_COLUMNS, writeAccessTsv(rows, takeBuffer()), token);
+  // Rows are classified as they are serialised (AccessBatch, writeAccessTsv): once the body is
+  // written, its classes are known and can go first.
+  const written = rows instanceof AccessTsv ? null : writeAccessTsv(rows, takeBuffer());
+  try {
+    await storeAgentClasses(client);
+    await insertTsv(client, 'access_logs', ACCESS_COLUMNS, rows instanceof AccessTsv ? rows.bytes : written!.bytes(), token);
+  } finally {
+    if (written) giveBack(written);
+  }
 }
 
 export async function insertErrorBatch(client: ClickHouseClient, rows: readonly ErrorRow[], token: string): Promise<void> {
@@ -397,23 +401,10 @@ export function accessTsv(rows: readonly AccessRow[]): Buffer {
   return writeAccessTsv(rows, new BodyWriter(Buffer.allocUnsafe(INITIAL_BYTES))).bytes();
 }
 
-// The class column of each distinct class, written once: a line costs one lookup.
-const classColumns = new WeakMap<UserAgentClass, string>();
-
-/** The user agent's class as its TSV column (its number), led by a tab. */
-function userAgentColumns(cls: UserAgentClass): string {
-  let columns = classColumns.get(cls);
-  if (columns === undefined) {
-    columns = `\t${cls.id}`;
-    classColumns.set(cls, columns);
-  }
-  return columns;
-}
-
 /** The columns of an access row after domain_id and id, ending with its newline. */
 function accessTail(r: AccessEntry, plain: boolean, time: (ms: number) => string, classes: UserAgentClasses): string {
   const responseTime = r.responseTime === null ? '\\N' : uint(r.responseTime, MAX_UINT32);
-  const cls = userAgentColumns(classes.of(r.userAgent));
+  const cls = `\t${classes.of(r.userAgent).id}`;
   return plain
     ? `${time(r.timestamp)}\t${r.ipAddress}\t${r.method}\t${r.url}\t${r.protocol}\t${uint(r.statusCode, MAX_UINT16)}\t${uint(r.responseSize)}\t${r.referrer}\t${r.userAgent}\t${responseTime}${cls}\n`
     : `${time(r.timestamp)}\t${tsvString(r.ipAddress)}\t${tsvString(r.method)}\t${tsvString(r.url)}\t${tsvString(r.protocol)}\t${uint(r.statusCode, MAX_UINT16)}\t${uint(r.responseSize)}\t${tsvString(r.referrer)}\t${tsvString(r.userAgent)}\t${responseTime}${cls}\n`;

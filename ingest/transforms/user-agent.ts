@@ -64,8 +64,8 @@ export function agentClassId(v: AgentClassValues): number {
 }
 
 /**
- * Every class this process has made, by number: one object per class (the sink caches its text per
- * object), and what the sink writes to `agent_classes` (storeAgentClasses). As many as the distinct
+ * Every class this process has made, by number: one object per class, and what the sink writes
+ * to `agent_classes` (storeAgentClasses). As many as the distinct
  * classes, a few thousand at most: browsers, systems and bots are named from the libraries' lists.
  */
 export const knownClasses = new Map<number, UserAgentClass>();
