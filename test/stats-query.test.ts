@@ -8,7 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertDomain } from '../src/domains/store.js';
 import { buildRollups } from '../src/rollups/builder.js';
 import { planWindow, queryDomainsBuildState } from '../src/rollups/plan.js';
-import { selectRows as select } from '../core/db/clickhouse.js';
+import { selectRows as select, type ClickHouseClient } from '../core/db/clickhouse.js';
+import type { Query } from '../src/stats/query/parse.js';
+import { keepSeries, keptSeries, SERIES_PAGES_MS } from '../src/stats/query/series-pages.js';
+import type { OrderedGroups } from '../src/stats/query/shape.js';
 import { dimensionByName, DIMENSION_NAMES, metricByName, METRIC_NAMES } from '../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import {
@@ -414,6 +417,45 @@ describe('POST /api/logs/query: order and pages', () => {
     // Without dimensions: one row on page 1, none on page 2.
     const { data } = await ask(admin, { ...custom(W_PART), metrics: ['requests'], page: 2, limit: 1 });
     expect(data).toMatchObject({ results: [], pagination: { page: 2, limit: 1, total: 1, pages: 1 } });
+  });
+  it('the later pages of a series come from the series its first page computed; a first page is computed afresh', async () => {
+    const body = { ...custom(W_PART), domains: fleet.map((d) => d.id), metrics: ['requests'], dimensions: ['domain', 'time:hour'], limit: 500 };
+    const spec = (): Spec => ({ domains: body.domains, metrics: body.metrics, dimensions: body.dimensions, filters: [], window: W_PART, interval: 'hour', names });
+    const pagesOf = async (from: number, count: number) => {
+      const seen: ExpectedRow[] = [];
+      for (let page = from; page <= count; page++) seen.push(...(await ask(admin, { ...body, page })).data.results);
+      return seen;
+    };
+    const before = bruteForce(rows, spec());
+    const first = (await ask(admin, { ...body, page: 1 })).data;
+    const pages = first.pagination.pages;
+    expect(pages).toBeGreaterThan(2);
+    // A line into the window's last hour of a fleet domain: on the last page.
+    const late = generateRows({ seed: 77, domain: fleet[0]!.id, count: 1, from: W_PART.end - 10 * MINUTE, to: W_PART.end - 9 * MINUTE, firstId: 90_001 });
+    await insertRows(t.runtime.clickhouse, late);
+    rows.push(...late);
+    const after = bruteForce(rows, spec());
+    expect(after).not.toEqual(before);
+    expect([...first.results, ...(await pagesOf(2, pages))]).toEqual(before);
+    // Another caller's question is another series, and the domains are checked first.
+    expect((await ask(bob.token, { ...body, page: 2 }, 404)).success).toBe(false);
+    // A first page reads afresh, and its later pages follow it.
+    const again = (await ask(admin, { ...body, page: 1 })).data;
+    expect([...again.results, ...(await pagesOf(2, pages))]).toEqual(after);
+  });
+});
+
+describe('series pages kept', () => {
+  it('serve later pages for SERIES_PAGES_MS, only series longer than a page, per client', () => {
+    const client = {} as ClickHouseClient;
+    const ordered = (total: number): OrderedGroups => ({ groups: [], total, whole: true, previous: null });
+    const query = { limit: 10 } as Query;
+    keepSeries(client, 'long', { query, ordered: ordered(11), at: 1000 });
+    keepSeries(client, 'short', { query, ordered: ordered(10), at: 1000 });
+    expect(keptSeries(client, 'long', 1000 + SERIES_PAGES_MS)?.ordered.total).toBe(11);
+    expect(keptSeries(client, 'long', 1001 + SERIES_PAGES_MS)).toBeUndefined();
+    expect(keptSeries(client, 'short', 1000)).toBeUndefined();
+    expect(keptSeries({} as ClickHouseClient, 'long', 1000)).toBeUndefined();
   });
 });
 

@@ -1,18 +1,25 @@
 /**
- * POST /api/logs/query: the domains the caller may read, then parse → run → shape.
+ * POST /api/logs/query: the domains the caller may read, then parse → run → shape; a later page
+ * of a long series is cut from the series its first page computed (series-pages.ts).
  */
 import type { Principal, Services } from '../../context.js';
 import { resolveDomains } from '../../domains/service.js';
 import { parseQuery } from './parse.js';
 import { runQuery } from './run.js';
 import type { QueryBody } from './schemas.js';
-import { shapeAnswer, type QueryAnswer } from './shape.js';
+import { keepSeries, keptSeries, seriesKey } from './series-pages.js';
+import { answerOf, orderGroups, type QueryAnswer } from './shape.js';
 
 type Deps = Pick<Services, 'db' | 'clickhouse' | 'config'>;
 
 /** The figures the body asks for over the domains it names (each must be visible, else 404) or every domain the caller sees; needs logs:read. */
 export async function queryLogs(deps: Deps, principal: Principal, body: QueryBody, now = Date.now()): Promise<QueryAnswer> {
   const domains = await resolveDomains(deps, principal, body.domains, ['logs', 'read']);
+  const key = seriesKey(body, domains.map((d) => d.id));
+  const kept = body.page > 1 ? keptSeries(deps.clickhouse, key, now) : undefined;
+  if (kept) return answerOf({ ...kept.query, page: body.page }, kept.ordered);
   const query = parseQuery(body, { now, retentionDays: deps.config.logRetentionDays, domains });
-  return shapeAnswer(query, await runQuery(deps.clickhouse, query));
+  const ordered = orderGroups(query, await runQuery(deps.clickhouse, query));
+  keepSeries(deps.clickhouse, key, { query, ordered, at: now });
+  return answerOf(query, ordered);
 }
