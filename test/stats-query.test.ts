@@ -618,7 +618,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     expect(round.days).toBeGreaterThanOrEqual(2);
     // Every bucket built again exactly (a rebuild that miscounted would be read raw, still exact, but slow):
     // the plan over every domain reads the whole window from the rollups but for its last millisecond.
-    const state = await queryDomainsBuildState(t.runtime.clickhouse, everyDomain(), W_ALL.start, W_ALL.end, 'day');
+    const { state } = await queryDomainsBuildState(t.runtime.clickhouse, everyDomain(), W_ALL.start, W_ALL.end, 'day');
     const plan = planWindow(W_ALL.start, W_ALL.end, state);
     expect(plan.raw).toEqual([[W_ALL.end, W_ALL.end + 1]]);
     expect(plan.days.length).toBe(7); // the days holding rows

@@ -20,7 +20,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import { BoundedCache, perClient } from './bounded-cache.js';
-import type { BuildState } from './plan.js';
+import { queryDomainsBuildState, queryDomainsHourRows, windowBuckets, type BuildState, type DomainsBuildState } from './plan.js';
 
 interface Kept {
   state: BuildState;
@@ -69,4 +69,27 @@ export async function readWithKnownPlan<Plan, Answer>(clickhouse: ClickHouseClie
     cache.set(key, known);
     if (plans === MAX_PLANS || isDeepStrictEqual(read.plan(known.state), plan)) return answer;
   }
+}
+
+/** Per client: the folded build states of several domains' windows (the query endpoint's), by domains and buckets. */
+const keptDomains = new WeakMap<ClickHouseClient, BoundedCache<{ found: DomainsBuildState; readAt: number }>>();
+
+/**
+ * The build state of several domains' window (queryDomainsBuildState) for a query endpoint's
+ * plan. The state read for the same domains and buckets less than REFRESH_MS ago is used again when
+ * the rows counted per hour, summed over the domains, are what they were: a light query instead of
+ * the state's join (30–60 ms for a fleet's day or a domain's month). The sums are as good as each
+ * domain's counts because counts only grow (a late line adds to one; nothing takes away inside the
+ * retention), and while the counts stay, what is built stays (see above).
+ */
+export async function knownDomainsBuildState(clickhouse: ClickHouseClient, domainIds: number[], start: number, end: number, span: 'hour' | 'day'): Promise<BuildState> {
+  const cache = perClient(keptDomains, clickhouse, () => new BoundedCache(KEPT_ENTRIES, (k) => entriesOf(k.found.state) + k.found.rows.size));
+  const b = windowBuckets(start, end);
+  const key = `${span}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}:${domainIds.join(',')}`;
+  const known = cache.get(key);
+  if (known && Date.now() - known.readAt <= REFRESH_MS && isDeepStrictEqual(await queryDomainsHourRows(clickhouse, domainIds, start, end), known.found.rows)) return known.found.state;
+  const readAt = Date.now();
+  const found = await queryDomainsBuildState(clickhouse, domainIds, start, end, span);
+  cache.set(key, { found, readAt });
+  return found.state;
 }

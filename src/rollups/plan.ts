@@ -194,6 +194,25 @@ export async function queryBuildState(clickhouse: ClickHouseClient, domainId: nu
   return buildStateOf(rows);
 }
 
+/** Rows counted per hour (start, ms), summed over some domains: what tells whether their build state may have changed. */
+export type HourRows = Map<number, number>;
+
+/** A build state folded over several domains (queryDomainsBuildState), with the rows it was read at. */
+export interface DomainsBuildState {
+  state: BuildState;
+  rows: HourRows;
+}
+
+const rangeOf = (column: string, from: string, to: string) => `${column} >= toDateTime({${from}:UInt32}, 'UTC') AND ${column} < toDateTime({${to}:UInt32}, 'UTC')`;
+
+const domainsStateParams = (domainIds: number[], b: WindowBuckets) => ({
+  domainIds,
+  hourFrom: seconds(b.hourFrom),
+  hourTo: seconds(b.hourTo),
+  dayFrom: seconds(b.dayFrom),
+  dayTo: seconds(b.dayTo),
+});
+
 /**
  * The build state of several domains' window, folded into one state that planWindow reads as it
  * reads one domain's, so that a bucket is read from the rollups only where it is built for every
@@ -207,41 +226,52 @@ export async function queryBuildState(clickhouse: ClickHouseClient, domainId: nu
  * planWindow compares builtHours with counted, and builtDays with the sum of counted over the
  * day's hours (the sum over the domains of their hours with rows): each is equal only when every
  * domain's bucket is built. With `span` 'hour' the days are left out (every hour planned alone).
- * The short lists are not read (a query of totals needs none).
+ * The short lists are not read (a query of totals needs none). Also the rows per hour, as
+ * queryDomainsHourRows counts them.
  */
-export async function queryDomainsBuildState(clickhouse: ClickHouseClient, domainIds: number[], start: number, end: number, span: 'hour' | 'day'): Promise<BuildState> {
+export async function queryDomainsBuildState(clickhouse: ClickHouseClient, domainIds: number[], start: number, end: number, span: 'hour' | 'day'): Promise<DomainsBuildState> {
   const b = windowBuckets(start, end);
-  const state = emptyBuildState();
-  if (domainIds.length === 0 || b.hourFrom >= b.hourTo) return state;
-  const range = (column: string, from: string, to: string) =>
-    `${column} >= toDateTime({${from}:UInt32}, 'UTC') AND ${column} < toDateTime({${to}:UInt32}, 'UTC')`;
+  const found: DomainsBuildState = { state: emptyBuildState(), rows: new Map() };
+  if (domainIds.length === 0 || b.hourFrom >= b.hourTo) return found;
   const counted = `SELECT domain_id, hour, sum(rows) AS n FROM access_hour_rows
-  WHERE domain_id IN {domainIds:Array(UInt32)} AND ${range('hour', 'hourFrom', 'hourTo')}
+  WHERE domain_id IN {domainIds:Array(UInt32)} AND ${rangeOf('hour', 'hourFrom', 'hourTo')}
   GROUP BY domain_id, hour HAVING n > 0`;
   const totals = (s: 'hour' | 'day', from: string, to: string) => `SELECT domain_id, bucket, sum(requests) AS built FROM access_rollups
-  WHERE domain_id IN {domainIds:Array(UInt32)} AND span = '${s}' AND dim = 'total' AND ${range('bucket', from, to)}
+  WHERE domain_id IN {domainIds:Array(UInt32)} AND span = '${s}' AND dim = 'total' AND ${rangeOf('bucket', from, to)}
   GROUP BY domain_id, bucket`;
   const query = unionAll([
-    `SELECT 'hour' AS span, toUnixTimestamp(c.hour) AS bucket, count() AS counted, countIf(t.built = c.n) AS built
+    `SELECT 'hour' AS span, toUnixTimestamp(c.hour) AS bucket, count() AS counted, countIf(t.built = c.n) AS built, sum(c.n) AS rows
 FROM (${counted}) AS c LEFT JOIN (${totals('hour', 'hourFrom', 'hourTo')}) AS t ON t.domain_id = c.domain_id AND t.bucket = c.hour
 GROUP BY c.hour`,
     span === 'day' &&
       b.dayFrom < b.dayTo &&
-      `SELECT 'day', toUnixTimestamp(c.day), 0, sumIf(c.hours, t.built = c.n)
+      `SELECT 'day', toUnixTimestamp(c.day), 0, sumIf(c.hours, t.built = c.n), 0
 FROM (SELECT domain_id, toStartOfDay(hour) AS day, sum(n) AS n, count() AS hours FROM (${counted}) GROUP BY domain_id, day) AS c
 LEFT JOIN (${totals('day', 'dayFrom', 'dayTo')}) AS t ON t.domain_id = c.domain_id AND t.bucket = c.day
 WHERE c.day >= toDateTime({dayFrom:UInt32}, 'UTC') AND c.day < toDateTime({dayTo:UInt32}, 'UTC')
 GROUP BY c.day`,
   ]);
-  const params = { domainIds, hourFrom: seconds(b.hourFrom), hourTo: seconds(b.hourTo), dayFrom: seconds(b.dayFrom), dayTo: seconds(b.dayTo) };
-  for (const row of await selectRows<BuildStateRow>(clickhouse, query, params)) {
+  for (const row of await selectRows<BuildStateRow & { rows: number | string }>(clickhouse, query, domainsStateParams(domainIds, b))) {
     const at = Number(row.bucket) * 1000;
     if (row.span === 'hour') {
-      state.counted.set(at, Number(row.counted));
-      state.builtHours.set(at, Number(row.built));
-    } else state.builtDays.set(at, Number(row.built));
+      found.state.counted.set(at, Number(row.counted));
+      found.state.builtHours.set(at, Number(row.built));
+      found.rows.set(at, Number(row.rows));
+    } else found.state.builtDays.set(at, Number(row.built));
   }
-  return state;
+  return found;
+}
+
+/** The rows counted per whole hour of the window, summed over the domains (hours without rows left out). */
+export async function queryDomainsHourRows(clickhouse: ClickHouseClient, domainIds: number[], start: number, end: number): Promise<HourRows> {
+  const b = windowBuckets(start, end);
+  const rows: HourRows = new Map();
+  if (domainIds.length === 0 || b.hourFrom >= b.hourTo) return rows;
+  const query = `SELECT toUnixTimestamp(hour) AS bucket, sum(rows) AS n FROM access_hour_rows
+WHERE domain_id IN {domainIds:Array(UInt32)} AND ${rangeOf('hour', 'hourFrom', 'hourTo')}
+GROUP BY hour HAVING n > 0`;
+  for (const row of await selectRows<{ bucket: number | string; n: number | string }>(clickhouse, query, domainsStateParams(domainIds, b))) rows.set(Number(row.bucket) * 1000, Number(row.n));
+  return rows;
 }
 
 /**

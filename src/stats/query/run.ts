@@ -7,7 +7,8 @@
  */
 import { selectRows, type ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { invalidField } from '../../http/errors.js';
-import { planConditions, planWindow, queryDomainsBuildState } from '../../rollups/plan.js';
+import { knownDomainsBuildState } from '../../rollups/known-plans.js';
+import { planConditions, planWindow } from '../../rollups/plan.js';
 import type { Query, Window } from './parse.js';
 import { groupsSql, type BuiltQuery, type GroupKey, type Reads } from './sql.js';
 import { readWindow } from './where.js';
@@ -42,7 +43,7 @@ async function planReads(clickhouse: ClickHouseClient, query: Query, windows: Wi
   const read = windows.map((w) => readWindow(query, w));
   const from = Math.min(...read.map((w) => w.start));
   const to = Math.max(...read.map((w) => w.end));
-  const state = await queryDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollupSpan);
+  const state = await knownDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollupSpan);
   return read.map((w) => (w.start > w.end ? null : planConditions(planWindow(w.start, w.end, state))));
 }
 

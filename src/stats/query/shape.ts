@@ -79,41 +79,38 @@ function fillSeries(query: Query, rows: SqlRow[], window: Window): Group[] {
   return filled;
 }
 
-/** Numbers ascending with nulls after them whatever the direction, as SQL's NULLS LAST. */
-const compareNullsLast = (a: MetricValue, b: MetricValue, desc: boolean) => {
-  if (a === null || b === null) return a === b ? 0 : a === null ? 1 : -1;
-  return desc ? b - a : a - b;
-};
+/** NULLS LAST in either direction: above every value once the direction is applied. */
+const NULL_LAST = Number.MAX_VALUE;
 
-type SortValue = MetricValue | string;
+/** One order term's values as numbers that sort ascending in the term's order (strings and domain names by their ranks in byte order). */
+function sortColumn(query: Query, term: OrderTerm, groups: Group[], names: Map<number, string>): number[] {
+  const sign = term.desc ? -1 : 1;
+  if (term.of === 'metric') return groups.map((g) => (g.metrics[term.index] === null ? NULL_LAST : sign * g.metrics[term.index]!));
+  const kind = query.dimensions[term.index]!.dimension.kind;
+  if (kind !== 'string' && kind !== 'domain') return groups.map((g) => sign * Number(g.key[term.index]));
+  const text = kind === 'domain' ? (g: Group) => names.get(Number(g.key[term.index])) ?? '' : (g: Group) => String(g.key[term.index]);
+  const rank = new Map([...new Set(groups.map(text))].sort(compareBytes).map((value, i) => [value, i]));
+  return groups.map((g) => sign * rank.get(text(g))!);
+}
 
 /**
- * Groups in the order of sql.ts's ORDER BY, for a series ordered here. Each term's value is made
- * once per group (a domain as its place among the names sorted, a string compared by its bytes):
- * 25,000 groups take some 370,000 comparisons.
+ * Groups in the order of sql.ts's ORDER BY, for a series ordered here. Every term is turned into
+ * numbers first, so that the comparisons (some 370,000 for a fleet's 25,000 sparkline points)
+ * compare numbers only.
  */
-function sortGroups(query: Query, groups: Group[]): Group[] {
-  const rankOfDomain = new Map([...query.domains].sort((a, b) => compareBytes(a.name, b.name)).map((d, rank) => [d.id, rank]));
-  const sortValue = (term: OrderTerm, group: Group): SortValue => {
-    if (term.of === 'metric') return group.metrics[term.index]!;
-    const value = group.key[term.index];
-    const kind = query.dimensions[term.index]!.dimension.kind;
-    return kind === 'string' ? String(value) : kind === 'domain' ? (rankOfDomain.get(Number(value)) ?? -1) : Number(value);
-  };
-  const compareTerm = (term: OrderTerm, x: SortValue, y: SortValue): number => {
-    if (term.of === 'metric') return compareNullsLast(x as MetricValue, y as MetricValue, term.desc);
-    const ascending = typeof x === 'string' ? compareBytes(x, y as string) : (x as number) - (y as number);
-    return term.desc ? -ascending : ascending;
-  };
-  const decorated = groups.map((group) => ({ group, values: query.orderBy.map((term) => sortValue(term, group)) }));
-  decorated.sort((a, b) => {
-    for (let t = 0; t < query.orderBy.length; t++) {
-      const order = compareTerm(query.orderBy[t]!, a.values[t]!, b.values[t]!);
-      if (order !== 0) return order;
+function sortGroups(query: Query, groups: Group[], names: Map<number, string>): Group[] {
+  const terms = query.orderBy.length;
+  const values = new Float64Array(groups.length * terms);
+  query.orderBy.forEach((term, t) => sortColumn(query, term, groups, names).forEach((value, g) => (values[g * terms + t] = value)));
+  const order = groups.map((_, i) => i);
+  order.sort((a, b) => {
+    for (let t = 0; t < terms; t++) {
+      const difference = values[a * terms + t]! - values[b * terms + t]!;
+      if (difference !== 0) return difference;
     }
     return 0;
   });
-  return decorated.map((d) => d.group);
+  return order.map((i) => groups[i]!);
 }
 
 function typedDimensions(query: Query, key: GroupKey, names: Map<number, string>): DimensionValue[] {
@@ -162,7 +159,8 @@ export interface OrderedGroups {
 
 export function orderGroups(query: Query, result: RunResult): OrderedGroups {
   const whole = query.timeIndex >= 0;
-  const groups = whole ? sortGroups(query, fillSeries(query, result.rows, query.window)) : result.rows.map((row) => groupOf(query, row));
+  const names = new Map(query.domains.map((d) => [d.id, d.name]));
+  const groups = whole ? sortGroups(query, fillSeries(query, result.rows, query.window), names) : result.rows.map((row) => groupOf(query, row));
   let previous: Map<string, MetricValue[]> | null = null;
   if (query.previous && result.previous) {
     const previousPlace = placeOf(query, query.previous);
