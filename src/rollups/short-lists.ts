@@ -115,3 +115,53 @@ export async function shortListSums(clickhouse: ClickHouseClient, domainId: numb
     },
   };
 }
+
+/** Per client: a key's requests in one listed bucket's full rows, by domain, bucket, version, list and key. */
+const keptCounts = new WeakMap<ClickHouseClient, BoundedCache<number>>();
+/** Counts kept per client at most (about 150 bytes each): a 30-day window's lookups are some 6,000. */
+const KEPT_COUNTS = 200_000;
+
+/**
+ * The requests of some keys (by list) in the full rows of the listed buckets, summed over them:
+ * the exact counts the short lists leave open (src/stats/window.ts). A bucket's rows at a version
+ * do not change (a rebuild gives it another version), so each bucket's count of a key is kept and
+ * read once; at most one query, for the buckets with a key not in memory.
+ */
+export async function listedCounts(clickhouse: ClickHouseClient, domainId: number, listed: ListedBucket[], keys: Map<number, string[]>): Promise<Map<number, Map<string, number>>> {
+  const cache = perClient(keptCounts, clickhouse, () => new BoundedCache<number>(KEPT_COUNTS, () => 1));
+  const wanted = [...keys].flatMap(([list, names]) => names.map((key) => ({ list, key })));
+  const idOf = (b: ListedBucket, list: number, key: string) => `${keyOf(domainId, b)}:${list}:${key}`;
+  // Taken from memory first: what this request stores below could push out what it found there.
+  const counts = new Map<string, number>();
+  const missing: ListedBucket[] = [];
+  for (const b of listed) {
+    const found = wanted.map((w) => cache.get(idOf(b, w.list, w.key)));
+    if (found.some((n) => n === undefined)) missing.push(b);
+    else wanted.forEach((w, i) => counts.set(idOf(b, w.list, w.key), found[i]!));
+  }
+  if (missing.length > 0) {
+    const starts = (span: 'day' | 'hour') => missing.filter((b) => b.span === span).map((b) => b.start / 1000);
+    const rows = await selectRows<{ span: 'day' | 'hour'; start: number | string; list: number; key: string; requests: number | string }>(
+      clickhouse,
+      `SELECT span, toUnixTimestamp(bucket) AS start, CAST(dim, 'Int8') AS list, key, sum(requests) AS requests
+       FROM access_rollups
+       WHERE domain_id = {domainId:UInt32} AND ((span = 'day' AND ${inBuckets('bucket', 'days')}) OR (span = 'hour' AND ${inBuckets('bucket', 'hours')}))
+         AND ((dim = 'url' AND key IN {k1:Array(String)}) OR (dim = 'status' AND key IN {k2:Array(String)})
+           OR (dim = 'agent' AND key IN {k3:Array(String)}) OR (dim = 'referrer' AND key IN {k4:Array(String)}))
+       GROUP BY span, bucket, list, key`,
+      { domainId, days: starts('day'), hours: starts('hour'), k1: keys.get(1) ?? [], k2: keys.get(2) ?? [], k3: keys.get(3) ?? [], k4: keys.get(4) ?? [] },
+    );
+    const read = new Map(rows.map((r) => [`${r.span}:${Number(r.start) * 1000}:${Number(r.list)}:${r.key}`, Number(r.requests)]));
+    // Every key asked of every bucket read, 0 where the bucket has no row for it.
+    for (const b of missing) {
+      for (const w of wanted) {
+        const n = read.get(`${b.span}:${b.start}:${w.list}:${w.key}`) ?? 0;
+        counts.set(idOf(b, w.list, w.key), n);
+        cache.set(idOf(b, w.list, w.key), n);
+      }
+    }
+  }
+  const sums = new Map<number, Map<string, number>>([...keys.keys()].map((list) => [list, new Map()]));
+  for (const w of wanted) sums.get(w.list)!.set(w.key, listed.reduce((n, b) => n + counts.get(idOf(b, w.list, w.key))!, 0));
+  return sums;
+}

@@ -32,7 +32,7 @@ import type { QueryFilter } from './query/filters.js';
 import { filterConditions } from './query/where.js';
 import { windowAt, type StatsPeriod, type StatsWindow } from './periods.js';
 import { mergedPartial, metricByName, PARTIALS, sourcePartial } from './registry.js';
-import { shortListSums } from '../rollups/short-lists.js';
+import { listedCounts, shortListSums } from '../rollups/short-lists.js';
 
 /** How many entries a top list holds at most. */
 export const TOP_LIMIT = 10;
@@ -144,15 +144,6 @@ FROM (${buildStateQuery(parts)})`;
 /** The figures of a plan (none when it reads nothing), and with `state` those parts of the build state, read again. */
 const statsQuery = (c: PlanConditions, short: boolean, state: StateParts | null) =>
   unionAll([(c.built !== null || c.raw !== null) && figuresQuery(c, short), state !== null && stateAsFigures(state)]);
-
-/** The candidates' counts in the listed buckets' full rows. */
-const listedCountsQuery = (c: PlanConditions) => `
-SELECT CAST(dim, 'Int8') AS list, key, sum(requests) AS requests
-FROM access_rollups
-WHERE ${DOMAIN} AND (${c.listed})
-  AND ((dim = 'url' AND key IN {k1:Array(String)}) OR (dim = 'status' AND key IN {k2:Array(String)})
-    OR (dim = 'agent' AND key IN {k3:Array(String)}) OR (dim = 'referrer' AND key IN {k4:Array(String)}))
-GROUP BY list, key`;
 
 interface StatsRow {
   dim: number;
@@ -271,21 +262,19 @@ async function statsOfPlan(
     // A candidate in every listed bucket's short list has its exact count there already (its
     // short-list sum); only the others are looked up in those buckets' full rows, and usually
     // there are none.
-    const listedCounts = new Map<number, Map<string, number>>(DIMENSIONS.map((d) => [d.dim, new Map()]));
+    const inListed = new Map<number, Map<string, number>>(DIMENSIONS.map((d) => [d.dim, new Map()]));
     const lookups = new Map<number, string[]>(DIMENSIONS.map((d) => [d.dim, []]));
     for (const [dim, c] of candidates) {
       for (const k of c.proposed.slice(0, CANDIDATES)) {
-        if (k.listedIn === listedBuckets) listedCounts.get(dim)!.set(k.key, k.proposed - k.edge);
+        if (k.listedIn === listedBuckets) inListed.get(dim)!.set(k.key, k.proposed - k.edge);
         else lookups.get(dim)!.push(k.key);
       }
     }
-    if ([...lookups.values()].some((keys) => keys.length > 0)) {
-      const keys = Object.fromEntries([...lookups].map(([dim, list]) => [`k${dim}`, list]));
-      for (const row of await select<{ list: number; key: string; requests: string }>(listedCountsQuery(conditions), keys)) listedCounts.get(Number(row.list))?.set(row.key, Number(row.requests));
-    }
+    // No query when there is nothing to look up, or all of it is in memory.
+    for (const [dim, counts] of await listedCounts(clickhouse, domainId, covered, lookups)) for (const [key, n] of counts) inListed.get(dim)!.set(key, n);
     const unproven: Dimension[] = [];
     for (const d of DIMENSIONS) {
-      const top = provenTop(candidates.get(d.dim)!, listedCounts.get(d.dim)!, NUMERIC(d));
+      const top = provenTop(candidates.get(d.dim)!, inListed.get(d.dim)!, NUMERIC(d));
       if (top) lists.set(d.dim, top);
       else unproven.push(d);
     }
