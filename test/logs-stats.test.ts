@@ -785,6 +785,49 @@ describe('rollups', () => {
     await expectWindowsExact(domain.id, entries, [window]);
   });
 
+  it('short hour lists: a candidate missing from some lists is counted in their full rows, read again once its bucket is rebuilt', async () => {
+    const domain = await createDomain('rising.example.com', alice.id);
+    // Three hours (the newest ending nine hours before now), each: 9 URLs of every hour (50
+    // requests), 95 of that hour alone (10) and 10 (5). /rising: 45 in the oldest hour (in its
+    // list), 5 in the others (below theirs). It is 10th over the three (55), proven by the lists
+    // (thresholds 10 + 10 + 10), its count outside the oldest hour's list looked up in the others'
+    // full rows.
+    const newest = Math.floor((NOW - 9 * HOUR) / HOUR) * HOUR;
+    const line = (t: number, url: string) => ({ t, ip: '10.4.0.1', url, status: 200, referrer: '', agent: 'a', rt: 1 });
+    const entries: Entry[] = [];
+    for (let h = 1; h <= 3; h++) {
+      const counts: [string, number][] = [
+        ...Array.from({ length: 9 }, (_, i): [string, number] => [`/common/${i}`, 50]),
+        ...Array.from({ length: 95 }, (_, i): [string, number] => [`/only/${h}/${i}`, 10]),
+        ...Array.from({ length: 10 }, (_, i): [string, number] => [`/tail/${h}/${i}`, 5]),
+        ['/rising', h === 3 ? 45 : 5],
+      ];
+      let second = 0;
+      for (const [url, n] of counts) for (let i = 0; i < n; i++) entries.push(line(newest - h * HOUR + (second++ % 3_600) * 1000, url));
+    }
+    // A line after them: the builder leaves a domain's newest hour for later.
+    entries.push(line(newest + 1000, '/after'));
+    entries.sort((a, b) => a.t - b.t);
+    await importEntries(domain.name, entries, FORMAT);
+    await buildAll();
+    const window: [number, number] = [newest - 3 * HOUR, newest];
+    const listed = async (w = window) => bucketSetOf(planWindow(...w, await queryBuildState(t.runtime.clickhouse, domain.id, ...w)).listed).hours;
+    const tenth = async (w = window) => (await queryWindowStats(t.runtime.clickhouse, domain.id, ...w)).topUrls[9];
+    expect(await listed()).toHaveLength(3);
+    expect(await tenth()).toEqual({ url: '/rising', requests: 55, percentage: expect.any(Number) });
+    // Three more /rising in the middle hour, built again: its lists hold the same keys at a new
+    // version, and its count of /rising is read again (the one in memory is of the old version).
+    const late = [0, 1, 2].map((i) => line(newest - 2 * HOUR + 100_000 + i, '/rising'));
+    await importEntries(domain.name, late, FORMAT);
+    await buildAll();
+    // A window of other whole hours plans from a state read now (the same window would go on
+    // reading the rebuilt hour raw from the state kept for its hours, known-plans.ts).
+    const longer: [number, number] = [window[0] - HOUR, window[1]];
+    expect(await listed(longer)).toHaveLength(3);
+    expect(await tenth(longer)).toEqual({ url: '/rising', requests: 58, percentage: expect.any(Number) });
+    await expectWindowsExact(domain.id, [...entries, ...late], [window, longer]);
+  });
+
   it('provenTop: a list is proven only when no key outside the candidates can reach the 10th count', () => {
     const proposed = (counts: number[]) => counts.map((n, i) => ({ key: `/k${String(i).padStart(2, '0')}`, proposed: n, edge: 0, listedIn: 0 }));
     const exactAsProposed = (list: { key: string; proposed: number }[]) => new Map(list.map((c) => [c.key, c.proposed]));
