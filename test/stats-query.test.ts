@@ -12,7 +12,7 @@ import { selectRows as select, type ClickHouseClient } from '../core/db/clickhou
 import type { Query } from '../src/stats/query/parse.js';
 import { keepSeries, keptSeries, SERIES_PAGES_MS } from '../src/stats/query/series-pages.js';
 import type { OrderedGroups } from '../src/stats/query/shape.js';
-import { dimensionByName, DIMENSION_NAMES, metricByName, METRIC_NAMES } from '../src/stats/registry.js';
+import { dimensionByName, DIMENSION_NAMES, mergedPartial, metricByName, METRIC_NAMES, PARTIALS } from '../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import {
   AGENTS,
@@ -200,13 +200,16 @@ describe('percentiles over merged histograms', () => {
   it('a key given several times (sources merged by concatenation, signed rebuild differences) counts with its whole count', async () => {
     // Key 10 holds 5 − 4 = 1 row, key 20 three: the median (rank 2 of 4) is 20, though 5 ≥ 2 at key 10's first pair.
     const final = metricByName.get('p50ResponseTime')!.final;
-    const [row] = await select<{ p: number | null; none: number | null }>(
+    const merged = (...sources: string[]) => `SELECT ${final} FROM (SELECT ${mergedPartial(PARTIALS.rtHistogram)} FROM (${sources.map((pairs) => `SELECT ${pairs} AS p_rt_hist`).join(' UNION ALL ')}))`;
+    const pair = (key: number, count: number) => `(toUInt16(${key}), toInt64(${count}))`;
+    const [row] = await select<{ p: number | null; none: number | null; empty: number | null }>(
       t.runtime.clickhouse,
-      `SELECT (SELECT ${final} FROM (SELECT [(toUInt16(10), toInt64(5)), (toUInt16(10), toInt64(-4)), (toUInt16(20), toInt64(3))] AS rt_hist)) AS p,
-              (SELECT ${final} FROM (SELECT [(toUInt16(10), toInt64(2)), (toUInt16(10), toInt64(-2))] AS rt_hist)) AS none`,
+      `SELECT (${merged(`[${pair(10, 5)}]`, `[${pair(20, 3)}, ${pair(10, -4)}]`)}) AS p,
+              (${merged(`[${pair(10, 2)}]`, `[${pair(10, -2)}]`)}) AS none,
+              (${merged(`CAST([], 'Array(Tuple(UInt16, Int64))')`)}) AS empty`,
       {},
     );
-    expect(row).toEqual({ p: 20, none: null });
+    expect(row).toEqual({ p: 20, none: null, empty: null });
   });
 });
 

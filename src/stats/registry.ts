@@ -70,6 +70,16 @@ export const HISTOGRAM_GROWTH = 1.02;
 
 const rt = 'ifNull(response_time, 0)';
 const histogramKey = `toUInt16(if(${rt} < ${EXACT_BELOW_MS}, ${rt}, ${EXACT_BELOW_MS} + floor(log(greatest(${rt}, ${EXACT_BELOW_MS}) / ${EXACT_BELOW_MS}) / log(${HISTOGRAM_GROWTH}))))`;
+/**
+ * A group's (key, count) pairs sorted by key, as (key, cumulative count) at the last pair of each
+ * key: what every percentile reads, computed once per group (a percentile over the sorted pairs
+ * made its own cumulative sums, 10 ms of a 30-day stats query for three of them).
+ */
+const mergedHistogram = (column: string) => {
+  const keys = 'arrayMap(x -> x.1, rt_sorted)';
+  return `arrayFilter((x, next) -> x.1 != next, arrayZip(arrayMap(x -> x.1, (arraySort(x -> x.1, groupArrayArray(${column})) AS rt_sorted)), arrayCumSum(arrayMap(x -> x.2, rt_sorted))), arrayResize(arrayPopFront(${keys}), length(rt_sorted), toUInt16(65535)))`;
+};
+
 /** The histogram of access_logs rows, as stored: the count of rows per key. */
 const rawHistogram = `sumMapIf([${histogramKey}], [toInt64(1)], response_time IS NOT NULL)`;
 
@@ -87,10 +97,12 @@ export const PARTIALS = {
   // (signed, so that a rebuild can write the per-key difference). A query's sources give it as
   // (key, count) pairs, and groups merge them by concatenation, sorted by key once merged: sumMap
   // per group (a map of Fields) took 70 ms per level for a 720-hour series, concatenation 15.
+  // Merged, it is (key, cumulative count) at the last pair of each key, where the cumulative count
+  // is the whole of the keys up to it (mergedHistogram).
   rtHistogram: {
     name: 'rt_hist',
     raw: rawHistogram,
-    merge: (column) => `arraySort(x -> x.1, groupArrayArray(${column}))`,
+    merge: (column) => mergedHistogram(column),
     rollup: { column: 'rt_hist', read: 'sumMap(rt_hist)', difference: (fresh: string, held: string) => `mapSubtract(${fresh}, ${held})` },
     source: {
       raw: histogramPairs(rawHistogram),
@@ -127,18 +139,14 @@ const representative = (k: string) =>
   `if(${k} < ${EXACT_BELOW_MS}, toFloat64(${k}), ${roundHalfUp(`${EXACT_BELOW_MS} * pow(${HISTOGRAM_GROWTH}, ${k} - ${EXACT_BELOW_MS}) * 1.01`, 2)})`;
 
 /**
- * The nearest-rank percentile `n` of the merged histogram (pairs sorted by key; a key may come
- * several times, with signed counts): the first key whose cumulative count reaches
- * ceil(n / 100 × total), as its representative; NULL when no row had a response time. The
- * cumulative count is read at the last pair of each key only, where it is the key's whole.
+ * The nearest-rank percentile `n` of the merged histogram ((key, cumulative count) per key,
+ * mergedHistogram): the first key whose cumulative count reaches ceil(n / 100 × total), as its
+ * representative; NULL when no row had a response time (the last cumulative count, the total, is
+ * 0, as is that of an empty array's default).
  */
 const percentile = (n: number) => {
-  const keys = 'arrayMap(x -> x.1, rt_hist)';
-  const counts = 'arrayMap(x -> x.2, rt_hist)';
-  const total = `arraySum(${counts})`;
-  const rank = `intDiv(${n} * ${total} + 99, 100)`;
-  const lastOfKey = `arrayPushBack(arrayPopFront(${keys}), toUInt16(65535))`;
-  const key = `${keys}[arrayFirstIndex((c, k, next) -> c >= ${rank} AND k != next, arrayCumSum(${counts}), ${keys}, ${lastOfKey})]`;
+  const total = 'rt_hist[-1].2';
+  const key = `rt_hist[arrayFirstIndex(x -> x.2 >= intDiv(${n} * ${total} + 99, 100), rt_hist)].1`;
   return `if(${total} = 0, NULL, ${representative(key)})`;
 };
 
