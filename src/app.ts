@@ -2,6 +2,7 @@ import { OpenAPIHono } from '@hono/zod-openapi';
 import { bodyLimit } from 'hono/body-limit';
 import { secureHeaders } from 'hono/secure-headers';
 import { linkPages } from './auth/pages.js';
+import { browserSessionRoutes } from './auth/browser-session.js';
 import { authRoutes } from './auth/routes.js';
 import type { AppEnv, Services } from './context.js';
 import { docsRoutes } from './docs/routes.js';
@@ -17,6 +18,8 @@ import { logsRoutes } from './logs/routes.js';
 import { queryRoutes } from './stats/query/routes.js';
 import { createTailHub, type TailHub } from './logs/tail/service.js';
 import { usersRoutes } from './users/routes.js';
+import type { WebAssets } from './web/assets.js';
+import { webRoutes } from './web/routes.js';
 
 /** The path as logged: a download's file name is its bearer secret and stays out of the logs. */
 const loggedPath = (path: string) => path.replace(/^\/api\/downloads\/[^/]+/, '/api/downloads/…');
@@ -24,12 +27,15 @@ const loggedPath = (path: string) => path.replace(/^\/api\/downloads\/[^/]+/, '/
 export const MAX_BODY_BYTES = 1024 * 1024;
 
 /**
- * What is set apart from the services: export and download limits (default EXPORT_LIMITS), and the
- * process's live tails (default: a hub of its own; `serve` passes the one it closes at shutdown).
+ * What is set apart from the services: export and download limits (default EXPORT_LIMITS), the
+ * process's live tails (default: a hub of its own; `serve` passes the one it closes at shutdown),
+ * and the dashboard's files (built by `serve` at start).
  */
 export interface AppOptions {
   exportLimits?: ExportLimits;
   tail?: TailHub;
+  /** The dashboard's files (src/web/assets.ts); without them / stays a 404. */
+  web?: WebAssets;
 }
 
 /** The whole HTTP API over already-open services; no I/O happens here. */
@@ -52,6 +58,7 @@ export function createApp(services: Services, options: AppOptions = {}) {
   app.use('/api/*', (c, next) => (c.req.method === 'GET' || c.req.method === 'HEAD' ? next() : limitBody(c, next)));
 
   app.route('/', healthRoutes(services));
+  app.route('/api/auth/session', browserSessionRoutes(services));
   app.route('/api/auth', authRoutes(services));
   app.route('/api/users', usersRoutes(services));
   app.route('/api/domains', domainsRoutes(services));
@@ -63,6 +70,7 @@ export function createApp(services: Services, options: AppOptions = {}) {
   app.route('/api/logs', queryRoutes(services));
   app.route('/api/docs', docsRoutes());
   app.route('/', linkPages());
+  if (options.web) app.route('/', webRoutes(options.web));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
     type: 'http',

@@ -7,6 +7,7 @@ import { createApp } from './app.js';
 import { NODE_SERVER_OPTIONS } from './http/node-server.js';
 import { createTailHub } from './logs/tail/service.js';
 import { startStatsRollups } from './rollups/builder.js';
+import { buildWebAssets } from './web/assets.js';
 import type { Config } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import { openRuntime } from './runtime.js';
@@ -38,7 +39,7 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
   const userAgents = startUserAgentBackfill({ db: runtime.db, clickhouse: runtime.clickhouse, log });
   userAgents.done.catch((err: unknown) => log.error({ err }, 'classifying the user agents of earlier access rows failed; the next start tries again'));
   const tail = createTailHub(runtime);
-  const app = createApp(runtime, { tail });
+  const app = createApp(runtime, { tail, web: await buildWebAssets() });
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: NODE_SERVER_OPTIONS }, (info) => {
     log.info({ port: info.port, host: config.host, mode: config.databaseUrl ? 'server' : 'embedded', baseUrl: config.baseUrl, ingest: ingestConfig?.path ?? null }, 'listening');
   });

@@ -22,3 +22,6 @@ export const sessionSchema = z
     user: userSchema,
   })
   .openapi('Session');
+
+/** The dashboard's session (src/auth/browser-session.ts): the refresh token is in a cookie, not here. */
+export const browserSessionSchema = sessionSchema.omit({ refreshToken: true }).openapi('BrowserSession');

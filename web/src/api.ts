@@ -1,0 +1,104 @@
+/**
+ * The API as the dashboard calls it. The access token lives in this module's memory only; the
+ * refresh token is an HttpOnly cookie of the session routes (src/auth/browser-session.ts), so a
+ * reload signs in again through /api/auth/session/refresh and nothing secret is in storage.
+ */
+
+export const SESSION_HEADER = 'X-Tailhouse-Session';
+
+export interface User {
+  id: number;
+  email: string;
+  name: string;
+  role: 'admin' | 'user';
+}
+
+/** An answer other than success, with the API's message and, for a 422, the message per field. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly details: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+let accessToken: string | null = null;
+let signedOutHandler: () => void = () => {};
+/** One refresh at a time: the refresh token rotates, and a second use of the old one ends the session. */
+let refreshing: Promise<User | null> | null = null;
+
+/** Called when the session is gone (expired, revoked, signed out elsewhere). */
+export function onSignedOut(handler: () => void): void {
+  signedOutHandler = handler;
+}
+
+async function parse(res: Response): Promise<any> {
+  const type = res.headers.get('content-type') ?? '';
+  const body = type.includes('json') ? await res.json() : { success: res.ok, error: await res.text() };
+  if (!res.ok || body.success === false) {
+    throw new ApiError(res.status, typeof body.error === 'string' && body.error ? body.error : `The server answered ${res.status}`, body.details ?? {});
+  }
+  return body;
+}
+
+async function sessionCall(path: string, body?: unknown): Promise<any> {
+  const res = await fetch(`/api/auth/session${path}`, {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { [SESSION_HEADER]: '1', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? null : JSON.stringify(body),
+  });
+  return parse(res);
+}
+
+/** The signed-in user, from the session cookie, or null. */
+export function restoreSession(): Promise<User | null> {
+  refreshing ??= sessionCall('/refresh')
+    .then((body) => {
+      accessToken = body.data.accessToken;
+      return body.data.user as User;
+    })
+    .catch((err: unknown) => {
+      if (err instanceof ApiError && err.status === 401) {
+        accessToken = null;
+        return null;
+      }
+      throw err;
+    })
+    .finally(() => {
+      refreshing = null;
+    });
+  return refreshing;
+}
+
+export async function signIn(email: string, password: string): Promise<User> {
+  const body = await sessionCall('', { email, password });
+  accessToken = body.data.accessToken;
+  return body.data.user as User;
+}
+
+export async function signOut(): Promise<void> {
+  accessToken = null;
+  await sessionCall('/logout');
+}
+
+/** An API call with the access token; one renewal through the cookie when it has expired. */
+export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+  const send = () =>
+    fetch(path, {
+      method,
+      headers: { ...(accessToken ? { authorization: `Bearer ${accessToken}` } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? null : JSON.stringify(body),
+    });
+  let res = await send();
+  if (res.status === 401) {
+    if (await restoreSession()) res = await send();
+    if (res.status === 401) {
+      signedOutHandler();
+      throw new ApiError(401, 'Your session has ended: sign in again');
+    }
+  }
+  return (await parse(res)).data as T;
+}

@@ -1,0 +1,2 @@
+/** Style sheets imported for esbuild to bundle (src/web/assets.ts). */
+declare module '*.css';

@@ -1,0 +1,94 @@
+/**
+ * The dashboard: restores the session from its cookie, then shows the page the URL names; an
+ * ended session returns to sign-in and, once signed in again, to where the user was.
+ */
+import '../styles.css';
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { onSignedOut, restoreSession, signOut, type User } from './api.js';
+import { ErrorMessage } from './components/ErrorMessage.js';
+import { Fleet } from './pages/Fleet.js';
+import { SignIn } from './pages/SignIn.js';
+import { linkClick, navigate, useLocation } from './router.js';
+
+const SIGN_IN = '/signin';
+
+/** Where to go after signing in: a path of this site only. */
+const nextOf = (query: URLSearchParams) => {
+  const next = query.get('next') ?? '/';
+  return next.startsWith('/') && !next.startsWith('//') ? next : '/';
+};
+
+function App() {
+  const location = useLocation();
+  const [user, setUser] = useState<User | null | undefined>(undefined);
+  const [error, setError] = useState<unknown>(null);
+
+  useEffect(() => {
+    const toSignIn = () => {
+      setUser(null);
+      const here = window.location.pathname + window.location.search;
+      if (window.location.pathname !== SIGN_IN) navigate(`${SIGN_IN}?next=${encodeURIComponent(here)}`, { replace: true });
+    };
+    onSignedOut(toSignIn);
+    restoreSession().then((found) => {
+      if (found) setUser(found);
+      else toSignIn();
+    }, setError);
+  }, []);
+
+  if (error !== null) return <ErrorMessage error={error} />;
+  if (user === undefined) return <p aria-live="polite">Loading…</p>;
+  if (user === null || location.path === SIGN_IN) {
+    if (user) {
+      navigate(nextOf(location.query), { replace: true });
+      return null;
+    }
+    return (
+      <SignIn
+        onSignedIn={(signedIn) => {
+          setUser(signedIn);
+          navigate(nextOf(location.query), { replace: true });
+        }}
+      />
+    );
+  }
+  const leave = async () => {
+    await signOut().catch(() => {});
+    setUser(null);
+    navigate(SIGN_IN);
+  };
+  return (
+    <>
+      <header class="top">
+        <a href="/" class="brand" onClick={(e) => linkClick(e, '/')}>
+          tailhouse
+        </a>
+        <nav aria-label="Main">
+          <a href="/" aria-current={location.path === '/' ? 'page' : undefined} onClick={(e) => linkClick(e, '/')}>
+            Fleet
+          </a>
+        </nav>
+        <span class="who">{user.email}</span>
+        <button type="button" onClick={leave}>
+          Sign out
+        </button>
+      </header>
+      {location.path === '/' ? (
+        <Fleet location={location} />
+      ) : (
+        <main>
+          <h1>Not found</h1>
+          <p>
+            There is no page at {location.path}.{' '}
+            <a href="/" onClick={(e) => linkClick(e, '/')}>
+              Back to the fleet
+            </a>
+          </p>
+        </main>
+      )}
+    </>
+  );
+}
+
+render(<App />, document.getElementById('app')!);
