@@ -66,10 +66,12 @@ async function loadFleet(): Promise<FleetRow[]> {
   });
 }
 
-const compareRows = (key: SortKey) => (a: FleetRow, b: FleetRow) => {
-  if (key === 'name') return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
-  const [x, y] = [a[key] ?? -1, b[key] ?? -1];
-  return x - y || (a.name < b.name ? -1 : 1);
+const byName = (a: FleetRow, b: FleetRow) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+/** The column's order in the direction asked; equal figures by name, ascending either way. */
+const compareRows = (key: SortKey, desc: boolean) => (a: FleetRow, b: FleetRow) => {
+  const order = key === 'name' ? byName(a, b) : (a[key] ?? -1) - (b[key] ?? -1);
+  return (desc ? -order : order) || byName(a, b);
 };
 
 export function Fleet({ location }: { location: Location }) {
@@ -89,9 +91,7 @@ export function Fleet({ location }: { location: Location }) {
     if (!rows) return [];
     const needle = search.trim().toLowerCase();
     const found = needle ? rows.filter((r) => r.name.toLowerCase().includes(needle)) : [...rows];
-    found.sort(compareRows(sort));
-    if (desc) found.reverse();
-    return found;
+    return found.sort(compareRows(sort, desc));
   }, [rows, search, sort, desc]);
   const pages = Math.max(1, Math.ceil(matching.length / PAGE_SIZE));
   const page = Math.min(pageAsked, pages);
