@@ -28,6 +28,9 @@ let browser: Browser;
 let admin: string;
 let alice: { id: number; token: string };
 const aliceDomains = ['shop.alice.example', 'blog.alice.example', 'api.alice.example'];
+let aliceIds: number[] = [];
+/** A log value that would run script if the page put it into HTML. */
+const SCRIPT_URL = '/x"><img src=x onerror="window.__hacked=1"><script>window.__hacked=1</script>';
 let context: BrowserContext;
 /** Requests of the current test's pages to anywhere but the server, and loads their CSP refused. */
 let foreign: string[] = [];
@@ -43,12 +46,15 @@ beforeAll(async () => {
   alice = await createUserAndLogin(t.app, admin, { email: 'alice@example.com', password: PASSWORD });
   const ids: number[] = [];
   for (const name of aliceDomains) ids.push((await insertDomain(t.runtime.db, { name, ownerId: alice.id })).id);
+  aliceIds = ids;
   const others = [];
   for (const name of ['bob.example', 'nobody.example']) others.push((await insertDomain(t.runtime.db, { name, ownerId: null })).id);
   // Rows over the last 24 hours for all but one domain of alice's (it shows zeros) and one other.
   const now = Date.now();
   const rows = [ids[0]!, ids[1]!, others[0]!].flatMap((domain, i) => generateRows({ seed: 40 + i, domain, count: 200 + 150 * i, from: now - 23 * HOUR, to: now - 60_000 }));
-  await insertRows(t.runtime.clickhouse, rows);
+  // Hostile values in the first domain's rows: a URL and a user agent carrying markup.
+  const hostile = generateRows({ seed: 99, domain: ids[0]!, count: 30, from: now - 3 * HOUR, to: now - 2 * HOUR, firstId: 50_001 }).map((r) => ({ ...r, url: SCRIPT_URL, agent: `<script>window.__hacked=1</script>${r.agent}` }));
+  await insertRows(t.runtime.clickhouse, [...rows, ...hostile]);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }, 120_000);
 
@@ -109,7 +115,7 @@ describe('the dashboard', () => {
     const { body } = await call(t.app, 'POST', '/api/logs/query', { token: alice.token, body: { metrics: ['requests'], dimensions: ['domain'], dateRange: '24h' } });
     const requests = new Map(body.data.results.map((r: any) => [r.dimensions[0], r.metrics[0]]));
     for (const name of aliceDomains) {
-      const cell = page.locator('table.fleet tbody tr', { has: page.locator(`th:text-is("${name}")`) }).locator('td').first();
+      const cell = page.locator('table.fleet tbody tr').filter({ has: page.getByRole('link', { name, exact: true }) }).locator('td').first();
       expect(await cell.textContent(), name).toBe(new Intl.NumberFormat('en').format(Number(requests.get(name) ?? 0)));
     }
     // A sparkline per domain, of 25 hourly points.
@@ -181,5 +187,87 @@ describe('the dashboard', () => {
     expect(api.status).toBe(404);
     expect(await api.json()).toEqual({ success: false, error: 'Not found' });
     expect((await fetch(`${base}/assets/app-nothing.js`)).status).toBe(404);
+  });
+});
+
+describe('the domain dashboard', () => {
+  /** The query endpoint's answer for alice's first domain over 24 hours, with `filters`. */
+  const apiAnswer = async (body: Record<string, unknown>) =>
+    (await call(t.app, 'POST', '/api/logs/query', { token: admin, body: { domains: [aliceIds[0]], dateRange: '24h', ...body } })).body.data;
+  const tile = (page: Page, metric: string) => page.locator(`.tile [data-metric="${metric}"]`);
+  const panelEntries = (page: Page, title: string) => page.getByRole('region', { name: title }).locator('tbody th .entry').allTextContents();
+  const format = (n: number) => new Intl.NumberFormat('en').format(n);
+  const filtersInUrl = (page: Page) => new URL(page.url()).searchParams.getAll('f');
+
+  it('shows the API figures; a click on a top URL filters every panel, the tiles and the URL; reload keeps the view', async () => {
+    const page = await newPage();
+    await page.goto(`${base}/signin`);
+    await signIn(page, 'alice@example.com', PASSWORD);
+    await page.getByRole('link', { name: aliceDomains[0] }).click();
+    await page.waitForURL(`${base}/domains/${aliceIds[0]}`);
+    const all = await apiAnswer({ metrics: ['requests', 'visitors'] });
+    await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(all.results[0].metrics[0]));
+    expect(await tile(page, 'visitors').textContent()).toBe(format(all.results[0].metrics[1]));
+    const topUrls = (await apiAnswer({ metrics: ['requests'], dimensions: ['url'], limit: 10 })).results.map((r: any) => (r.dimensions[0] === '' ? '(none)' : r.dimensions[0]));
+    await expect.poll(() => panelEntries(page, 'Top URLs')).toEqual(topUrls);
+    await expect.poll(() => page.locator('.chart canvas').count()).toBeGreaterThanOrEqual(4);
+    await expectAccessible(page, 'domain dashboard');
+
+    // The hostile URL is among the top ones: it shows as text, and nothing of it runs.
+    expect(topUrls).toContain(SCRIPT_URL);
+    expect(await page.evaluate(() => (window as any).__hacked)).toBeUndefined();
+
+    const chosen = topUrls[1]!;
+    await page.getByRole('region', { name: 'Top URLs' }).getByRole('button', { name: chosen, exact: true }).click();
+    await expect.poll(() => filtersInUrl(page)).toEqual([`is:url:${chosen}`]);
+    await expect(page.getByRole('list', { name: 'Filters' }).textContent()).resolves.toContain(`URL is ${chosen}`);
+    const filtered = await apiAnswer({ metrics: ['requests'], filters: [['is', 'url', [chosen]]] });
+    await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(filtered.results[0].metrics[0]));
+    await expect.poll(() => panelEntries(page, 'Top URLs')).toEqual([chosen]);
+    const browsers = (await apiAnswer({ metrics: ['requests'], dimensions: ['browser'], filters: [['is', 'url', [chosen]]], limit: 10 })).results.map((r: any) => r.dimensions[0] || '(none)');
+    await expect.poll(() => panelEntries(page, 'Browsers')).toEqual(browsers);
+
+    await page.reload();
+    await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(filtered.results[0].metrics[0]));
+    await expect.poll(() => panelEntries(page, 'Top URLs')).toEqual([chosen]);
+    // Removing the chip brings every figure back; back returns to the filtered view.
+    await page.getByRole('button', { name: `Remove filter URL is ${chosen}` }).click();
+    await page.waitForURL(`${base}/domains/${aliceIds[0]}`);
+    await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(all.results[0].metrics[0]));
+    await page.goBack();
+    await expect.poll(() => panelEntries(page, 'Top URLs')).toEqual([chosen]);
+    expect(await page.evaluate(() => (window as any).__hacked)).toBeUndefined();
+  });
+
+  it('excludes an entry, compares with the previous period and changes the period, all in the URL', async () => {
+    const page = await newPage();
+    await page.goto(`${base}/domains/${aliceIds[0]}?period=7d`);
+    await signIn(page, 'alice@example.com', PASSWORD);
+    await page.waitForURL(`${base}/domains/${aliceIds[0]}?period=7d`);
+    const top = (await apiAnswer({ dateRange: '7d', metrics: ['requests'], dimensions: ['statusCode'], limit: 1 })).results[0].dimensions[0];
+    await expect.poll(() => panelEntries(page, 'Status codes')).toContain(String(top));
+    await page.getByRole('button', { name: `Exclude Status code ${top}` }).click();
+    await expect.poll(() => filtersInUrl(page)).toEqual([`isNot:statusCode:${top}`]);
+    expect(new URL(page.url()).searchParams.get('period')).toBe('7d');
+    const rest = await apiAnswer({ dateRange: '7d', metrics: ['requests'], filters: [['isNot', 'statusCode', [top]]] });
+    await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(rest.results[0].metrics[0]));
+    await expect.poll(() => panelEntries(page, 'Status codes')).not.toContain(String(top));
+
+    await page.getByLabel('Compare with the previous period').check();
+    await expect.poll(() => page.url()).toContain('compare=1');
+    // All rows lie in the last 24 hours: the week before has none.
+    await expect.poll(() => page.locator('.tile .change').first().textContent()).toBe('no earlier figure');
+
+    await page.getByLabel('Period', { exact: true }).selectOption('1h');
+    await expect.poll(() => page.url()).toContain('period=1h');
+    const hour = await apiAnswer({ dateRange: '1h', metrics: ['requests'], filters: [['isNot', 'statusCode', [top]]] });
+    await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(hour.results[0].metrics[0]));
+  });
+
+  it("another owner's domain is the API's 404 as a message", async () => {
+    const page = await newPage();
+    await page.goto(`${base}/signin?next=${encodeURIComponent('/domains/999999')}`);
+    await signIn(page, 'alice@example.com', PASSWORD);
+    await expect(page.getByRole('alert').textContent()).resolves.toBe('Domain not found');
   });
 });

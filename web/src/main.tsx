@@ -7,11 +7,13 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { onSignedOut, restoreSession, signOut, type User } from './api.js';
 import { ErrorMessage } from './components/ErrorMessage.js';
+import { DomainDashboard } from './pages/Domain.js';
 import { Fleet } from './pages/Fleet.js';
 import { SignIn } from './pages/SignIn.js';
 import { linkClick, navigate, useLocation } from './router.js';
 
 const SIGN_IN = '/signin';
+const DOMAIN_PATH = /^\/domains\/(\d{1,9})$/;
 
 /** Where to go after signing in: a path of this site only. */
 const nextOf = (query: URLSearchParams) => {
@@ -76,6 +78,8 @@ function App() {
       </header>
       {location.path === '/' ? (
         <Fleet location={location} />
+      ) : DOMAIN_PATH.test(location.path) ? (
+        <DomainDashboard id={Number(DOMAIN_PATH.exec(location.path)![1])} location={location} />
       ) : (
         <main>
           <h1>Not found</h1>

@@ -9,7 +9,7 @@ import { api } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Sparkline } from '../components/Sparkline.js';
 import { bytes, count, ms, percent } from '../format.js';
-import { navigate, withQuery, type Location } from '../router.js';
+import { linkClick, navigate, withQuery, type Location } from '../router.js';
 
 interface Domain {
   id: number;
@@ -164,7 +164,17 @@ export function Fleet({ location }: { location: Location }) {
             <tbody>
               {shown.map((r) => (
                 <tr key={r.id}>
-                  {COLUMNS.map((c) => (c.key === 'name' ? <th scope="row">{c.show(r)}</th> : <td class="number">{c.show(r)}</td>))}
+                  {COLUMNS.map((c) =>
+                    c.key === 'name' ? (
+                      <th scope="row">
+                        <a href={`/domains/${r.id}`} onClick={(e) => linkClick(e, `/domains/${r.id}`)}>
+                          {r.name}
+                        </a>
+                      </th>
+                    ) : (
+                      <td class="number">{c.show(r)}</td>
+                    ),
+                  )}
                   <td>{sparklines.has(r.name) ? <Sparkline values={sparklines.get(r.name)!} label={`Requests per hour of ${r.name}`} /> : null}</td>
                 </tr>
               ))}

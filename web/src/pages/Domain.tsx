@@ -1,0 +1,330 @@
+/**
+ * A domain's dashboard: the period (1h, 24h, 7d, 30d or a custom range), "compare with the
+ * previous period", the headline figures, charts over time and GoAccess-like panels. Clicking an
+ * entry of a panel adds a filter that every chart and panel applies (shown as removable chips;
+ * "exclude" adds the negation). Period, comparison and filters are in the URL.
+ */
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { api } from '../api.js';
+import { ErrorMessage } from '../components/ErrorMessage.js';
+import { TimeChart, type ChartSeries } from '../components/TimeChart.js';
+import { apiFilters, DIMENSION_LABELS, filterLabel, filterParam, filtersOf, shownValue, type Filter, type FilterOp, type FilterValue } from '../filters.js';
+import { bytes, count, ms, percent } from '../format.js';
+import { linkClick, navigate, withQuery, type Location } from '../router.js';
+
+type Value = string | number | boolean;
+interface QueryRow {
+  dimensions: Value[];
+  metrics: (number | null)[];
+  change?: (number | null)[];
+}
+interface QueryAnswer {
+  results: QueryRow[];
+  meta: { interval: string | null };
+}
+
+const PERIODS = [
+  { value: '1h', label: 'Last hour' },
+  { value: '24h', label: 'Last 24 hours' },
+  { value: '7d', label: 'Last 7 days' },
+  { value: '30d', label: 'Last 30 days' },
+  { value: 'custom', label: 'Custom range' },
+] as const;
+
+const TILES = [
+  { metric: 'requests', label: 'Requests', format: count },
+  { metric: 'visitors', label: 'Visitors', format: count },
+  { metric: 'errorRate', label: 'Error rate (5xx)', format: percent },
+  { metric: 'p95ResponseTime', label: 'p95 response time', format: ms },
+  { metric: 'bandwidth', label: 'Bandwidth', format: bytes },
+] as const;
+
+const STATUS_COLORS: Record<string, string> = { '1xx': '#8c959f', '2xx': '#2da44e', '3xx': '#0969da', '4xx': '#bf8700', '5xx': '#cf222e' };
+
+interface PanelSpec {
+  id: string;
+  title: string;
+  dimensions: string[];
+  /** The first metric is the one shown with its share; the others as columns. */
+  metrics: { name: string; label: string; format: (v: number | null) => string }[];
+  filters?: [FilterOp, string, FilterValue[]][];
+  orderBy?: [string, 'asc' | 'desc'][];
+}
+
+const REQUESTS = { name: 'requests', label: 'Requests', format: count };
+const PANELS: PanelSpec[] = [
+  { id: 'urls', title: 'Top URLs', dimensions: ['url'], metrics: [REQUESTS, { name: 'errorRate', label: '5xx', format: percent }] },
+  { id: 'not-found', title: 'Not found (404)', dimensions: ['url'], metrics: [REQUESTS], filters: [['is', 'statusCode', [404]]] },
+  { id: 'status', title: 'Status codes', dimensions: ['statusCode'], metrics: [REQUESTS] },
+  { id: 'slowest', title: 'Slowest URLs (p95)', dimensions: ['url'], metrics: [{ name: 'p95ResponseTime', label: 'p95', format: ms }, REQUESTS], orderBy: [['p95ResponseTime', 'desc']] },
+  { id: 'referrers', title: 'Referring sites', dimensions: ['referrerHost'], metrics: [REQUESTS] },
+  { id: 'agents', title: 'User agents', dimensions: ['userAgent'], metrics: [REQUESTS] },
+  { id: 'browsers', title: 'Browsers', dimensions: ['browser'], metrics: [REQUESTS] },
+  { id: 'os', title: 'Operating systems', dimensions: ['os'], metrics: [REQUESTS] },
+  { id: 'devices', title: 'Devices', dimensions: ['device'], metrics: [REQUESTS] },
+  { id: 'bots', title: 'Bots', dimensions: ['botName', 'botKind'], metrics: [REQUESTS], filters: [['is', 'bot', [true]]] },
+  { id: 'addresses', title: 'Client addresses', dimensions: ['ipAddress'], metrics: [REQUESTS] },
+];
+
+/** The window of the query body, as the URL gives it. */
+function rangeOf(query: URLSearchParams): Record<string, string> {
+  const period = query.get('period') ?? '24h';
+  if (period !== 'custom') return { dateRange: PERIODS.some((p) => p.value === period) ? period : '24h' };
+  const range: Record<string, string> = { dateRange: 'custom' };
+  for (const [param, field] of [['from', 'startDate'], ['to', 'endDate']] as const) {
+    const value = query.get(param);
+    if (value) range[field] = value;
+  }
+  return range;
+}
+
+/** A query's answer for a JSON body, fetched again whenever the body changes. */
+function useQuery(body: Record<string, unknown>): { answer: QueryAnswer | null; error: unknown } {
+  const key = JSON.stringify(body);
+  const [state, setState] = useState<{ key: string; answer: QueryAnswer | null; error: unknown }>({ key: '', answer: null, error: null });
+  useEffect(() => {
+    let stale = false;
+    api<QueryAnswer>('POST', '/api/logs/query', body).then(
+      (answer) => !stale && setState({ key, answer, error: null }),
+      (error) => !stale && setState({ key, answer: null, error }),
+    );
+    return () => {
+      stale = true;
+    };
+  }, [key]);
+  return state.key === key ? state : { answer: null, error: null };
+}
+
+function Change({ value }: { value: number | null | undefined }) {
+  if (value === undefined) return null;
+  if (value === null) return <span class="change">no earlier figure</span>;
+  const text = `${value > 0 ? '▲' : value < 0 ? '▼' : ''} ${Math.abs(value * 100).toFixed(1)} % vs previous period`;
+  return <span class="change">{text}</span>;
+}
+
+function Tiles({ base, compare }: { base: Record<string, unknown>; compare: boolean }) {
+  const { answer, error } = useQuery({ ...base, metrics: TILES.map((t) => t.metric), ...(compare ? { compare: 'previous' } : {}) });
+  if (error) return <ErrorMessage error={error} />;
+  const row = answer?.results[0];
+  return (
+    <section class="tiles" aria-label="Headline figures">
+      {TILES.map((tile, i) => (
+        <div class="tile">
+          <h2>{tile.label}</h2>
+          <p class="figure" data-metric={tile.metric}>
+            {row ? tile.format(row.metrics[i] ?? null) : '…'}
+          </p>
+          {compare && row && <Change value={row.change?.[i]} />}
+        </div>
+      ))}
+    </section>
+  );
+}
+
+function Charts({ base }: { base: Record<string, unknown> }) {
+  const overTime = useQuery({ ...base, metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 });
+  const byStatus = useQuery({ ...base, metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 });
+  const charts = useMemo(() => {
+    const rows = overTime.answer?.results;
+    const statusRows = byStatus.answer?.results;
+    if (!rows || !statusRows) return null;
+    const times = rows.map((r) => Date.parse(String(r.dimensions[0])));
+    const column = (i: number) => rows.map((r) => r.metrics[i] ?? null);
+    const place = new Map(times.map((t, i) => [t, i]));
+    const classes = [...new Set(statusRows.map((r) => String(r.dimensions[1])))].sort();
+    const status: ChartSeries[] = classes.map((c) => ({ label: c, color: STATUS_COLORS[c] ?? '#6e7781', values: times.map(() => 0) }));
+    for (const r of statusRows) status[classes.indexOf(String(r.dimensions[1]))]!.values[place.get(Date.parse(String(r.dimensions[0])))!] = r.metrics[0] ?? 0;
+    return {
+      times,
+      status,
+      latency: [
+        { label: 'p50', color: '#2da44e', values: column(0) },
+        { label: 'p95', color: '#bf8700', values: column(1) },
+        { label: 'p99', color: '#cf222e', values: column(2) },
+      ],
+      bandwidth: [{ label: 'Bandwidth', color: '#0969da', values: column(3) }],
+      visitors: [{ label: 'Visitors', color: '#8250df', values: column(4) }],
+    };
+  }, [overTime.answer, byStatus.answer]);
+  const error = overTime.error ?? byStatus.error;
+  if (error) return <ErrorMessage error={error} />;
+  if (!charts) return <p aria-live="polite">Loading charts…</p>;
+  const per = overTime.answer?.meta.interval ?? 'bucket';
+  return (
+    <section class="charts" aria-label="Charts">
+      <TimeChart title={`Requests per ${per}, by status class`} times={charts.times} series={charts.status} format={count} stacked />
+      <TimeChart title={`Response time per ${per}`} times={charts.times} series={charts.latency} format={ms} />
+      <TimeChart title={`Bandwidth per ${per}`} times={charts.times} series={charts.bandwidth} format={bytes} />
+      <TimeChart title={`Visitors per ${per}`} times={charts.times} series={charts.visitors} format={count} />
+    </section>
+  );
+}
+
+function Panel({ spec, base, total, onFilter }: { spec: PanelSpec; base: Record<string, unknown>; total: number | null; onFilter: (f: Filter) => void }) {
+  const body = {
+    ...base,
+    metrics: spec.metrics.map((m) => m.name),
+    dimensions: spec.dimensions,
+    filters: [...(base.filters as unknown[]), ...(spec.filters ?? [])],
+    limit: 10,
+    ...(spec.orderBy ? { orderBy: spec.orderBy } : {}),
+  };
+  const { answer, error } = useQuery(body);
+  const dimension = spec.dimensions[0]!;
+  return (
+    <section class="panel" aria-labelledby={`panel-${spec.id}`}>
+      <h2 id={`panel-${spec.id}`}>{spec.title}</h2>
+      {error !== null && <ErrorMessage error={error} />}
+      {answer === null && error === null && <p aria-live="polite">Loading…</p>}
+      {answer !== null && answer.results.length === 0 && <p class="hint">No requests.</p>}
+      {answer !== null && answer.results.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">{DIMENSION_LABELS[dimension]}</th>
+              {spec.metrics.map((m) => (
+                <th scope="col" class="number">
+                  {m.label}
+                </th>
+              ))}
+              <th scope="col">
+                <span class="visually-hidden">Exclude</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {answer.results.map((row) => {
+              const value = row.dimensions[0]!;
+              const share = total && spec.metrics[0] === REQUESTS ? (row.metrics[0] ?? 0) / total : null;
+              return (
+                <tr>
+                  <th scope="row">
+                    <button type="button" class="entry" title={`Show only ${DIMENSION_LABELS[dimension]} ${shownValue(value)}`} onClick={() => onFilter({ op: 'is', dimension, value })}>
+                      {shownValue(value)}
+                    </button>
+                    {spec.id === 'bots' && row.dimensions[1] === 'ai' && <span class="badge">AI</span>}
+                    {share !== null && <span class="share" style={{ width: `${Math.round(share * 100)}%` }} />}
+                  </th>
+                  {spec.metrics.map((m, i) => (
+                    <td class="number">{m.format(row.metrics[i] ?? null)}</td>
+                  ))}
+                  <td>
+                    <button type="button" class="exclude" aria-label={`Exclude ${DIMENSION_LABELS[dimension]} ${shownValue(value)}`} onClick={() => onFilter({ op: 'isNot', dimension, value })}>
+                      ⊘
+                    </button>
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+function PeriodPicker({ location }: { location: Location }) {
+  const period = location.query.get('period') ?? '24h';
+  const [from, setFrom] = useState(location.query.get('from') ?? '');
+  const [to, setTo] = useState(location.query.get('to') ?? '');
+  const compare = location.query.get('compare') === '1';
+  const local = (iso: string) => (iso ? iso.slice(0, 16) : '');
+  return (
+    <div class="toolbar">
+      <label for="period">Period</label>
+      <select id="period" value={period} onChange={(e) => navigate(withQuery(location, { period: e.currentTarget.value === '24h' ? null : e.currentTarget.value }))}>
+        {PERIODS.map((p) => (
+          <option value={p.value}>{p.label}</option>
+        ))}
+      </select>
+      {period === 'custom' && (
+        <form
+          class="range"
+          onSubmit={(e) => {
+            e.preventDefault();
+            navigate(withQuery(location, { from: from ? new Date(`${from}Z`).toISOString() : null, to: to ? new Date(`${to}Z`).toISOString() : null }));
+          }}
+        >
+          <label for="range-from">From (UTC)</label>
+          <input id="range-from" type="datetime-local" value={local(from)} onInput={(e) => setFrom(e.currentTarget.value)} required />
+          <label for="range-to">To (UTC)</label>
+          <input id="range-to" type="datetime-local" value={local(to)} onInput={(e) => setTo(e.currentTarget.value)} />
+          <button type="submit">Apply</button>
+        </form>
+      )}
+      <label class="check">
+        <input type="checkbox" checked={compare} onChange={(e) => navigate(withQuery(location, { compare: e.currentTarget.checked ? '1' : null }))} />
+        Compare with the previous period
+      </label>
+    </div>
+  );
+}
+
+/** The URL with `filters` as its `f` parameters. */
+function withFilters(location: Location, filters: Filter[]): string {
+  const query = new URLSearchParams(location.query);
+  query.delete('f');
+  for (const f of filters) query.append('f', filterParam(f));
+  const search = query.toString();
+  return search ? `${location.path}?${search}` : location.path;
+}
+
+export function DomainDashboard({ id, location }: { id: number; location: Location }) {
+  const [domain, setDomain] = useState<{ name: string } | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    setDomain(null);
+    setError(null);
+    api<{ name: string }>('GET', `/api/domains/${id}`).then(setDomain, setError);
+  }, [id]);
+  return (
+    <main class="dashboard">
+      <p class="crumbs">
+        <a href="/" onClick={(e) => linkClick(e, '/')}>
+          Fleet
+        </a>{' '}
+        /
+      </p>
+      {error !== null && <ErrorMessage error={error} />}
+      {domain === null && error === null && <p aria-live="polite">Loading…</p>}
+      {domain !== null && <Dashboard id={id} name={domain.name} location={location} />}
+    </main>
+  );
+}
+
+/** The dashboard of a domain the user may see (its name known). */
+function Dashboard({ id, name, location }: { id: number; name: string; location: Location }) {
+  const filters = filtersOf(location.query);
+  const compare = location.query.get('compare') === '1';
+  const base = { domains: [id], ...rangeOf(location.query), filters: apiFilters(filters) };
+  const totals = useQuery({ ...base, metrics: ['requests'] });
+  const total = totals.answer?.results[0]?.metrics[0] ?? null;
+  const addFilter = (f: Filter) => {
+    if (!filters.some((g) => filterParam(g) === filterParam(f))) navigate(withFilters(location, [...filters, f]));
+  };
+  return (
+    <>
+      <h1>{name}</h1>
+      <PeriodPicker location={location} />
+      {filters.length > 0 && (
+        <ul class="chips" aria-label="Filters">
+          {filters.map((f, i) => (
+            <li>
+              {filterLabel(f)}
+              <button type="button" aria-label={`Remove filter ${filterLabel(f)}`} onClick={() => navigate(withFilters(location, filters.filter((_, j) => j !== i)))}>
+                ×
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+      <Tiles base={base} compare={compare} />
+      <Charts base={base} />
+      <div class="panels">
+        {PANELS.map((spec) => (
+          <Panel spec={spec} base={base} total={total} onFilter={addFilter} />
+        ))}
+      </div>
+    </>
+  );
+}
