@@ -5,11 +5,16 @@
  * (axe-core: no serious or critical violation) and no request outside the server's origin.
  */
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseIngestConfig } from '../ingest/config.js';
+import { startIngest, type IngestWorker } from '../ingest/worker.js';
+import { createLogger } from '../core/log.js';
 import { createApp } from '../src/app.js';
 import { insertDomain } from '../src/domains/store.js';
 import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
@@ -269,5 +274,105 @@ describe('the domain dashboard', () => {
     await page.goto(`${base}/signin?next=${encodeURIComponent('/domains/999999')}`);
     await signIn(page, 'alice@example.com', PASSWORD);
     await expect(page.getByRole('alert').textContent()).resolves.toBe('Domain not found');
+  });
+});
+
+describe('logs and alerts of a domain', () => {
+  let worker: IngestWorker;
+  let file: string;
+  const combined = (url: string, status: number) => `203.0.113.9 - - [${new Date().toUTCString().replace(/^\w+, (\d+) (\w+) (\d+) ([\d:]+) GMT$/, '$1/$2/$3:$4 +0000')}] "GET ${url} HTTP/1.1" ${status} 123 "-" "curl/8.5.0"\n`;
+
+  beforeAll(async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-web-'));
+    file = path.join(dir, 'access.log');
+    fs.writeFileSync(file, '');
+    const config = parseIngestConfig(`sources:\n  - domain: ${aliceDomains[1]}\n    access: ${JSON.stringify(file)}\n`, path.join(dir, 'ingest.yaml'));
+    worker = await startIngest(config, { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log: createLogger('silent'), dataDir: t.dataDir, statsIntervalMs: 0, pollMs: 20 });
+  });
+  afterAll(async () => {
+    await worker?.close();
+  });
+
+  const listingTotal = async (query: string) => (await call(t.app, 'GET', `/api/logs/domains/${aliceIds[1]}/access?${query}`, { token: admin })).body.data.pagination.total;
+  const caption = (page: Page) => page.locator('table.entries caption').last().textContent();
+  const format = (n: number) => new Intl.NumberFormat('en').format(n);
+
+  it('lists with filters and detail, tails live lines (pause and resume lose none) and exports the filtered rows', async () => {
+    const page = await newPage();
+    await page.goto(`${base}/domains/${aliceIds[1]}/logs`);
+    await signIn(page, 'alice@example.com', PASSWORD);
+    await expect.poll(() => caption(page)).toBe(`${format(await listingTotal(''))} entries, newest first`);
+    await page.getByLabel('Status code').fill('4xx');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await expect.poll(() => new URL(page.url()).searchParams.get('statusCode')).toBe('4xx');
+    const fours = await listingTotal('statusCode=4xx');
+    expect(fours).toBeGreaterThan(0);
+    await expect.poll(() => caption(page)).toBe(`${format(fours)} entries, newest first`);
+    await page.getByRole('button', { name: 'Detail' }).first().click();
+    await expect(page.locator('dl.detail dt').allTextContents()).resolves.toEqual(expect.arrayContaining(['url', 'statusCode', 'userAgent']));
+    await expectAccessible(page, 'logs');
+
+    // The live tail, with the listing's filter: a 404 appended to the followed file appears; a 200 does not.
+    await page.getByLabel('Live tail').check();
+    await expect.poll(() => page.getByText('Live: new entries appear as they are stored').count()).toBe(1);
+    fs.appendFileSync(file, combined('/tail-first', 404) + combined('/tail-ok', 200));
+    const live = page.getByRole('region', { name: 'Live tail' });
+    await expect.poll(() => live.locator('tbody td.wide').allTextContents(), { timeout: 15_000 }).toEqual(['/tail-first']);
+    await live.getByRole('button', { name: 'Pause' }).click();
+    fs.appendFileSync(file, combined('/tail-while-paused', 404));
+    await expect.poll(async () => (await listingTotal('statusCode=4xx')) - fours, { timeout: 15_000 }).toBe(2);
+    await live.getByRole('button', { name: 'Resume' }).click();
+    await expect.poll(() => live.locator('tbody td.wide').allTextContents(), { timeout: 15_000 }).toEqual(['/tail-while-paused', '/tail-first']);
+
+    // Export these: the filtered rows as CSV through the link shown.
+    await page.getByRole('button', { name: /^Export these/ }).click();
+    const link = page.getByRole('link', { name: 'Download the export' });
+    await expect.poll(() => link.count(), { timeout: 20_000 }).toBe(1);
+    const href = (await link.getAttribute('href'))!;
+    expect(href).toMatch(/^\/api\/downloads\//);
+    const csv = await (await fetch(`${base}${href}`)).text();
+    const lines = csv.trim().split('\n');
+    expect(lines.length - 1).toBe(fours + 2);
+    expect(lines.slice(1).every((l) => /,4\d\d,/.test(l))).toBe(true);
+  });
+
+  it('creates an alert after a validation error at its field, edits, disables and deletes it', async () => {
+    const page = await newPage();
+    page.on('dialog', (dialog) => void dialog.accept());
+    await page.goto(`${base}/domains/${aliceIds[1]}/alerts`);
+    await signIn(page, 'alice@example.com', PASSWORD);
+    await expect.poll(() => page.getByText('No alerts yet.').count()).toBe(1);
+    await page.getByRole('button', { name: 'New alert' }).click();
+    await page.getByLabel('Name').fill('Errors up');
+    await page.getByLabel('Send to').fill('not an address');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => page.locator('#alert-notificationTarget-error').textContent()).toMatch(/^Send to /);
+    expect(await page.getByLabel('Send to').getAttribute('aria-invalid')).toBe('true');
+    await expectAccessible(page, 'alert form with an error');
+    await page.getByLabel('Send to').fill('oncall@example.com');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => page.locator('table.alerts tbody th').allTextContents()).toEqual(['Errors up']);
+    const stored = async () => (await call(t.app, 'GET', `/api/logs/domains/${aliceIds[1]}/alerts`, { token: admin })).body.data.alerts;
+    expect(await stored()).toMatchObject([{ name: 'Errors up', notificationTarget: 'oncall@example.com', enabled: true, state: 'ok' }]);
+
+    // A user's default rights have no alerts:update: no edit offered, until an administrator grants it.
+    expect(await page.getByRole('button', { name: 'Edit' }).count()).toBe(0);
+    const granted = await call(t.app, 'PUT', `/api/users/${alice.id}/permissions`, {
+      token: admin,
+      body: { permissions: [{ resource: 'logs', actions: ['read'] }, { resource: 'alerts', actions: ['read', 'create', 'update', 'delete'] }] },
+    });
+    expect(granted.status).toBe(200);
+    await page.reload();
+    await page.getByRole('button', { name: 'Edit' }).click();
+    await page.getByLabel('Name').fill('Errors up a lot');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => page.locator('table.alerts tbody th').allTextContents()).toEqual(['Errors up a lot']);
+    await page.getByRole('button', { name: 'Disable' }).click();
+    await expect.poll(() => page.locator('table.alerts .state').textContent()).toBe('disabled');
+    expect((await stored())[0]).toMatchObject({ name: 'Errors up a lot', enabled: false });
+    await expectAccessible(page, 'alerts');
+    await page.getByRole('button', { name: 'Delete' }).click();
+    await expect.poll(() => page.getByText('No alerts yet.').count()).toBe(1);
+    expect(await stored()).toEqual([]);
   });
 });

@@ -25,6 +25,9 @@ export class ApiError extends Error {
 }
 
 let accessToken: string | null = null;
+let signedIn: User | null = null;
+/** The signed-in user's rights, read once per session (GET /api/users/:id/permissions). */
+let rights: Promise<Set<string>> | null = null;
 let signedOutHandler: () => void = () => {};
 /** One refresh at a time: the refresh token rotates, and a second use of the old one ends the session. */
 let refreshing: Promise<User | null> | null = null;
@@ -58,11 +61,12 @@ export function restoreSession(): Promise<User | null> {
   refreshing ??= sessionCall('/refresh')
     .then((body) => {
       accessToken = body.data.accessToken;
-      return body.data.user as User;
+      return remember(body.data.user as User);
     })
     .catch((err: unknown) => {
       if (err instanceof ApiError && err.status === 401) {
         accessToken = null;
+        remember(null);
         return null;
       }
       throw err;
@@ -73,23 +77,46 @@ export function restoreSession(): Promise<User | null> {
   return refreshing;
 }
 
+function remember(user: User | null): User | null {
+  if (user?.id !== signedIn?.id || user?.role !== signedIn?.role) rights = null;
+  signedIn = user;
+  return user;
+}
+
 export async function signIn(email: string, password: string): Promise<User> {
   const body = await sessionCall('', { email, password });
   accessToken = body.data.accessToken;
-  return body.data.user as User;
+  return remember(body.data.user as User)!;
 }
 
 export async function signOut(): Promise<void> {
   accessToken = null;
+  remember(null);
   await sessionCall('/logout');
 }
+
+/**
+ * Whether the signed-in user may do `action` on `resource` (`alerts`, `update`): what the page
+ * offers follows it, and the API decides anyway.
+ */
+export async function may(resource: string, action: string): Promise<boolean> {
+  const user = signedIn;
+  if (!user) return false;
+  rights ??= api<{ permissions: { resource: string; actions: string[] }[] }>('GET', `/api/users/${user.id}/permissions`).then(
+    (data) => new Set(data.permissions.flatMap((p) => p.actions.map((a) => `${p.resource}:${a}`))),
+  );
+  return (await rights).has(`${resource}:${action}`);
+}
+
+/** The Authorization header of the current session (none when signed out). */
+export const authorization = (): Record<string, string> => (accessToken ? { authorization: `Bearer ${accessToken}` } : {});
 
 /** An API call with the access token; one renewal through the cookie when it has expired. */
 export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
   const send = () =>
     fetch(path, {
       method,
-      headers: { ...(accessToken ? { authorization: `Bearer ${accessToken}` } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: { ...authorization(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
       body: body === undefined ? null : JSON.stringify(body),
     });
   let res = await send();

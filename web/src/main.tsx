@@ -7,13 +7,13 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { onSignedOut, restoreSession, signOut, type User } from './api.js';
 import { ErrorMessage } from './components/ErrorMessage.js';
-import { DomainDashboard } from './pages/Domain.js';
+import { DomainPage, type DomainSection } from './pages/Domain.js';
 import { Fleet } from './pages/Fleet.js';
 import { SignIn } from './pages/SignIn.js';
 import { linkClick, navigate, useLocation } from './router.js';
 
 const SIGN_IN = '/signin';
-const DOMAIN_PATH = /^\/domains\/(\d{1,9})$/;
+const DOMAIN_PATH = /^\/domains\/(\d{1,9})(?:\/(logs|alerts))?$/;
 
 /** Where to go after signing in: a path of this site only. */
 const nextOf = (query: URLSearchParams) => {
@@ -79,7 +79,11 @@ function App() {
       {location.path === '/' ? (
         <Fleet location={location} />
       ) : DOMAIN_PATH.test(location.path) ? (
-        <DomainDashboard id={Number(DOMAIN_PATH.exec(location.path)![1])} location={location} />
+        <DomainPage
+          id={Number(DOMAIN_PATH.exec(location.path)![1])}
+          section={(DOMAIN_PATH.exec(location.path)![2] ?? 'dashboard') as DomainSection}
+          location={location}
+        />
       ) : (
         <main>
           <h1>Not found</h1>

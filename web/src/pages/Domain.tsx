@@ -11,6 +11,8 @@ import { TimeChart, type ChartSeries } from '../components/TimeChart.js';
 import { apiFilters, DIMENSION_LABELS, filterLabel, filterParam, filtersOf, shownValue, type Filter, type FilterOp, type FilterValue } from '../filters.js';
 import { bytes, count, ms, percent } from '../format.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
+import { Alerts } from './Alerts.js';
+import { Logs } from './Logs.js';
 
 type Value = string | number | boolean;
 interface QueryRow {
@@ -269,7 +271,15 @@ function withFilters(location: Location, filters: Filter[]): string {
   return search ? `${location.path}?${search}` : location.path;
 }
 
-export function DomainDashboard({ id, location }: { id: number; location: Location }) {
+export type DomainSection = 'dashboard' | 'logs' | 'alerts';
+const SECTIONS: { section: DomainSection; label: string; suffix: string }[] = [
+  { section: 'dashboard', label: 'Dashboard', suffix: '' },
+  { section: 'logs', label: 'Logs', suffix: '/logs' },
+  { section: 'alerts', label: 'Alerts', suffix: '/alerts' },
+];
+
+/** A domain's pages: its name, the links between its sections, and the section asked. */
+export function DomainPage({ id, section, location }: { id: number; section: DomainSection; location: Location }) {
   const [domain, setDomain] = useState<{ name: string } | null>(null);
   const [error, setError] = useState<unknown>(null);
   useEffect(() => {
@@ -287,13 +297,30 @@ export function DomainDashboard({ id, location }: { id: number; location: Locati
       </p>
       {error !== null && <ErrorMessage error={error} />}
       {domain === null && error === null && <p aria-live="polite">Loading…</p>}
-      {domain !== null && <Dashboard id={id} name={domain.name} location={location} />}
+      {domain !== null && (
+        <>
+          <h1>{domain.name}</h1>
+          <nav class="sections" aria-label={`Pages of ${domain.name}`}>
+            {SECTIONS.map((s) => {
+              const to = `/domains/${id}${s.suffix}`;
+              return (
+                <a href={to} aria-current={s.section === section ? 'page' : undefined} onClick={(e) => linkClick(e, to)}>
+                  {s.label}
+                </a>
+              );
+            })}
+          </nav>
+          {section === 'dashboard' && <Dashboard id={id} location={location} />}
+          {section === 'logs' && <Logs id={id} location={location} />}
+          {section === 'alerts' && <Alerts id={id} />}
+        </>
+      )}
     </main>
   );
 }
 
 /** The dashboard of a domain the user may see (its name known). */
-function Dashboard({ id, name, location }: { id: number; name: string; location: Location }) {
+function Dashboard({ id, location }: { id: number; location: Location }) {
   const filters = filtersOf(location.query);
   const compare = location.query.get('compare') === '1';
   const base = { domains: [id], ...rangeOf(location.query), filters: apiFilters(filters) };
@@ -304,7 +331,6 @@ function Dashboard({ id, name, location }: { id: number; name: string; location:
   };
   return (
     <>
-      <h1>{name}</h1>
       <PeriodPicker location={location} />
       {filters.length > 0 && (
         <ul class="chips" aria-label="Filters">
