@@ -321,7 +321,11 @@ describe('logs and alerts of a domain', () => {
     await live.getByRole('button', { name: 'Pause' }).click();
     fs.appendFileSync(file, combined('/tail-while-paused', 404));
     await expect.poll(async () => (await listingTotal('statusCode=4xx')) - fours, { timeout: 15_000 }).toBe(2);
+    // Resuming asks for what follows the last event seen (whether or not the server's poller for
+    // the domain outlived the pause: test/logs-tail.test.ts covers Last-Event-ID itself).
+    const resumed = page.waitForRequest((r) => r.url().includes('/tail?'));
     await live.getByRole('button', { name: 'Resume' }).click();
+    expect((await resumed).headers()['last-event-id']).toMatch(/^\d+\./);
     await expect.poll(() => live.locator('tbody td.wide').allTextContents(), { timeout: 15_000 }).toEqual(['/tail-while-paused', '/tail-first']);
 
     // Export these: the filtered rows as CSV through the link shown.
