@@ -380,3 +380,54 @@ describe('logs and alerts of a domain', () => {
     expect(await stored()).toEqual([]);
   });
 });
+
+describe('administration', () => {
+  it('an administrator creates a user (after a validation error), sets permissions, adds and deletes a domain; others see no administration', async () => {
+    const page = await newPage();
+    page.on('dialog', (dialog) => void (dialog.type() === 'prompt' ? dialog.accept('carol.example') : dialog.accept()));
+    await page.goto(`${base}/signin`);
+    await signIn(page, ADMIN_EMAIL, ADMIN_PASSWORD);
+    await page.getByRole('link', { name: 'Administration' }).click();
+    await page.waitForURL(`${base}/admin`);
+    const form = page.getByRole('form', { name: 'New user' });
+    await form.getByLabel('E-mail').fill('carol@example.com');
+    await form.getByLabel('Password').fill('short');
+    await page.getByRole('button', { name: 'Create user' }).click();
+    await expect.poll(() => form.getByRole('alert').textContent()).toMatch(/^password /);
+    await form.getByLabel('Password').fill('carol-password-1');
+    await page.getByRole('button', { name: 'Create user' }).click();
+    await page.getByRole('button', { name: 'carol@example.com' }).click();
+    await expect.poll(() => new URL(page.url()).searchParams.get('user')).toMatch(/^\d+$/);
+    const carol = Number(new URL(page.url()).searchParams.get('user'));
+    // The defaults of a new user, then domains:read added.
+    await expect.poll(() => page.getByLabel('alerts create').isChecked()).toBe(true);
+    expect(await page.getByLabel('alerts update').isChecked()).toBe(false);
+    await page.getByLabel('domains read').check();
+    await page.getByRole('button', { name: 'Save permissions' }).click();
+    await expect.poll(async () => (await call(t.app, 'GET', `/api/users/${carol}/permissions`, { token: admin })).body.data.permissions).toEqual([
+      { resource: 'domains', actions: ['read'] },
+      { resource: 'logs', actions: ['read'] },
+      { resource: 'alerts', actions: ['read', 'create', 'delete'] },
+    ]);
+    await expectAccessible(page, 'administration: users');
+
+    await page.getByRole('button', { name: 'Domains' }).click();
+    await page.waitForURL(`${base}/admin?tab=domains`);
+    await page.getByLabel('Domain', { exact: true }).fill('carol.example');
+    await page.getByLabel('Owner (user id)', { exact: true }).fill(String(carol));
+    await page.getByRole('button', { name: 'Add domain' }).click();
+    const owned = async () => (await call(t.app, 'GET', '/api/domains?search=carol.example', { token: admin })).body.data.domains;
+    await expect.poll(owned).toMatchObject([{ name: 'carol.example', ownerId: carol }]);
+    await expectAccessible(page, 'administration: domains');
+    await page.locator('tr', { has: page.getByRole('rowheader', { name: 'carol.example' }) }).getByRole('button', { name: 'Delete' }).click();
+    await expect.poll(owned).toEqual([]);
+
+    // A plain user has no administration.
+    await context.close();
+    const other = await newPage();
+    await other.goto(`${base}/admin`);
+    await signIn(other, 'alice@example.com', PASSWORD);
+    await expect.poll(() => other.getByRole('alert').textContent()).toBe('Administration is for administrators.');
+    expect(await other.getByRole('link', { name: 'Administration' }).count()).toBe(0);
+  });
+});

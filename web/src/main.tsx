@@ -7,6 +7,7 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { onSignedOut, restoreSession, signOut, type User } from './api.js';
 import { ErrorMessage } from './components/ErrorMessage.js';
+import { Admin } from './pages/Admin.js';
 import { DomainPage, type DomainSection } from './pages/Domain.js';
 import { Fleet } from './pages/Fleet.js';
 import { SignIn } from './pages/SignIn.js';
@@ -70,6 +71,11 @@ function App() {
           <a href="/" aria-current={location.path === '/' ? 'page' : undefined} onClick={(e) => linkClick(e, '/')}>
             Fleet
           </a>
+          {user.role === 'admin' && (
+            <a href="/admin" aria-current={location.path === '/admin' ? 'page' : undefined} onClick={(e) => linkClick(e, '/admin')}>
+              Administration
+            </a>
+          )}
         </nav>
         <span class="who">{user.email}</span>
         <button type="button" onClick={leave}>
@@ -78,6 +84,8 @@ function App() {
       </header>
       {location.path === '/' ? (
         <Fleet location={location} />
+      ) : location.path === '/admin' ? (
+        <Admin user={user} location={location} />
       ) : DOMAIN_PATH.test(location.path) ? (
         <DomainPage
           id={Number(DOMAIN_PATH.exec(location.path)![1])}
