@@ -1,7 +1,7 @@
 import { Command, Option } from 'commander';
 import { pino } from 'pino';
-import { insertApiToken, listApiTokens, revokeApiToken } from './auth/store.js';
-import { PERSONAL_TOKEN_PREFIX, randomToken, tokenHash } from './auth/tokens.js';
+import { issuePersonalToken } from './auth/service.js';
+import { listApiTokens, revokeApiToken } from './auth/store.js';
 import { ConfigError, loadConfig, type Config } from '../core/config.js';
 import { findDomainByName, insertDomain } from './domains/store.js';
 import { domainNameField } from './domains/schemas.js';
@@ -179,8 +179,7 @@ tokens
   .action(async (opts: { user: string; name: string }) => {
     await withRuntime(async (runtime) => {
       const user = await userByEmail(runtime, opts.user);
-      const token = randomToken(PERSONAL_TOKEN_PREFIX);
-      const row = await insertApiToken(runtime.db, { userId: user.id, name: opts.name, hash: tokenHash(token) });
+      const { row, token } = await issuePersonalToken(runtime.db, user.id, opts.name);
       process.stderr.write(`created token ${row.id} "${row.name}" for ${user.email}; it is shown once:\n`);
       process.stdout.write(`${token}\n`);
     });

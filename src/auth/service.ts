@@ -16,6 +16,8 @@ import {
   spendPasswordReset,
   spendRefreshToken,
   useApiToken,
+  insertApiToken,
+  type ApiTokenRow,
 } from './store.js';
 import { addressKey, beginAttempt, checkLink } from './throttle.js';
 import { ACCESS_TOKEN_TTL_S, PERSONAL_TOKEN_PREFIX, REFRESH_TOKEN_TTL_S, randomToken, signAccessToken, tokenHash, verifyAccessToken } from './tokens.js';
@@ -158,4 +160,10 @@ async function principalFor(db: Db, userId: number, version: number | undefined,
   if (!row || !row.active || (version !== undefined && row.token_version !== version)) throw unauthorized();
   const { password_hash: _hash, permissions, ...user } = row;
   return { user, permissions: new PermissionSet(row.role, permissions), credential, expiresAt };
+}
+
+/** A new personal access token for a user: its row, and the secret (shown once, stored hashed). */
+export async function issuePersonalToken(db: Db, userId: number, name: string): Promise<{ row: ApiTokenRow; token: string }> {
+  const token = randomToken(PERSONAL_TOKEN_PREFIX);
+  return { row: await insertApiToken(db, { userId, name, hash: tokenHash(token) }), token };
 }

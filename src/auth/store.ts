@@ -67,8 +67,9 @@ export async function listApiTokens(db: Db, userId: number): Promise<ApiTokenRow
     select id, user_id, name, last_used_at, revoked_at, created_at from api_tokens where user_id = ${userId} order by id`);
 }
 
-export async function revokeApiToken(db: Db, id: number): Promise<boolean> {
-  return (await db.query(sql`update api_tokens set revoked_at = now() where id = ${id} and revoked_at is null returning id`)).length > 0;
+export async function revokeApiToken(db: Db, id: number, userId?: number): Promise<boolean> {
+  const owner = userId === undefined ? sql`true` : sql`user_id = ${userId}`;
+  return (await db.query(sql`update api_tokens set revoked_at = now() where id = ${id} and ${owner} and revoked_at is null returning id`)).length > 0;
 }
 
 // --- password reset links ---

@@ -6,12 +6,16 @@ import { bearerSecurity, createRouter } from '../http/router.js';
 import {
   activityQuery,
   activitySchema,
+  createdTokenSchema,
+  createTokenBody,
   createUserBody,
   listUsersQuery,
   passwordBody,
   permissionEntrySchema,
   permissionsBody,
+  personalTokenSchema,
   resetRequestBody,
+  tokenParams,
   updateUserBody,
   userIdParams,
   userSchema,
@@ -22,6 +26,21 @@ const base = { tags: ['Users'], security: bearerSecurity };
 const userNotFound = { 404: notFoundResponse('User') };
 
 const routes = {
+  listTokens: createRoute({
+    ...base, method: 'get', path: '/{id}/tokens', summary: "A user's personal access tokens (their own, or anyone's for an administrator)",
+    request: { params: userIdParams },
+    responses: { 200: jsonContent(dataEnvelope(z.object({ tokens: z.array(personalTokenSchema) })), 'The tokens, by id, revoked ones too'), ...commonErrors, ...userNotFound },
+  }),
+  createToken: createRoute({
+    ...base, method: 'post', path: '/{id}/tokens', summary: 'Create a personal access token for oneself (signed in with the password); its secret is shown once',
+    request: { params: userIdParams, ...jsonBody(createTokenBody) },
+    responses: { 201: jsonContent(dataEnvelope(createdTokenSchema), 'The token with its secret'), ...commonErrors, ...userNotFound },
+  }),
+  revokeToken: createRoute({
+    ...base, method: 'delete', path: '/{id}/tokens/{tokenId}', summary: 'Revoke a personal access token (one\'s own, or anyone\'s for an administrator; signed in with the password)',
+    request: { params: tokenParams },
+    responses: { 200: jsonContent(messageEnvelope, 'Revoked'), ...commonErrors, 404: notFoundResponse('User or token') },
+  }),
   list: createRoute({
     ...base, method: 'get', path: '/', summary: 'List users',
     request: { query: listUsersQuery },
@@ -144,5 +163,14 @@ export function usersRoutes(services: Services) {
     return c.json(ok({ activities, pagination: pagination(query.page, query.limit, total) }), 200);
   });
 
+  app.openapi(routes.listTokens, async (c) => c.json(ok({ tokens: await users.listTokens(services, c.var.principal, c.req.valid('param').id) }), 200));
+  app.openapi(routes.createToken, async (c) =>
+    c.json(ok(await users.createToken(services, c.var.principal, c.req.valid('param').id, c.req.valid('json').name, c.var.client)), 201),
+  );
+  app.openapi(routes.revokeToken, async (c) => {
+    const { id, tokenId } = c.req.valid('param');
+    await users.revokeToken(services, c.var.principal, id, tokenId, c.var.client);
+    return c.json(message('Token revoked'), 200);
+  });
   return app;
 }

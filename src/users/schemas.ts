@@ -121,3 +121,23 @@ export const activitySchema = z
     timestamp: z.string(),
   })
   .openapi('Activity');
+
+/** A personal access token as listed: never its secret. */
+export const personalTokenSchema = z
+  .object({
+    id: z.number().int(),
+    name: z.string(),
+    createdAt: z.string(),
+    lastUsedAt: z.string().nullable(),
+    revokedAt: z.string().nullable(),
+  })
+  .openapi('PersonalToken');
+
+/** A token just created: with its secret, shown this once. */
+export const createdTokenSchema = personalTokenSchema.extend({ token: z.string().openapi({ description: 'The secret (thk_…), shown once; send it as `Authorization: Bearer …`' }) }).openapi('CreatedPersonalToken');
+
+export const createTokenBody = z
+  .strictObject({ name: z.string({ message: 'is required' }).trim().min(1, { message: 'is required' }).max(100, { message: 'must be at most 100 characters' }) })
+  .openapi('CreatePersonalToken');
+
+export const tokenParams = userIdParams.extend({ tokenId: idParam('tokenId') });

@@ -1,6 +1,7 @@
 import { recordActivity, listActivity, type ActivityFilter, type ClientInfo } from '../activity/store.js';
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
-import { cancelPasswordResets, insertPasswordReset } from '../auth/store.js';
+import { issuePersonalToken } from '../auth/service.js';
+import { cancelPasswordResets, insertPasswordReset, listApiTokens, revokeApiToken, type ApiTokenRow } from '../auth/store.js';
 import { beginAttempt, checkLink } from '../auth/throttle.js';
 import { randomToken, tokenHash } from '../auth/tokens.js';
 import type { Principal, Services } from '../context.js';
@@ -367,4 +368,48 @@ export async function getActivity(deps: Deps, principal: Principal, id: number, 
   demandSelfOr(principal, id, 'read');
   await existingUser(deps.db, id);
   return listActivity(deps.db, id, filter);
+}
+
+// --- personal access tokens ---
+
+export interface PersonalToken {
+  id: number;
+  name: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+}
+
+const iso = (d: Date | null) => (d === null ? null : new Date(d).toISOString());
+const toPersonalToken = (row: ApiTokenRow): PersonalToken => ({ id: row.id, name: row.name, createdAt: iso(row.created_at)!, lastUsedAt: iso(row.last_used_at), revokedAt: iso(row.revoked_at) });
+
+/**
+ * Tokens are made and revoked by their user only, signed in with the password: a leaked token
+ * cannot mint more tokens (nor, as with the e-mail address, keep the account). An administrator may
+ * list and revoke anyone's.
+ */
+function demandTokenRights(principal: Principal, userId: number, action: 'create' | 'revoke'): void {
+  if (principal.credential === 'personal-token') throw new ApiError(403, `A personal access token cannot ${action} tokens; sign in with the password to do so`);
+  if (principal.user.id !== userId && (action === 'create' || !isAdmin(principal))) throw forbidden();
+}
+
+export async function listTokens(deps: Deps, principal: Principal, userId: number): Promise<PersonalToken[]> {
+  if (principal.user.id !== userId && !isAdmin(principal)) throw forbidden();
+  await existingUser(deps.db, userId);
+  return (await listApiTokens(deps.db, userId)).map(toPersonalToken);
+}
+
+export async function createToken(deps: Deps, principal: Principal, userId: number, name: string, client: ClientInfo): Promise<PersonalToken & { token: string }> {
+  demandTokenRights(principal, userId, 'create');
+  const { row, token } = await issuePersonalToken(deps.db, userId, name);
+  await recordActivity(deps.db, { userId: principal.user.id, action: 'token.create', resource: `users/${userId}/tokens/${row.id}`, details: `Created personal access token "${name}"` }, client);
+  return { ...toPersonalToken(row), token };
+}
+
+export async function revokeToken(deps: Deps, principal: Principal, userId: number, tokenId: number, client: ClientInfo): Promise<void> {
+  demandTokenRights(principal, userId, 'revoke');
+  await existingUser(deps.db, userId);
+  // Another user's token id answers as an unknown one.
+  if (!(await revokeApiToken(deps.db, tokenId, userId))) throw new ApiError(404, 'Token not found');
+  await recordActivity(deps.db, { userId: principal.user.id, action: 'token.revoke', resource: `users/${userId}/tokens/${tokenId}`, details: `Revoked personal access token ${tokenId}` }, client);
 }
