@@ -431,3 +431,40 @@ describe('administration', () => {
     expect(await other.getByRole('link', { name: 'Administration' }).count()).toBe(0);
   });
 });
+
+describe('the account page', () => {
+  it('creates a token shown once, revokes it, and changes the password (which ends the session)', async () => {
+    const dave = await createUserAndLogin(t.app, admin, { email: 'dave@example.com', password: PASSWORD });
+    const page = await newPage();
+    page.on('dialog', (dialog) => void dialog.accept());
+    await page.goto(`${base}/signin`);
+    await signIn(page, 'dave@example.com', PASSWORD);
+    await page.getByRole('link', { name: 'dave@example.com' }).click();
+    await page.waitForURL(`${base}/account`);
+    await page.getByLabel('Name').fill('nightly script');
+    await page.getByRole('button', { name: 'Create token' }).click();
+    const secret = (await page.locator('.secret code').textContent())!;
+    expect(secret).toMatch(/^thk_/);
+    expect((await call(t.app, 'GET', `/api/users/${dave.id}`, { token: secret })).status).toBe(200);
+    await expect.poll(() => page.locator('table.entries tbody th').allTextContents()).toEqual(['nightly script']);
+    await expectAccessible(page, 'account');
+    await page.getByRole('button', { name: 'Revoke nightly script' }).click();
+    await expect.poll(() => page.locator('table.entries tbody td').nth(2).textContent()).toMatch(/^revoked /);
+    expect((await call(t.app, 'GET', `/api/users/${dave.id}`, { token: secret })).status).toBe(401);
+    // The secret is not shown again after a reload.
+    await page.reload();
+    await expect.poll(() => page.locator('table.entries tbody th').allTextContents()).toEqual(['nightly script']);
+    expect(await page.locator('.secret').count()).toBe(0);
+
+    await page.getByLabel('Current password').fill('not the password');
+    await page.getByLabel('New password', { exact: true }).fill('a new password 2');
+    await page.getByLabel('New password again').fill('a new password 2');
+    await page.getByRole('button', { name: 'Change the password' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/currentPassword/);
+    await page.getByLabel('Current password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Change the password' }).click();
+    await page.waitForURL(`${base}/signin?next=${encodeURIComponent('/account')}`);
+    await signIn(page, 'dave@example.com', 'a new password 2');
+    await page.waitForURL(`${base}/account`);
+  });
+});

@@ -7,6 +7,7 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { onSignedOut, restoreSession, signOut, type User } from './api.js';
 import { ErrorMessage } from './components/ErrorMessage.js';
+import { Account } from './pages/Account.js';
 import { Admin } from './pages/Admin.js';
 import { DomainPage, type DomainSection } from './pages/Domain.js';
 import { Fleet } from './pages/Fleet.js';
@@ -77,13 +78,23 @@ function App() {
             </a>
           )}
         </nav>
-        <span class="who">{user.email}</span>
+        <a href="/account" class="who" aria-current={location.path === '/account' ? 'page' : undefined} onClick={(e) => linkClick(e, '/account')}>
+          {user.email}
+        </a>
         <button type="button" onClick={leave}>
           Sign out
         </button>
       </header>
       {location.path === '/' ? (
         <Fleet location={location} />
+      ) : location.path === '/account' ? (
+        <Account
+          user={user}
+          onPasswordChanged={() => {
+            setUser(null);
+            navigate(`${SIGN_IN}?next=${encodeURIComponent('/account')}`, { replace: true });
+          }}
+        />
       ) : location.path === '/admin' ? (
         <Admin user={user} location={location} />
       ) : DOMAIN_PATH.test(location.path) ? (

@@ -1,0 +1,162 @@
+/**
+ * The signed-in user's account: change the password (which ends every session, this one too, so
+ * the page returns to sign-in) and personal access tokens for machines (create, with the secret
+ * shown once; list; revoke).
+ */
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiError, type User } from '../api.js';
+import { ErrorMessage } from '../components/ErrorMessage.js';
+
+interface PersonalToken {
+  id: number;
+  name: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+}
+const when = (iso: string | null) => (iso ? `${iso.replace('T', ' ').slice(0, 16)} UTC` : 'never');
+
+function FieldErrors({ error }: { error: unknown }) {
+  if (error === null) return null;
+  if (error instanceof ApiError && Object.keys(error.details).length > 0) {
+    return (
+      <p class="error" role="alert">
+        {Object.entries(error.details)
+          .map(([field, text]) => `${field} ${text}`)
+          .join('; ')}
+      </p>
+    );
+  }
+  return <ErrorMessage error={error} />;
+}
+
+function PasswordForm({ user, onChanged }: { user: User; onChanged: () => void }) {
+  const [draft, setDraft] = useState({ currentPassword: '', newPassword: '', confirmPassword: '' });
+  const [error, setError] = useState<unknown>(null);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    try {
+      await api('PUT', `/api/users/${user.id}/password`, draft);
+      onChanged();
+    } catch (err) {
+      setError(err);
+    }
+  };
+  const input = (name: keyof typeof draft, label: string, autocomplete: string) => (
+    <>
+      <label for={`pw-${name}`}>{label}</label>
+      <input id={`pw-${name}`} type="password" autocomplete={autocomplete} value={draft[name]} onInput={(e) => setDraft({ ...draft, [name]: e.currentTarget.value })} />
+    </>
+  );
+  return (
+    <form class="stacked" onSubmit={submit} aria-labelledby="password-title">
+      <h2 id="password-title">Change the password</h2>
+      {input('currentPassword', 'Current password', 'current-password')}
+      {input('newPassword', 'New password', 'new-password')}
+      {input('confirmPassword', 'New password again', 'new-password')}
+      <FieldErrors error={error} />
+      <button type="submit">Change the password</button>
+      <p class="hint">Every session ends, this one too: sign in again with the new password. Personal access tokens keep working.</p>
+    </form>
+  );
+}
+
+function Tokens({ user }: { user: User }) {
+  const [tokens, setTokens] = useState<PersonalToken[] | null>(null);
+  const [name, setName] = useState('');
+  const [secret, setSecret] = useState<{ name: string; token: string } | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const path = `/api/users/${user.id}/tokens`;
+  const load = () => api<{ tokens: PersonalToken[] }>('GET', path).then((data) => setTokens(data.tokens), setError);
+  useEffect(() => {
+    load();
+  }, [user.id]);
+  const create = async (e: Event) => {
+    e.preventDefault();
+    try {
+      const made = await api<PersonalToken & { token: string }>('POST', path, { name });
+      setSecret({ name: made.name, token: made.token });
+      setName('');
+      setError(null);
+      await load();
+    } catch (err) {
+      setError(err);
+    }
+  };
+  const revoke = async (token: PersonalToken) => {
+    if (!window.confirm(`Revoke the token "${token.name}"? What uses it stops working.`)) return;
+    try {
+      await api('DELETE', `${path}/${token.id}`);
+      setError(null);
+    } catch (err) {
+      setError(err);
+    }
+    await load();
+  };
+  return (
+    <section aria-labelledby="tokens-title">
+      <h2 id="tokens-title">Personal access tokens</h2>
+      <p class="hint">For scripts and machines: a token acts with your rights until it is revoked. Send it as “Authorization: Bearer thk_…”.</p>
+      <form class="inline-form" onSubmit={create}>
+        <label for="token-name">Name</label>
+        <input id="token-name" value={name} placeholder="what it is for" onInput={(e) => setName(e.currentTarget.value)} />
+        <button type="submit">Create token</button>
+      </form>
+      {secret && (
+        <div class="secret" role="status">
+          <p>
+            The token “{secret.name}” — copy it now, it is not shown again:
+          </p>
+          <code>{secret.token}</code>
+        </div>
+      )}
+      <FieldErrors error={error} />
+      {tokens && (
+        <table class="entries">
+          <caption>{tokens.length} tokens</caption>
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Created</th>
+              <th scope="col">Last used</th>
+              <th scope="col">State</th>
+              <th scope="col">
+                <span class="visually-hidden">Revoke</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {tokens.map((token) => (
+              <tr>
+                <th scope="row">{token.name}</th>
+                <td>{when(token.createdAt)}</td>
+                <td>{when(token.lastUsedAt)}</td>
+                <td>{token.revokedAt ? `revoked ${when(token.revokedAt)}` : 'active'}</td>
+                <td>
+                  {!token.revokedAt && (
+                    <button type="button" aria-label={`Revoke ${token.name}`} onClick={() => revoke(token)}>
+                      Revoke
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+export function Account({ user, onPasswordChanged }: { user: User; onPasswordChanged: () => void }) {
+  return (
+    <main>
+      <h1>Account</h1>
+      <p>
+        {user.email} · {user.role}
+      </p>
+      <PasswordForm user={user} onChanged={onPasswordChanged} />
+      <Tokens user={user} />
+    </main>
+  );
+}
