@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '../core/db/sql.js';
 import { parseIngestConfig } from '../ingest/config.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { createLogger } from '../core/log.js';
@@ -60,6 +61,12 @@ beforeAll(async () => {
   // Hostile values in the first domain's rows: a URL and a user agent carrying markup.
   const hostile = generateRows({ seed: 99, domain: ids[0]!, count: 30, from: now - 3 * HOUR, to: now - 2 * HOUR, firstId: 50_001 }).map((r) => ({ ...r, url: SCRIPT_URL, agent: `<script>window.__hacked=1</script>${r.agent}` }));
   await insertRows(t.runtime.clickhouse, [...rows, ...hostile]);
+  // An alert of shop's, firing as the evaluator would have left it: the fleet shows it.
+  const alert = await call(t.app, 'POST', `/api/logs/domains/${ids[0]}/alerts`, {
+    token: alice.token,
+    body: { name: 'shop is failing', condition: 'errorRate', operator: 'greaterThan', threshold: 0.01, duration: 300, notificationMethod: 'email', notificationTarget: 'oncall@example.com', enabled: true },
+  });
+  await t.runtime.db.query(sql`update alerts set state = 'firing', last_triggered_at = now() where id = ${alert.body.data.id}`);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }, 120_000);
 
@@ -125,6 +132,10 @@ describe('the dashboard', () => {
     }
     // A sparkline per domain, of 25 hourly points.
     await expect.poll(() => page.locator('svg.sparkline').count()).toBe(3);
+    // The alerts firing now, by domain.
+    const firing = async (name: string) => page.locator('table.fleet tbody tr').filter({ has: page.getByRole('link', { name, exact: true }) }).locator('td.firing').textContent();
+    expect(await firing('shop.alice.example')).toBe('shop is failing');
+    expect(await firing('blog.alice.example')).toBe('none');
     await expectAccessible(page, 'fleet');
   });
 

@@ -13,6 +13,10 @@ const domainNotFound = { 404: notFoundResponse('Domain') };
 const alertNotFound = { 404: notFoundResponse('Domain or alert') };
 
 const routes = {
+  firing: createRoute({
+    ...base, method: 'get', path: '/alerts/firing', summary: 'The alerts firing now on every domain the caller sees (alerts:read): the fleet at a glance',
+    responses: { 200: jsonContent(dataEnvelope(z.object({ alerts: z.array(alertSchema.extend({ domainId: z.number().int() })) })), 'Enabled alerts in state firing, by domain and id'), ...commonErrors },
+  }),
   list: createRoute({
     ...base, method: 'get', path: '/domains/{domainId}/alerts', summary: "List a domain's alerts (alerts:read)",
     request: { params: domainIdParams },
@@ -45,6 +49,9 @@ export function alertsRoutes(services: Services) {
   const app = createRouter();
   app.use('/domains/:domainId/alerts', requireAuth(services));
   app.use('/domains/:domainId/alerts/*', requireAuth(services));
+  app.use('/alerts/firing', requireAuth(services));
+
+  app.openapi(routes.firing, async (c) => c.json(ok({ alerts: await alerts.listFiringAlerts(services, c.var.principal) }), 200));
 
   app.openapi(routes.list, async (c) => c.json(ok({ alerts: await alerts.listAlerts(services, c.var.principal, c.req.valid('param').domainId) }), 200));
   app.openapi(routes.create, async (c) =>

@@ -1,6 +1,6 @@
 import { recordActivity, type ClientInfo } from '../activity/store.js';
 import type { Principal, Services } from '../context.js';
-import { resolveDomain } from '../domains/service.js';
+import { resolveDomain, resolveDomains } from '../domains/service.js';
 import { ApiError, notFound } from '../http/errors.js';
 import type { Action } from '../users/permissions.js';
 import { nonPublicAddressOf, systemResolve, type ResolveAll } from './addresses.js';
@@ -12,6 +12,7 @@ import {
   findAlert,
   insertAlertWithinCap,
   listAlerts as listAlertRows,
+  listFiringAlerts as listFiringAlertRows,
   toAlert,
   updateAlert as updateAlertRow,
   type Alert,
@@ -64,6 +65,12 @@ const resource = (domainId: number, alertId: number) => `domains/${domainId}/ale
 export async function listAlerts(deps: Deps, principal: Principal, domainId: number): Promise<Alert[]> {
   await domainFor(deps, principal, domainId, 'read');
   return (await listAlertRows(deps.db, domainId)).map(toAlert);
+}
+
+/** The enabled alerts firing now on every domain the caller sees (the fleet's view); needs alerts:read. */
+export async function listFiringAlerts(deps: Deps, principal: Principal): Promise<(Alert & { domainId: number })[]> {
+  const domains = await resolveDomains(deps, principal, undefined, ['alerts', 'read']);
+  return (await listFiringAlertRows(deps.db, domains.map((d) => d.id))).map((row) => ({ ...toAlert(row), domainId: row.domain_id }));
 }
 
 export async function createAlert(deps: Deps, principal: Principal, domainId: number, definition: AlertDefinition, client: ClientInfo): Promise<Alert> {

@@ -94,6 +94,14 @@ export async function listAlerts(db: Db, domainId: number): Promise<AlertRow[]> 
   return db.query<AlertRow>(sql`select * from alerts where domain_id = ${domainId} order by id`);
 }
 
+/** The enabled alerts firing now among those of `domainIds`, by domain and id. */
+export async function listFiringAlerts(db: Db, domainIds: readonly number[]): Promise<AlertRow[]> {
+  return db.query<AlertRow>(sql`
+    select * from alerts
+    where state = 'firing' and enabled and domain_id in (select (jsonb_array_elements_text(${JSON.stringify(domainIds)}::text::jsonb))::int)
+    order by domain_id, id`);
+}
+
 /** The alert if it belongs to the domain: another domain's alert id is as unknown as a missing one. */
 export async function findAlert(db: Db, domainId: number, alertId: number): Promise<AlertRow | undefined> {
   const [row] = await db.query<AlertRow>(sql`select * from alerts where id = ${alertId} and domain_id = ${domainId}`);

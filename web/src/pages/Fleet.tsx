@@ -1,11 +1,11 @@
 /**
  * The fleet overview: every domain the user sees with its last 24 hours (requests, visitors, error
- * rate, p95, bandwidth) and a sparkline of requests per hour. One query gives the figures of all
+ * rate, p95, bandwidth), a sparkline of requests per hour and its alerts firing now. One query gives the figures of all
  * domains; sorting, the name search and paging happen here, and only the page's domains ask for
  * their sparklines. Sort, direction, search and page are in the URL.
  */
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { api } from '../api.js';
+import { api, ApiError } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Sparkline } from '../components/Sparkline.js';
 import { bytes, count, ms, percent } from '../format.js';
@@ -20,6 +20,8 @@ interface QueryRow {
   metrics: (number | null)[];
 }
 interface FleetRow extends Domain {
+  /** Names of its alerts firing now; null when the user may not read alerts. */
+  firing: string[] | null;
   requests: number;
   visitors: number;
   errorRate: number;
@@ -49,9 +51,23 @@ async function allDomains(): Promise<Domain[]> {
   return [first, ...rest].flatMap((p) => p.domains);
 }
 
+/** The alerts firing now, by domain; null without alerts:read. */
+async function firingAlerts(): Promise<Map<number, string[]> | null> {
+  try {
+    const { alerts } = await api<{ alerts: { domainId: number; name: string }[] }>('GET', '/api/logs/alerts/firing');
+    const byDomain = new Map<number, string[]>();
+    for (const a of alerts) byDomain.set(a.domainId, [...(byDomain.get(a.domainId) ?? []), a.name]);
+    return byDomain;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 403) return null;
+    throw err;
+  }
+}
+
 async function loadFleet(): Promise<FleetRow[]> {
-  const [domains, figures] = await Promise.all([
+  const [domains, firing, figures] = await Promise.all([
     allDomains(),
+    firingAlerts(),
     api<{ results: QueryRow[] }>('POST', '/api/logs/query', {
       metrics: ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'],
       dimensions: ['domain'],
@@ -62,7 +78,7 @@ async function loadFleet(): Promise<FleetRow[]> {
   const byName = new Map(figures.results.map((r) => [String(r.dimensions[0]), r.metrics]));
   return domains.map((d) => {
     const m = byName.get(d.name) ?? [0, 0, 0, null, 0];
-    return { ...d, requests: m[0] ?? 0, visitors: m[1] ?? 0, errorRate: m[2] ?? 0, p95: m[3] ?? null, bandwidth: m[4] ?? 0 };
+    return { ...d, firing: firing ? (firing.get(d.id) ?? []) : null, requests: m[0] ?? 0, visitors: m[1] ?? 0, errorRate: m[2] ?? 0, p95: m[3] ?? null, bandwidth: m[4] ?? 0 };
   });
 }
 
@@ -159,6 +175,7 @@ export function Fleet({ location }: { location: Location }) {
                   </th>
                 ))}
                 <th scope="col">Requests per hour</th>
+                <th scope="col">Firing alerts</th>
               </tr>
             </thead>
             <tbody>
@@ -176,6 +193,17 @@ export function Fleet({ location }: { location: Location }) {
                     ),
                   )}
                   <td>{sparklines.has(r.name) ? <Sparkline values={sparklines.get(r.name)!} label={`Requests per hour of ${r.name}`} /> : null}</td>
+                  <td class="firing">
+                    {r.firing === null ? (
+                      '–'
+                    ) : r.firing.length === 0 ? (
+                      <span class="hint">none</span>
+                    ) : (
+                      <a href={`/domains/${r.id}/alerts`} onClick={(e) => linkClick(e, `/domains/${r.id}/alerts`)}>
+                        {r.firing.join(', ')}
+                      </a>
+                    )}
+                  </td>
                 </tr>
               ))}
             </tbody>
