@@ -38,6 +38,8 @@ let aliceIds: number[] = [];
 /** A log value that would run script if the page put it into HTML. */
 const SCRIPT_URL = '/x"><img src=x onerror="window.__hacked=1"><script>window.__hacked=1</script>';
 let context: BrowserContext;
+// Each flow drives a browser through several pages: up to 90 s on a loaded 2-core machine (the
+// describes say so); expect.poll's own deadlines keep each wait bounded.
 /** Requests of the current test's pages to anywhere but the server, and loads their CSP refused. */
 let foreign: string[] = [];
 
@@ -114,7 +116,7 @@ async function expectAccessible(page: Page, what: string): Promise<void> {
 
 const fleetNames = (page: Page) => page.locator('table.fleet tbody th[scope=row]').allTextContents();
 
-describe('the dashboard', () => {
+describe('the dashboard', { timeout: 90_000 }, () => {
   it('signs in from any URL and returns there; the fleet lists exactly the visible domains with the API figures', async () => {
     const page = await newPage();
     await page.goto(`${base}/?sort=name`);
@@ -206,7 +208,7 @@ describe('the dashboard', () => {
   });
 });
 
-describe('the domain dashboard', () => {
+describe('the domain dashboard', { timeout: 90_000 }, () => {
   /** The query endpoint's answer for alice's first domain over 24 hours, with `filters`. */
   const apiAnswer = async (body: Record<string, unknown>) =>
     (await call(t.app, 'POST', '/api/logs/query', { token: admin, body: { domains: [aliceIds[0]], dateRange: '24h', ...body } })).body.data;
@@ -288,7 +290,7 @@ describe('the domain dashboard', () => {
   });
 });
 
-describe('logs and alerts of a domain', () => {
+describe('logs and alerts of a domain', { timeout: 90_000 }, () => {
   let worker: IngestWorker;
   let file: string;
   const combined = (url: string, status: number) => `203.0.113.9 - - [${new Date().toUTCString().replace(/^\w+, (\d+) (\w+) (\d+) ([\d:]+) GMT$/, '$1/$2/$3:$4 +0000')}] "GET ${url} HTTP/1.1" ${status} 123 "-" "curl/8.5.0"\n`;
@@ -324,7 +326,7 @@ describe('logs and alerts of a domain', () => {
     await expectAccessible(page, 'logs');
 
     // The live tail, with the listing's filter: a 404 appended to the followed file appears; a 200 does not.
-    await page.getByLabel('Live tail').check();
+    await page.getByRole('checkbox', { name: 'Live tail' }).check();
     await expect.poll(() => page.getByText('Live: new entries appear as they are stored').count()).toBe(1);
     fs.appendFileSync(file, combined('/tail-first', 404) + combined('/tail-ok', 200));
     const live = page.getByRole('region', { name: 'Live tail' });
@@ -349,6 +351,14 @@ describe('logs and alerts of a domain', () => {
     const lines = csv.trim().split('\n');
     expect(lines.length - 1).toBe(fours + 2);
     expect(lines.slice(1).every((l) => /,4\d\d,/.test(l))).toBe(true);
+
+    // A search: entries of both kinds, with their URL or message.
+    await page.getByRole('checkbox', { name: 'Live tail' }).uncheck();
+    await page.getByLabel(/^Search/).fill('tail-while-paused');
+    await page.getByRole('button', { name: 'Apply' }).click();
+    await expect.poll(() => caption(page)).toBe('1 entries matching “tail-while-paused”, newest first');
+    expect(await page.locator('table.entries tbody td.wide').allTextContents()).toEqual(['/tail-while-paused']);
+    expect(await page.locator('table.entries tbody td').nth(1).textContent()).toBe('access');
   });
 
   it('creates an alert after a validation error at its field, edits, disables and deletes it', async () => {
@@ -392,7 +402,7 @@ describe('logs and alerts of a domain', () => {
   });
 });
 
-describe('administration', () => {
+describe('administration', { timeout: 90_000 }, () => {
   it('an administrator creates a user (after a validation error), sets permissions, adds and deletes a domain; others see no administration', async () => {
     const page = await newPage();
     page.on('dialog', (dialog) => void (dialog.type() === 'prompt' ? dialog.accept('carol.example') : dialog.accept()));
@@ -443,7 +453,7 @@ describe('administration', () => {
   });
 });
 
-describe('the account page', () => {
+describe('the account page', { timeout: 90_000 }, () => {
   it('creates a token shown once, revokes it, and changes the password (which ends the session)', async () => {
     const dave = await createUserAndLogin(t.app, admin, { email: 'dave@example.com', password: PASSWORD });
     const page = await newPage();

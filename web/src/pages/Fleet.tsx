@@ -208,6 +208,7 @@ export function Fleet({ location }: { location: Location }) {
               ))}
             </tbody>
           </table>
+          {rows.length === 0 && <p class="hint">No domains yet: an administrator adds them under Administration, or with `tailhouse domains add`.</p>}
           {pages > 1 && (
             <nav class="pages" aria-label="Pages">
               <button type="button" disabled={page <= 1} onClick={() => navigate(withQuery(location, { page: page - 1 }))}>

@@ -30,6 +30,8 @@ const LIVE_KEPT = 200;
 
 const ACCESS_COLUMNS = ['timestamp', 'method', 'url', 'statusCode', 'responseSize', 'responseTime', 'ipAddress'] as const;
 const ERROR_COLUMNS = ['timestamp', 'level', 'message'] as const;
+/** A search's entries may be of both kinds: what they share, and the URL or the message as `entry`. */
+const MIXED_COLUMNS = ['timestamp', 'kind', 'entry', 'statusOrLevel'] as const;
 const COLUMN_LABELS: Record<string, string> = {
   timestamp: 'Time (UTC)',
   method: 'Method',
@@ -40,9 +42,17 @@ const COLUMN_LABELS: Record<string, string> = {
   ipAddress: 'Client',
   level: 'Level',
   message: 'Message',
+  kind: 'Kind',
+  entry: 'URL or message',
+  statusOrLevel: 'Status or level',
 };
 
+const isError = (entry: Entry) => 'level' in entry;
+
 const cell = (entry: Entry, column: string) => {
+  if (column === 'kind') return isError(entry) ? 'error' : 'access';
+  if (column === 'entry') return String(isError(entry) ? entry.message : entry.url);
+  if (column === 'statusOrLevel') return String(isError(entry) ? entry.level : entry.statusCode);
   const value = entry[column];
   if (column === 'timestamp') return String(value).replace('T', ' ').replace('Z', '');
   if (typeof value === 'number') return count(value);
@@ -62,9 +72,9 @@ function Detail({ entry }: { entry: Entry }) {
   );
 }
 
-function EntriesTable({ entries, type, caption }: { entries: Entry[]; type: 'access' | 'error'; caption: string }) {
+function EntriesTable({ entries, type, caption }: { entries: Entry[]; type: 'access' | 'error' | 'mixed'; caption: string }) {
   const [open, setOpen] = useState<unknown>(null);
-  const columns = type === 'access' ? ACCESS_COLUMNS : ERROR_COLUMNS;
+  const columns = type === 'access' ? ACCESS_COLUMNS : type === 'error' ? ERROR_COLUMNS : MIXED_COLUMNS;
   return (
     <table class="entries">
       <caption>{caption}</caption>
@@ -83,7 +93,7 @@ function EntriesTable({ entries, type, caption }: { entries: Entry[]; type: 'acc
           <>
             <tr key={String(entry.id)}>
               {columns.map((c) => (
-                <td class={c === 'url' || c === 'message' ? 'wide' : ''}>{cell(entry, c)}</td>
+                <td class={c === 'url' || c === 'message' || c === 'entry' ? 'wide' : ''}>{cell(entry, c)}</td>
               ))}
               <td>
                 <button type="button" aria-expanded={open === entry.id} onClick={() => setOpen(open === entry.id ? null : entry.id)}>
@@ -213,7 +223,7 @@ export function Logs({ id, location }: { id: number; location: Location }) {
     navigate(withQuery(location, { ...Object.fromEntries(names.map((n) => [n, draft[n]?.trim() || null])), q: draft.q?.trim() || null, page: null }));
   };
   const current = listing.key === key ? listing : { data: null, error: null };
-  const shownType = search ? (current.data?.logs[0] && 'level' in current.data.logs[0] ? 'error' : 'access') : type;
+  const shownType = search ? 'mixed' : type;
 
   return (
     <section aria-label="Logs">
