@@ -12,5 +12,8 @@ export default defineConfig({
     maxWorkers: Math.max(2, os.availableParallelism() - 1),
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // expect.poll waits up to 1 s by default; a browser flow under two files' load (the dashboard's
+    // queries beside another file's chDB work) can need more. Only a failing poll waits longer.
+    expect: { poll: { timeout: 15_000 } },
   },
 });

@@ -25,6 +25,7 @@ import path from 'node:path';
 import fc from 'fast-check';
 import { simpleParser } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { issuePersonalToken } from '../src/auth/service.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type CallResult, type TestApp } from './support/app.js';
 import { seedLogs, type SeededLogs } from './support/logs.js';
 
@@ -588,6 +589,8 @@ async function contextsOf(op: Operation): Promise<Context[]> {
       if (name === 'domainId') ids[name] = String(fresh || names.includes('alertId') ? await newDomain() : seeded.domain.id);
       else if (name === 'alertId') ids[name] = String(await newAlert(Number(ids.domainId)));
       else if (name === 'file') ids[name] = downloadFile;
+      // A token of the user the path names (`id` comes first in the path).
+      else if (name === 'tokenId') ids[name] = String((await issuePersonalToken(t.runtime.db, Number(ids.id), 'hostile')).row.id);
       else if (name === 'id') {
         // A user operation: the administrator on another user, the plain user on itself.
         const target = fresh || kind === 'admin' ? await newUser() : plain;
