@@ -19,3 +19,6 @@ export function bytes(n: number | null | undefined): string {
   }
   return `${unit === 0 ? value : value.toFixed(value >= 100 ? 0 : 1)} ${UNITS[unit]}`;
 }
+
+/** An ISO 8601 time as "YYYY-MM-DD HH:MM[:SS] UTC", or "never". */
+export const utcTime = (iso: string | null, seconds = false) => (iso ? `${iso.replace('T', ' ').slice(0, seconds ? 19 : 16)} UTC` : 'never');

@@ -14,3 +14,18 @@ export function ErrorMessage({ error }: { error: unknown }) {
     </p>
   );
 }
+
+/** A form's error: a 422's messages by field, or else the error as ErrorMessage tells it. */
+export function FormErrors({ error }: { error: unknown }) {
+  if (error === null) return null;
+  if (error instanceof ApiError && Object.keys(error.details).length > 0) {
+    return (
+      <p class="error" role="alert">
+        {Object.entries(error.details)
+          .map(([field, text]) => `${field} ${text}`)
+          .join('; ')}
+      </p>
+    );
+  }
+  return <ErrorMessage error={error} />;
+}

@@ -4,8 +4,9 @@
  * shown once; list; revoke).
  */
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, type User } from '../api.js';
-import { ErrorMessage } from '../components/ErrorMessage.js';
+import { api, type User } from '../api.js';
+import { FormErrors } from '../components/ErrorMessage.js';
+import { utcTime } from '../format.js';
 
 interface PersonalToken {
   id: number;
@@ -14,22 +15,6 @@ interface PersonalToken {
   lastUsedAt: string | null;
   revokedAt: string | null;
 }
-const when = (iso: string | null) => (iso ? `${iso.replace('T', ' ').slice(0, 16)} UTC` : 'never');
-
-function FieldErrors({ error }: { error: unknown }) {
-  if (error === null) return null;
-  if (error instanceof ApiError && Object.keys(error.details).length > 0) {
-    return (
-      <p class="error" role="alert">
-        {Object.entries(error.details)
-          .map(([field, text]) => `${field} ${text}`)
-          .join('; ')}
-      </p>
-    );
-  }
-  return <ErrorMessage error={error} />;
-}
-
 function PasswordForm({ user, onChanged }: { user: User; onChanged: () => void }) {
   const [draft, setDraft] = useState({ currentPassword: '', newPassword: '', confirmPassword: '' });
   const [error, setError] = useState<unknown>(null);
@@ -54,7 +39,7 @@ function PasswordForm({ user, onChanged }: { user: User; onChanged: () => void }
       {input('currentPassword', 'Current password', 'current-password')}
       {input('newPassword', 'New password', 'new-password')}
       {input('confirmPassword', 'New password again', 'new-password')}
-      <FieldErrors error={error} />
+      <FormErrors error={error} />
       <button type="submit">Change the password</button>
       <p class="hint">Every session ends, this one too: sign in again with the new password. Personal access tokens keep working.</p>
     </form>
@@ -110,7 +95,7 @@ function Tokens({ user }: { user: User }) {
           <code>{secret.token}</code>
         </div>
       )}
-      <FieldErrors error={error} />
+      <FormErrors error={error} />
       {tokens && (
         <table class="entries">
           <caption>{tokens.length} tokens</caption>
@@ -129,9 +114,9 @@ function Tokens({ user }: { user: User }) {
             {tokens.map((token) => (
               <tr>
                 <th scope="row">{token.name}</th>
-                <td>{when(token.createdAt)}</td>
-                <td>{when(token.lastUsedAt)}</td>
-                <td>{token.revokedAt ? `revoked ${when(token.revokedAt)}` : 'active'}</td>
+                <td>{utcTime(token.createdAt)}</td>
+                <td>{utcTime(token.lastUsedAt)}</td>
+                <td>{token.revokedAt ? `revoked ${utcTime(token.revokedAt)}` : 'active'}</td>
                 <td>
                   {!token.revokedAt && (
                     <button type="button" aria-label={`Revoke ${token.name}`} onClick={() => revoke(token)}>

@@ -5,8 +5,10 @@
  * The tab, the user shown and the pages are in the URL.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, type User } from '../api.js';
-import { ErrorMessage } from '../components/ErrorMessage.js';
+import { api, type User } from '../api.js';
+import { ErrorMessage, FormErrors } from '../components/ErrorMessage.js';
+import { Pager } from '../components/Pager.js';
+import { utcTime } from '../format.js';
 import { navigate, withQuery, type Location } from '../router.js';
 
 interface FullUser extends User {
@@ -25,40 +27,6 @@ interface Page<T> {
 }
 const RESOURCES = ['users', 'domains', 'logs', 'alerts'] as const;
 const ACTIONS = ['read', 'create', 'update', 'delete'] as const;
-const when = (iso: string | null) => (iso ? `${iso.replace('T', ' ').slice(0, 16)} UTC` : 'never');
-
-/** Field messages of a 422 under their inputs; other errors as a sentence. */
-function FormError({ error }: { error: unknown }) {
-  if (error === null) return null;
-  if (error instanceof ApiError && Object.keys(error.details).length > 0) {
-    return (
-      <p class="error" role="alert">
-        {Object.entries(error.details)
-          .map(([field, message]) => `${field} ${message}`)
-          .join('; ')}
-      </p>
-    );
-  }
-  return <ErrorMessage error={error} />;
-}
-
-function Pager({ page, pages, location }: { page: number; pages: number; location: Location }) {
-  if (pages <= 1) return null;
-  return (
-    <nav class="pages" aria-label="Pages">
-      <button type="button" disabled={page <= 1} onClick={() => navigate(withQuery(location, { page: page - 1 }))}>
-        Previous
-      </button>
-      <span>
-        Page {page} of {pages}
-      </span>
-      <button type="button" disabled={page >= pages} onClick={() => navigate(withQuery(location, { page: page + 1 }))}>
-        Next
-      </button>
-    </nav>
-  );
-}
-
 function NewUser({ onCreated }: { onCreated: () => void }) {
   const [draft, setDraft] = useState({ email: '', name: '', password: '', role: 'user' });
   const [error, setError] = useState<unknown>(null);
@@ -87,7 +55,7 @@ function NewUser({ onCreated }: { onCreated: () => void }) {
         <option value="admin">admin</option>
       </select>
       <button type="submit">Create user</button>
-      <FormError error={error} />
+      <FormErrors error={error} />
     </form>
   );
 }
@@ -141,7 +109,7 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
     <section class="user-detail" aria-label={`User ${user.email}`}>
       <h2>{user.email}</h2>
       <p>
-        {user.name || '(no name)'} · {user.role} · {user.active ? 'active' : 'deactivated'} · last sign-in {when(user.lastLoginAt)}
+        {user.name || '(no name)'} · {user.role} · {user.active ? 'active' : 'deactivated'} · last sign-in {utcTime(user.lastLoginAt)}
       </p>
       <div class="actions">
         <button type="button" onClick={() => act(() => api('PUT', `/api/users/${id}`, { active: !user.active }), user.active ? 'Deactivated' : 'Activated')}>
@@ -163,7 +131,7 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
         </button>
       </div>
       {notice && <p aria-live="polite">{notice}</p>}
-      <FormError error={error} />
+      <FormErrors error={error} />
       {user.role === 'admin' ? (
         <p class="hint">An administrator may do everything; permissions apply to users.</p>
       ) : (
@@ -263,7 +231,7 @@ function Users({ location }: { location: Location }) {
                 <td>{u.name}</td>
                 <td>{u.role}</td>
                 <td>{u.active ? 'active' : 'deactivated'}</td>
-                <td>{when(u.lastLoginAt)}</td>
+                <td>{utcTime(u.lastLoginAt)}</td>
               </tr>
             ))}
           </tbody>
@@ -316,7 +284,7 @@ function Domains({ location }: { location: Location }) {
         <input id="domain-owner" inputMode="numeric" value={draft.owner} onInput={(e) => setDraft({ ...draft, owner: e.currentTarget.value })} />
         <button type="submit">Add domain</button>
       </form>
-      <FormError error={error} />
+      <FormErrors error={error} />
       {list && (
         <table class="entries">
           <caption>{list.total} domains</caption>

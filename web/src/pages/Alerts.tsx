@@ -7,6 +7,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, may } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
+import { utcTime } from '../format.js';
 
 interface Alert {
   id: number;
@@ -48,7 +49,6 @@ const draftOf = (a: Alert): Draft => ({
   enabled: a.enabled,
 });
 
-const when = (iso: string | null) => (iso ? `${iso.replace('T', ' ').slice(0, 19)} UTC` : 'never');
 
 function AlertForm({ initial, onSave, onCancel }: { initial: Draft; onSave: (draft: Draft) => Promise<void>; onCancel: () => void }) {
   const [draft, setDraft] = useState<Draft>(initial);
@@ -201,9 +201,9 @@ export function Alerts({ id }: { id: number }) {
                   <td>
                     <span class={`state ${alert.state}`}>{alert.enabled ? alert.state : 'disabled'}</span>
                   </td>
-                  <td>{when(alert.lastTriggeredAt)}</td>
+                  <td>{utcTime(alert.lastTriggeredAt, true)}</td>
                   <td>
-                    {when(alert.lastDeliveredAt)}
+                    {utcTime(alert.lastDeliveredAt, true)}
                     {alert.lastDeliveryError && <span class="error"> — {alert.lastDeliveryError}</span>}
                   </td>
                   <td class="actions">

@@ -104,8 +104,8 @@ function Change({ value }: { value: number | null | undefined }) {
   return <span class="change">{text}</span>;
 }
 
-function Tiles({ base, compare }: { base: Record<string, unknown>; compare: boolean }) {
-  const { answer, error } = useQuery({ ...base, metrics: TILES.map((t) => t.metric), ...(compare ? { compare: 'previous' } : {}) });
+/** The headline figures of the dashboard's tiles query (its first metric, requests, is also the panels' whole). */
+function Tiles({ answer, error, compare }: { answer: QueryAnswer | null; error: unknown; compare: boolean }) {
   if (error) return <ErrorMessage error={error} />;
   const row = answer?.results[0];
   return (
@@ -324,8 +324,8 @@ function Dashboard({ id, location }: { id: number; location: Location }) {
   const filters = filtersOf(location.query);
   const compare = location.query.get('compare') === '1';
   const base = { domains: [id], ...rangeOf(location.query), filters: apiFilters(filters) };
-  const totals = useQuery({ ...base, metrics: ['requests'] });
-  const total = totals.answer?.results[0]?.metrics[0] ?? null;
+  const tiles = useQuery({ ...base, metrics: TILES.map((t) => t.metric), ...(compare ? { compare: 'previous' } : {}) });
+  const total = tiles.answer?.results[0]?.metrics[0] ?? null;
   const addFilter = (f: Filter) => {
     if (!filters.some((g) => filterParam(g) === filterParam(f))) navigate(withFilters(location, [...filters, f]));
   };
@@ -344,7 +344,7 @@ function Dashboard({ id, location }: { id: number; location: Location }) {
           ))}
         </ul>
       )}
-      <Tiles base={base} compare={compare} />
+      <Tiles answer={tiles.answer} error={tiles.error} compare={compare} />
       <Charts base={base} />
       <div class="panels">
         {PANELS.map((spec) => (

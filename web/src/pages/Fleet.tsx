@@ -7,6 +7,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, ApiError } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
+import { Pager } from '../components/Pager.js';
 import { Sparkline } from '../components/Sparkline.js';
 import { bytes, count, ms, percent } from '../format.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
@@ -209,19 +210,7 @@ export function Fleet({ location }: { location: Location }) {
             </tbody>
           </table>
           {rows.length === 0 && <p class="hint">No domains yet: an administrator adds them under Administration, or with `tailhouse domains add`.</p>}
-          {pages > 1 && (
-            <nav class="pages" aria-label="Pages">
-              <button type="button" disabled={page <= 1} onClick={() => navigate(withQuery(location, { page: page - 1 }))}>
-                Previous
-              </button>
-              <span>
-                Page {page} of {pages}
-              </span>
-              <button type="button" disabled={page >= pages} onClick={() => navigate(withQuery(location, { page: page + 1 }))}>
-                Next
-              </button>
-            </nav>
-          )}
+          <Pager page={page} pages={pages} location={location} />
         </>
       )}
     </main>

@@ -7,6 +7,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
+import { Pager } from '../components/Pager.js';
 import { count } from '../format.js';
 import { navigate, withQuery, type Location } from '../router.js';
 import { openTail, type Tail, type TailEvent } from '../tail.js';
@@ -276,17 +277,7 @@ export function Logs({ id, location }: { id: number; location: Location }) {
             type={shownType}
             caption={`${count(current.data.pagination.total)} ${search ? `entries matching “${search}”` : 'entries'}, newest first`}
           />
-          <nav class="pages" aria-label="Pages">
-            <button type="button" disabled={page <= 1} onClick={() => navigate(withQuery(location, { page: page - 1 }))}>
-              Previous
-            </button>
-            <span>
-              Page {page} of {Math.max(1, current.data.pagination.pages)}
-            </span>
-            <button type="button" disabled={page >= current.data.pagination.pages} onClick={() => navigate(withQuery(location, { page: page + 1 }))}>
-              Next
-            </button>
-          </nav>
+          <Pager page={page} pages={current.data.pagination.pages} location={location} always />
         </>
       )}
     </section>
