@@ -9,7 +9,8 @@ import { insertDomain } from '../src/domains/store.js';
 import { buildRollups } from '../src/rollups/builder.js';
 import { planWindow, queryDomainsBuildState } from '../src/rollups/plan.js';
 import { selectRows as select, type ClickHouseClient } from '../core/db/clickhouse.js';
-import type { Query } from '../src/stats/query/parse.js';
+import { parseQuery, type Query } from '../src/stats/query/parse.js';
+import { queryBody } from '../src/stats/query/schemas.js';
 import { keepSeries, keptSeries, SERIES_PAGES_MS } from '../src/stats/query/series-pages.js';
 import type { OrderedGroups } from '../src/stats/query/shape.js';
 import { dimensionByName, DIMENSION_NAMES, mergedPartial, metricByName, METRIC_NAMES, PARTIALS } from '../src/stats/registry.js';
@@ -593,11 +594,69 @@ describe('POST /api/logs/query: from the rollups', () => {
     }
   }
 
+  /**
+   * Requests by what the rollups' list rows hold (ROLLUP_ROWS): status codes, user agents, URLs, and
+   * URLs of the 4xx and 5xx (a filter on them first), with the filters those rows can read; `dim`
+   * is the kind of rows parse.ts must pick.
+   */
+  const LIST_SHAPES: { dimensions: string[]; filters?: Filter[]; dim: string }[] = [
+    { dimensions: ['statusCode'], dim: 'status' },
+    { dimensions: ['time:day', 'statusClass'], dim: 'status' },
+    { dimensions: ['statusClass', 'domain'], filters: [['isNot', 'statusCode', [404, 0]]], dim: 'status' },
+    { dimensions: ['userAgent'], dim: 'agent' },
+    { dimensions: ['time:hour', 'userAgent'], filters: [['contains', 'userAgent', ['BOT']]], dim: 'agent' },
+    { dimensions: ['url'], dim: 'url' },
+    { dimensions: ['path'], filters: [['glob', 'url', ['/api/*']]], dim: 'url' },
+    { dimensions: ['url', 'time:day'], filters: [['contains', 'url', ['ITEM', HOSTILE]]], dim: 'url' },
+    { dimensions: ['url'], filters: [['is', 'statusClass', ['5xx']]], dim: 'error_url' },
+    { dimensions: ['url', 'statusCode'], filters: [['is', 'statusCode', [404, 499]]], dim: 'error_url' },
+    { dimensions: ['path', 'time:day'], filters: [['is', 'statusClass', ['4xx', '5xx']], ['isNot', 'url', [`/h/${HOSTILE}`, LONG_URL]]], dim: 'error_url' },
+    { dimensions: ['domain', 'url'], filters: [['is', 'statusCode', [500, 503]], ['glob', 'url', ['/h/*', '/long/*%_']]], dim: 'error_url' },
+    { dimensions: [], filters: [['is', 'statusClass', ['4xx']], ['contains', 'url', [HOSTILE]]], dim: 'error_url' },
+  ];
+
+  /** The list shapes' requests in every window against the brute force and the same question read raw. */
+  async function expectListShapes(windows = WINDOWS): Promise<void> {
+    for (const window of windows) {
+      for (const shape of LIST_SHAPES) {
+        const days = (window.end - window.start) / DAY;
+        if ((shape.dimensions.includes('time:hour') && days > 3) || (shape.dimensions.some((d) => d.startsWith('time')) && days > 30)) continue;
+        const body = { metrics: ['requests'], dimensions: shape.dimensions, filters: shape.filters ?? [] };
+        const data = await expectBruteForce(admin, everyDomain(), body, window);
+        const raw = await askAll(admin, { ...custom(window), ...body, filters: [...body.filters, RAW_ONLY] });
+        expect(data.results, JSON.stringify(shape)).toEqual(raw.results);
+      }
+    }
+  }
+
+  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, URLs, error URLs; anything else raw', () => {
+    const now = BASE + 10 * DAY;
+    const rollupOf = (body: Record<string, unknown>) =>
+      parseQuery(queryBody.parse({ dateRange: '30d', metrics: ['requests'], ...body }), { now, retentionDays: 3650, domains: [{ id: 1, name: 'a.example.com' }] }).rollup;
+    for (const shape of SHAPES) expect(rollupOf({ metrics: ALL_METRICS, dimensions: shape.dimensions })?.rows.dim, JSON.stringify(shape)).toBe('total');
+    for (const shape of LIST_SHAPES) expect(rollupOf({ dimensions: shape.dimensions, filters: shape.filters ?? [] })?.rows.dim, JSON.stringify(shape)).toBe(shape.dim);
+    // Raw: metrics the lists do not hold, filters the rows cannot read, error URLs without a filter keeping them to 400 and above.
+    const raw: Record<string, unknown>[] = [
+      { dimensions: ['url'], metrics: ['requests', 'errorRate'] },
+      { dimensions: ['statusCode'], metrics: ['visitors'] },
+      { dimensions: ['url'], filters: [['isNot', 'statusClass', ['2xx']]] },
+      { dimensions: ['url'], filters: [['is', 'statusCode', [404, 200]]] },
+      { dimensions: ['url'], filters: [['is', 'statusClass', ['3xx', '5xx']]] },
+      { dimensions: ['url'], filters: [['is', 'method', ['GET']]] },
+      { dimensions: ['userAgent'], filters: [['is', 'statusCode', [404]]] },
+      { dimensions: ['referrer'] },
+      { dimensions: ['time:minute', 'statusCode'], dateRange: '24h' },
+      { dimensions: ['browser'] },
+    ];
+    for (const body of raw) expect(rollupOf(body), JSON.stringify(body)).toBeNull();
+  });
+
   it('built hours and days: time series, domains and totals equal the raw rows’ answer', async () => {
     const round = await buildAll();
     expect(round.hours).toBeGreaterThan(100);
     expect(round.days).toBeGreaterThanOrEqual(8);
     await expectShapes();
+    await expectListShapes();
     await expectShapes([['is', 'domain', [alpha.name, fleet[3]!.name, 'nobody.example.com']]], [W_PART]);
     await expectShapes([['isNot', 'domain', [beta.name]]], [W_ALL]);
     await expectBruteForce(alice.token, aliceDomains(), { metrics: ALL_METRICS, dimensions: ['time:day'] }, W_PART);
@@ -615,6 +674,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     await insertRows(t.runtime.clickhouse, late);
     rows.push(...late);
     await expectShapes();
+    await expectListShapes();
     const round = await buildAll();
     // The three hours written to and their two days, built again as differences (the histogram too).
     expect(round.hours).toBeGreaterThanOrEqual(3);
@@ -626,6 +686,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     expect(plan.raw).toEqual([[W_ALL.end, W_ALL.end + 1]]);
     expect(plan.days.length).toBe(7); // the days holding rows
     await expectShapes();
+    await expectListShapes();
   }, 300_000);
 
   it('the rollups serve the shapes they hold where built; finer buckets, other dimensions and filters read raw rows', async () => {
@@ -654,11 +715,51 @@ describe('POST /api/logs/query: from the rollups', () => {
     expect(minutes.reduce((sum: number, r: ExpectedRow) => sum + r.metrics[0]!, 0)).toBe(exact[0]);
     expect((await bandwidth({ dimensions: ['statusClass'] })).reduce((sum: number, r: ExpectedRow) => sum + r.metrics[0]!, 0)).toBe(exact[0]);
     expect((await bandwidth({ filters: [RAW_ONLY] }))[0].metrics).toEqual(exact);
+
+    // Marks in the list rows of the same hour and day: requests of a status code, a user agent, a URL and an error URL.
+    const listMark = 1000;
+    const lists: [dim: string, key: string, body: Record<string, unknown>, value: unknown[]][] = [
+      ['status', '404', { dimensions: ['statusCode'] }, [404]],
+      ['agent', AGENTS[0]!.agent, { dimensions: ['userAgent'] }, [AGENTS[0]!.agent]],
+      ['url', '/', { dimensions: ['url'] }, ['/']],
+      ['error_url', `503 /h/${HOSTILE}`, { dimensions: ['url', 'statusCode'], filters: [['is', 'statusClass', ['5xx']]] }, [`/h/${HOSTILE}`, 503]],
+    ];
+    for (const [dim, key] of lists) {
+      await t.runtime.clickhouse.command({
+        query: `INSERT INTO access_rollups (domain_id, span, dim, bucket, key, requests) VALUES
+          ({d:UInt32}, 'hour', {dim:String}, toDateTime({h:UInt32}, 'UTC'), {key:String}, {mark:UInt64}), ({d:UInt32}, 'day', {dim:String}, toDateTime({day:UInt32}, 'UTC'), {key:String}, {mark:UInt64})`,
+        query_params: { d: gamma.id, dim, key, h: hour / 1000, day: (BASE + 2 * DAY) / 1000, mark: listMark },
+      });
+    }
+    const requestsOf = async (body: Record<string, unknown>, value: unknown[]) => {
+      const found = (await askAll(admin, { ...custom(window), domains: [gamma.id], metrics: ['requests'], ...body })).results.find((r: ExpectedRow) => JSON.stringify(r.dimensions) === JSON.stringify(value));
+      return found?.metrics[0] ?? 0;
+    };
+    for (const [dim, , body, value] of lists) {
+      const expected = bruteForce(rows, { domains: [gamma.id], metrics: ['requests'], dimensions: body.dimensions as string[], filters: (body.filters as Filter[]) ?? [], window, names }).find(
+        (r) => JSON.stringify(r.dimensions) === JSON.stringify(value),
+      )?.metrics[0] ?? 0;
+      expect(await requestsOf(body, value), dim).toBe(expected + listMark);
+      expect(await requestsOf({ ...body, filters: [...((body.filters as Filter[]) ?? []), RAW_ONLY] }, value), dim).toBe(expected);
+      // By the hour, only the marked hour holds the mark.
+      const hourly = await requestsOf({ ...body, dimensions: ['time:hour', ...(body.dimensions as string[])] }, [iso(hour), ...value]);
+      const exactHour = bruteForce(rows, { domains: [gamma.id], metrics: ['requests'], dimensions: ['time:hour', ...(body.dimensions as string[])], filters: (body.filters as Filter[]) ?? [], window, interval: 'hour', names }).find(
+        (r) => JSON.stringify(r.dimensions) === JSON.stringify([iso(hour), ...value]),
+      )?.metrics[0] ?? 0;
+      expect(hourly, dim).toBe(exactHour + listMark);
+    }
+
     // A late line in the marked hour: its hour and day are read raw again.
     const late = generateRows({ seed: 903, domain: gamma.id, count: 1, from: hour + MINUTE, to: hour + 2 * MINUTE, firstId: 93_001 });
     await insertRows(t.runtime.clickhouse, late);
     rows.push(...late);
     const after = bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth', 'requests'], dimensions: [], filters: [], window, names })[0]!.metrics;
     expect((await bandwidth({}))[0].metrics).toEqual(after);
+    for (const [dim, , body, value] of lists) {
+      const expected = bruteForce(rows, { domains: [gamma.id], metrics: ['requests'], dimensions: body.dimensions as string[], filters: (body.filters as Filter[]) ?? [], window, names }).find(
+        (r) => JSON.stringify(r.dimensions) === JSON.stringify(value),
+      )?.metrics[0] ?? 0;
+      expect(await requestsOf(body, value), dim).toBe(expected);
+    }
   }, 120_000);
 });

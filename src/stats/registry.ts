@@ -294,13 +294,8 @@ export type FilterOp = (typeof FILTER_OPS)[number];
 export interface Dimension {
   name: string;
   kind: DimensionKind;
-  /** SQL over access_logs columns; a time dimension's is its interval's. */
+  /** SQL over access_logs columns; a time dimension's is its interval's (over rollup rows too, see rollupSpan). */
   raw: string;
-  /**
-   * The same over access_rollups' total rows, null where they do not hold it (a query grouping or
-   * filtering by it reads raw rows only); a time dimension's is its interval's (see rollupSpan).
-   */
-  rollup: string | null;
   /** A fixed interval, or 'auto' for `time`; null for the other dimensions. */
   interval: Interval | 'auto' | null;
   ops: readonly FilterOp[];
@@ -324,7 +319,6 @@ const stringDimension = (name: string, raw: string, description: string, ops: re
   name,
   kind: 'string',
   raw,
-  rollup: null,
   interval: null,
   ops,
   paramType: 'String',
@@ -336,7 +330,6 @@ const timeDimension = (name: string, interval: Interval | 'auto', description: s
   name,
   kind: 'time',
   raw: interval === 'auto' ? '' : interval.sql(RAW_TIME),
-  rollup: interval === 'auto' || interval.rollupSpan === null ? null : interval.sql(ROLLUP_TIME),
   interval,
   ops: [],
   paramType: 'Int64',
@@ -356,6 +349,11 @@ const REFERRER_HOST = String.raw`lower(extract(referrer, '^[A-Za-z][A-Za-z0-9+.\
  */
 const agentClassValue = (column: 'browser' | 'os' | 'device' | 'bot_name' | 'bot_kind') => `joinGet('agent_classes', '${column}', agent_class)`;
 
+/** The URL `url` (SQL) up to its first "?". */
+const pathOf = (url: string) => `if(position(${url}, '?') > 0, substring(${url}, 1, position(${url}, '?') - 1), ${url})`;
+/** "1xx" … "5xx" of the status code `status` (SQL). */
+const statusClassOf = (status: string) => `concat(toString(intDiv(${status}, 100)), 'xx')`;
+
 export const DEVICES = ['desktop', 'mobile', 'tablet', 'bot', 'other'] as const;
 const BOT_KINDS = ['ai', 'search', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
@@ -371,7 +369,6 @@ export const DIMENSIONS = [
     name: 'domain',
     kind: 'domain',
     raw: 'domain_id',
-    rollup: 'domain_id',
     interval: null,
     ops: EXACT_OPS,
     paramType: 'UInt32',
@@ -379,12 +376,11 @@ export const DIMENSIONS = [
     description: "The domain's name; a filter value naming a domain the caller does not see matches nothing",
   },
   stringDimension('url', 'url', 'The request URL, query string included'),
-  stringDimension('path', "if(position(url, '?') > 0, substring(url, 1, position(url, '?') - 1), url)", 'The URL up to its first "?"'),
+  stringDimension('path', pathOf('url'), 'The URL up to its first "?"'),
   {
     name: 'statusCode',
     kind: 'integer',
     raw: 'status_code',
-    rollup: null,
     interval: null,
     ops: EXACT_OPS,
     paramType: 'UInt16',
@@ -394,8 +390,7 @@ export const DIMENSIONS = [
   {
     name: 'statusClass',
     kind: 'string',
-    raw: "concat(toString(intDiv(status_code, 100)), 'xx')",
-    rollup: null,
+    raw: statusClassOf('status_code'),
     interval: null,
     ops: EXACT_OPS,
     paramType: 'String',
@@ -415,7 +410,6 @@ export const DIMENSIONS = [
     name: 'bot',
     kind: 'boolean',
     raw: `${agentClassValue('device')} = 'bot'`,
-    rollup: null,
     interval: null,
     ops: EXACT_OPS,
     paramType: 'UInt8',
@@ -429,3 +423,64 @@ export const DIMENSIONS = [
 export type DimensionName = (typeof DIMENSIONS)[number]['name'];
 export const DIMENSION_NAMES = DIMENSIONS.map((d) => d.name) as [DimensionName, ...DimensionName[]];
 export const dimensionByName = new Map<string, Dimension>(DIMENSIONS.map((d) => [d.name, d]));
+
+// ---------------------------------------------------------------------------------------------
+// Rollup rows
+// ---------------------------------------------------------------------------------------------
+
+/** A filter as the query validated it (src/stats/query/filters.ts), as far as the rollup rows look at it. */
+export interface FilterShape {
+  op: FilterOp;
+  dimension: string;
+  values: readonly unknown[];
+}
+
+/**
+ * A kind of access_rollups rows (sql/clickhouse/009_rollup_partials.sql, 011_rollup_error_urls.sql)
+ * that can serve a query in place of the raw rows of its built buckets: a query whose metrics need
+ * only `partials`, whose dimensions and filters are among `columns` (time by the bucket, at the
+ * rows' span) and whose filters keep it within the rows the kind counts (`covers`) reads them. The
+ * rollup builder (src/rollups/builder.ts) writes each kind for every bucket it builds, the lists
+ * before the totals, so a bucket built by its total row is built for every kind.
+ */
+export interface RollupRows {
+  /** access_rollups.dim of these rows. */
+  dim: 'total' | 'url' | 'status' | 'agent' | 'error_url';
+  partials: readonly PartialState[];
+  /** Dimension values over these rows, by dimension name. */
+  columns: Readonly<Record<string, string>>;
+  /** Whether the filters keep every matching row among those the kind counts (a list of some rows only). */
+  covers: (filters: readonly FilterShape[]) => boolean;
+}
+
+const everyRow = () => true;
+/** An error URL list row's key over access_logs columns, "<status> <url>", and its two parts over the key. */
+export const ERROR_URL_KEY = "concat(toString(status_code), ' ', url)";
+// OrZero: the engine may evaluate a condition on rows of other lists before `dim` rules them out.
+const ERROR_STATUS = "toUInt16OrZero(substringIndex(key, ' ', 1))";
+const ERROR_URL = "substring(key, position(key, ' ') + 1)";
+/** Whether an `is` filter keeps only statuses of 400 and above. */
+const errorStatusesOnly = (f: FilterShape) =>
+  f.op === 'is' && ((f.dimension === 'statusClass' && f.values.every((v) => v === '4xx' || v === '5xx')) || (f.dimension === 'statusCode' && f.values.every((v) => Number(v) >= 400)));
+
+/**
+ * The kinds a query may be read from, tried in this order (the smallest first). List rows hold
+ * requests only. The referrer list holds no row without a referrer, so it serves no query.
+ */
+export const ROLLUP_ROWS: readonly RollupRows[] = [
+  // One row per bucket with every partial.
+  { dim: 'total', partials: Object.values(PARTIALS), columns: { domain: 'domain_id' }, covers: everyRow },
+  // One row per bucket and status code, key toString(status_code).
+  { dim: 'status', partials: [PARTIALS.requests], columns: { domain: 'domain_id', statusCode: 'toUInt16OrZero(key)', statusClass: statusClassOf('toUInt16OrZero(key)') }, covers: everyRow },
+  // One row per bucket and user agent.
+  { dim: 'agent', partials: [PARTIALS.requests], columns: { domain: 'domain_id', userAgent: 'key' }, covers: everyRow },
+  // One row per bucket, status code of 400 or above and URL, key "<status> <url>".
+  {
+    dim: 'error_url',
+    partials: [PARTIALS.requests],
+    columns: { domain: 'domain_id', url: ERROR_URL, path: pathOf(ERROR_URL), statusCode: ERROR_STATUS, statusClass: statusClassOf(ERROR_STATUS) },
+    covers: (filters) => filters.some(errorStatusesOnly),
+  },
+  // One row per bucket and URL.
+  { dim: 'url', partials: [PARTIALS.requests], columns: { domain: 'domain_id', url: 'key', path: pathOf('key') }, covers: everyRow },
+];

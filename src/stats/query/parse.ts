@@ -6,7 +6,7 @@
 import type { DomainName } from '../../domains/store.js';
 import { invalidField } from '../../http/errors.js';
 import { retainedSince, windowAt } from '../periods.js';
-import { AUTO_MAX_POINTS, dimensionByName, INTERVALS, metricByName, RAW_TIME, ROLLUP_TIME, type Dimension, type Interval, type Metric } from '../registry.js';
+import { AUTO_MAX_POINTS, dimensionByName, INTERVALS, metricByName, RAW_TIME, ROLLUP_ROWS, ROLLUP_TIME, type Dimension, type Interval, type Metric, type RollupRows } from '../registry.js';
 import type { QueryFilter } from './filters.js';
 import type { QueryBody } from './schemas.js';
 
@@ -26,8 +26,17 @@ export interface QueryDimension {
   dimension: Dimension;
   /** SQL of the value over access_logs rows … */
   raw: string;
-  /** … and over access_rollups' total rows (null: they do not hold it). */
+  /** … and over the query's rollup rows (null: read raw only). */
   rollup: string | null;
+}
+
+/** The rollup rows that may serve a query where its buckets are built, and their finest span. */
+export interface QueryRollup {
+  rows: RollupRows;
+  /**
+   * 'day' (days and hours) or 'hour' (hours only: the query's time buckets are finer than a day).
+   */
+  span: 'hour' | 'day';
 }
 
 /** An order term: a metric or a dimension (index into the query's lists). */
@@ -49,11 +58,10 @@ export interface Query {
   /** Rows before this are never read (the retention: raw rows and rollups drop them at different moments). */
   readFrom: number;
   /**
-   * Which rollup rows may serve the query where they are built: 'day' (days and hours), 'hour'
-   * (hours only: its time buckets are finer than a day), or null (raw rows only: a dimension or a
-   * filter the rollups do not hold, or time buckets finer than an hour).
+   * The rollup rows that may serve the query where they are built, or null (raw rows only: a
+   * metric, a dimension or a filter no kind of rollup row holds, or time buckets finer than an hour).
    */
-  rollupSpan: 'hour' | 'day' | null;
+  rollup: QueryRollup | null;
   /** The time dimension's buckets, and its place among the dimensions (-1: none). */
   interval: Interval | null;
   timeIndex: number;
@@ -88,17 +96,26 @@ function intervalOf(dimension: Dimension, window: Window): Interval {
   return INTERVALS.find((i) => i.count(window.start, window.end) <= AUTO_MAX_POINTS) ?? INTERVALS[INTERVALS.length - 1]!;
 }
 
+/** Whether rollup rows of the kind `rows` hold what the query asks (its time buckets aside). */
+const servedBy = (rows: RollupRows, metrics: Metric[], dimensions: Dimension[], filters: QueryFilter[]) =>
+  metrics.every((m) => m.partials.every((x) => rows.partials.includes(x))) &&
+  dimensions.every((d) => d.kind === 'time' || d.name in rows.columns) &&
+  filters.every((f) => f.dimension in rows.columns) &&
+  rows.covers(filters);
+
 export function parseQuery(body: QueryBody, ctx: QueryContext): Query {
   const window = windowOf(body, ctx);
   const entries = body.dimensions.map((name) => dimensionByName.get(name)!);
   const timeIndex = entries.findIndex((d) => d.kind === 'time');
   const interval = timeIndex < 0 ? null : intervalOf(entries[timeIndex]!, window);
-  const dimensions = entries.map((dimension) =>
-    dimension.kind === 'time'
-      ? { name: dimension.name, dimension, raw: interval!.sql(RAW_TIME), rollup: interval!.rollupSpan && interval!.sql(ROLLUP_TIME) }
-      : { name: dimension.name, dimension, raw: dimension.raw, rollup: dimension.rollup },
-  );
-  const inRollups = dimensions.every((d) => d.rollup !== null) && body.filters.every((f) => dimensionByName.get(f.dimension)!.rollup !== null);
+  const metrics = body.metrics.map((name) => metricByName.get(name)!);
+  const rows = interval?.rollupSpan === null ? undefined : ROLLUP_ROWS.find((r) => servedBy(r, metrics, entries, body.filters));
+  const dimensions = entries.map((dimension) => ({
+    name: dimension.name,
+    dimension,
+    raw: dimension.kind === 'time' ? interval!.sql(RAW_TIME) : dimension.raw,
+    rollup: !rows ? null : dimension.kind === 'time' ? interval!.sql(ROLLUP_TIME) : rows.columns[dimension.name]!,
+  }));
 
   const asked = (name: string): Omit<OrderTerm, 'desc'> => {
     const metric = body.metrics.indexOf(name as (typeof body.metrics)[number]);
@@ -114,13 +131,13 @@ export function parseQuery(body: QueryBody, ctx: QueryContext): Query {
   const length = window.end - window.start + 1;
   return {
     domains: ctx.domains,
-    metrics: body.metrics.map((name) => metricByName.get(name)!),
+    metrics,
     dimensions,
     filters: body.filters,
     window,
     previous: body.compare ? { start: window.start - length, end: window.start - 1 } : null,
     readFrom: retainedSince(ctx.now, ctx.retentionDays),
-    rollupSpan: inRollups ? (interval?.rollupSpan ?? 'day') : null,
+    rollup: rows ? { rows, span: interval?.rollupSpan ?? 'day' } : null,
     interval,
     timeIndex,
     orderBy,

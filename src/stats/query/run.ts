@@ -1,5 +1,5 @@
 /**
- * Runs a Query's SQL (sql.ts): where the rollups may serve it (Query.rollupSpan), first the build
+ * Runs a Query's SQL (sql.ts): where rollup rows may serve it (Query.rollup), first the build
  * state of its windows for all its domains at once, planned bucket by bucket (src/rollups/plan.ts);
  * then one query per window (chDB runs one query at a time per process, so each round trip
  * counts), and a count of groups only when a page lies past the last group (the page's own rows
@@ -39,11 +39,11 @@ export const tooManyGroups = (what: string) =>
  * state for the windows' domains (both windows of a compare at once) and a plan per window.
  */
 async function planReads(clickhouse: ClickHouseClient, query: Query, windows: Window[]): Promise<Reads[]> {
-  if (query.rollupSpan === null) return windows.map(() => null);
+  if (query.rollup === null) return windows.map(() => null);
   const read = windows.map((w) => readWindow(query, w));
   const from = Math.min(...read.map((w) => w.start));
   const to = Math.max(...read.map((w) => w.end));
-  const state = await knownDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollupSpan);
+  const state = await knownDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollup.span);
   return read.map((w) => (w.start > w.end ? null : planConditions(planWindow(w.start, w.end, state))));
 }
 

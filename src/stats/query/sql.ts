@@ -1,6 +1,6 @@
 /**
  * The SQL of a Query, generated from the registry: each source (the raw rows of access_logs, and
- * where a plan allows, the built buckets' total rows of access_rollups) aggregates its rows into
+ * where a plan allows, the built buckets' rows of access_rollups of the query's kind) aggregates its rows into
  * the metrics' partial columns per group,
  * the sources' partials are merged per group, and the metrics' final SQL reads the merged ones:
  *

@@ -1,6 +1,6 @@
 /**
  * The WHERE of a query's parts: its domains, its window and its filters over access_logs columns
- * (the raw part) or over access_rollups' total rows (the rollup part), every value a bound
+ * (the raw part) or over the query's access_rollups rows (the rollup part), every value a bound
  * parameter (`{name:Type}` through Params).
  */
 import type { DomainName } from '../../domains/store.js';
@@ -15,54 +15,60 @@ const paramValue = (value: FilterValue) => (typeof value === 'boolean' ? Number(
 
 const anyOf = (conditions: string[]) => (conditions.length === 1 ? conditions[0]! : `(${conditions.join(' OR ')})`);
 
-/** Which rows a condition reads: access_logs rows, or access_rollups' total rows (Dimension.rollup). */
+/** Which rows a condition reads: access_logs rows, or the query's rollup rows (Query.rollup). */
 export type Source = 'raw' | 'rollup';
 
-/** The dimension's SQL over `source`; a query reads a source only where each of its dimensions and filters has one (parse.ts). */
-export const columnOf = (dimension: Dimension, source: Source): string => dimension[source]!;
+/** A dimension's SQL over the rows a condition reads: access_logs columns, or the rollup rows' (RollupRows.columns). */
+export type ColumnOf = (dimension: Dimension) => string;
+const rawColumn: ColumnOf = (dimension) => dimension.raw;
 
 /** `dimension` is one of `values`; a domain's values are names, of which those not among `domains` match nothing. */
-function isCondition(dimension: Dimension, values: FilterValue[], domains: DomainName[], p: Params, source: Source): string {
+function isCondition(dimension: Dimension, values: FilterValue[], domains: DomainName[], p: Params, column: ColumnOf): string {
   if (dimension.kind === 'domain') {
     const ids = domains.filter((d) => values.includes(d.name)).map((d) => d.id);
-    return `${columnOf(dimension, source)} IN ${p.bind('Array(UInt32)', ids)}`;
+    return `${column(dimension)} IN ${p.bind('Array(UInt32)', ids)}`;
   }
   const exact = values as (string | number | boolean)[];
-  if (dimension.isCondition) return dimension.isCondition(exact, p);
-  return `${dimension.raw} IN ${p.bind(`Array(${dimension.paramType})`, [...new Set(exact.map(paramValue))])}`;
+  if (dimension.isCondition && column === rawColumn) return dimension.isCondition(exact, p);
+  return `${column(dimension)} IN ${p.bind(`Array(${dimension.paramType})`, [...new Set(exact.map(paramValue))])}`;
 }
 
-function filterCondition(filter: QueryFilter, domains: DomainName[], p: Params, source: Source): string {
+function filterCondition(filter: QueryFilter, domains: DomainName[], p: Params, column: ColumnOf): string {
   const dimension = dimensionByName.get(filter.dimension)!;
   switch (filter.op) {
     case 'is':
-      return isCondition(dimension, filter.values, domains, p, source);
+      return isCondition(dimension, filter.values, domains, p, column);
     case 'isNot':
-      return `NOT (${isCondition(dimension, filter.values, domains, p, source)})`;
+      return `NOT (${isCondition(dimension, filter.values, domains, p, column)})`;
     case 'contains':
       // The search's expression: the url text index serves it, and unlike positionCaseInsensitiveUTF8
       // (about a second per row) a long needle over long values of one repeated letter stays in milliseconds.
-      return anyOf(filter.values.map((v) => searchMatches(dimension.raw, p.bind('String', searchPattern(v as string)))));
+      return anyOf(filter.values.map((v) => searchMatches(column(dimension), p.bind('String', searchPattern(v as string)))));
     case 'glob':
-      return anyOf(filter.values.map((v) => `${dimension.raw} LIKE ${p.bind('String', globToLike(v as string))}`));
+      return anyOf(filter.values.map((v) => `${column(dimension)} LIKE ${p.bind('String', globToLike(v as string))}`));
     case 'cidr':
       return anyOf(filter.values.map((v) => ipRangeCondition(v as IpRange, p)));
   }
 }
 
-/** The conditions of `filters` over `source`, one per filter (to be joined by AND); `domains` name the domains a domain filter may match. */
-export const filterConditions = (filters: readonly QueryFilter[], domains: DomainName[], p: Params, source: Source = 'raw'): string[] =>
-  filters.map((f) => `(${filterCondition(f, domains, p, source)})`);
+/** The conditions of `filters`, one per filter (to be joined by AND), over access_logs columns unless `column` says otherwise; `domains` name the domains a domain filter may match. */
+export const filterConditions = (filters: readonly QueryFilter[], domains: DomainName[], p: Params, column: ColumnOf = rawColumn): string[] =>
+  filters.map((f) => `(${filterCondition(f, domains, p, column)})`);
 
 /** The window a query reads: never before readFrom. */
 export const readWindow = (query: Query, window: Window): Window => ({ start: Math.max(window.start, query.readFrom), end: window.end });
 
 /**
  * Conditions joined by AND over the query's domains and filters, and for the raw part `window`;
- * the rollup part's buckets are the plan's (sql.ts), its rows the total rows.
+ * the rollup part's buckets are the plan's (sql.ts), its rows those of Query.rollup.
  */
 export function whereOf(query: Query, window: Window, p: Params, source: Source): string {
   const read = readWindow(query, window);
-  const rows = source === 'raw' ? timeConditions({ startDate: new Date(read.start), endDate: new Date(read.end) }, p) : ["dim = 'total'"];
-  return [`domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`, ...rows, ...filterConditions(query.filters, query.domains, p, source)].join(' AND ');
+  if (source === 'raw') {
+    const time = timeConditions({ startDate: new Date(read.start), endDate: new Date(read.end) }, p);
+    return [`domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`, ...time, ...filterConditions(query.filters, query.domains, p)].join(' AND ');
+  }
+  const rows = query.rollup!.rows;
+  const column: ColumnOf = (dimension) => rows.columns[dimension.name]!;
+  return [`domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`, `dim = '${rows.dim}'`, ...filterConditions(query.filters, query.domains, p, column)].join(' AND ');
 }
