@@ -403,6 +403,10 @@ describe('POST /api/logs/query: order and pages', () => {
       { metrics: ['requests'], dimensions: ['domain'], orderBy: [['domain', 'desc']] },
       { metrics: ['requests', 'errorRate'], dimensions: ['time:hour', 'statusClass'], orderBy: [['requests', 'desc']] },
       { metrics: ['requests'], dimensions: ['statusClass', 'time:day'] },
+      // Time first, then dimensions only: each bucket's combinations in one order, laid out bucket by bucket (shape.ts).
+      { metrics: ['requests'], dimensions: ['domain', 'time:day', 'statusClass'], orderBy: [['time:day', 'desc'], ['statusClass', 'desc']] },
+      { metrics: ['requests', 'bandwidth'], dimensions: ['time:day', 'domain'], orderBy: [['time:day', 'asc'], ['domain', 'desc']] },
+      { metrics: ['requests'], dimensions: ['time:day'], orderBy: [['time:day', 'desc']] },
     ];
     for (const body of bodies) {
       const spec: Spec = { domains: everyDomain(), metrics: body.metrics, dimensions: body.dimensions, filters: [], window: W_PART, interval: body.dimensions.includes('time:hour') ? 'hour' : 'day', orderBy: body.orderBy as Spec['orderBy'], names };

@@ -53,12 +53,18 @@ function combinationOf(query: Query): (key: GroupKey) => unknown {
   return (key) => JSON.stringify(others.map((i) => key[i]));
 }
 
+/** A series' rows by combination of the other dimensions: each one's groups as an array by bucket index. */
+interface Series {
+  buckets: number[];
+  combinations: { example: GroupKey; found: (Group | undefined)[] }[];
+}
+
 /**
- * The series with a group for every bucket and every combination of the other dimensions that has
- * rows (one combination without other dimensions), empty buckets holding the metrics' empty values.
- * A fleet's sparklines are 25,000 groups: each combination's groups are an array by bucket index.
+ * The series' rows by combination of the other dimensions that has rows (one combination without
+ * other dimensions). A fleet's sparklines are 25,000 groups: each combination's groups are an
+ * array by bucket index.
  */
-function fillSeries(query: Query, rows: SqlRow[], window: Window): Group[] {
+function seriesOf(query: Query, rows: SqlRow[], window: Window): Series {
   const buckets = bucketsOf(query.interval!, window);
   const indexOf = new Map(buckets.map((start, i) => [start, i]));
   const combination = combinationOf(query);
@@ -72,11 +78,34 @@ function fillSeries(query: Query, rows: SqlRow[], window: Window): Group[] {
     entry.found[indexOf.get(group.key[query.timeIndex] as number)!] = group;
   }
   if (combinations.size * buckets.length > MAX_SERIES_GROUPS) throw tooManyGroups('The series would hold');
-  const filled: Group[] = [];
-  for (const { example, found } of combinations.values()) {
-    buckets.forEach((start, i) => filled.push(found[i] ?? { key: example.map((v, d) => (d === query.timeIndex ? start : v)), metrics: emptyMetrics(query) }));
+  return { buckets, combinations: [...combinations.values()] };
+}
+
+/** The group of a combination in bucket `i`: its row, or the metrics' empty values. */
+const groupAt = (query: Query, series: Series, combination: Series['combinations'][number], i: number): Group =>
+  combination.found[i] ?? { key: combination.example.map((v, d) => (d === query.timeIndex ? series.buckets[i]! : v)), metrics: emptyMetrics(query) };
+
+/**
+ * The series filled (every bucket of every combination) in the query's order. Ordered by time
+ * first and then by dimensions only (the default order), every bucket holds its combinations in
+ * the same order: the combinations are sorted once and laid out bucket by bucket; any other order
+ * sorts every group.
+ */
+function orderedSeries(query: Query, series: Series, names: Map<number, string>): Group[] {
+  const [first, ...rest] = query.orderBy;
+  if (first!.of === 'dimension' && first!.index === query.timeIndex && rest.every((t) => t.of === 'dimension')) {
+    const byExample = new Map(series.combinations.map((c): [Group, Series['combinations'][number]] => [{ key: c.example, metrics: [] }, c]));
+    const combinations = sortGroups(query, rest, [...byExample.keys()], names).map((g) => byExample.get(g)!);
+    const filled: Group[] = [];
+    for (let b = 0; b < series.buckets.length; b++) {
+      const i = first!.desc ? series.buckets.length - 1 - b : b;
+      for (const combination of combinations) filled.push(groupAt(query, series, combination, i));
+    }
+    return filled;
   }
-  return filled;
+  const filled: Group[] = [];
+  for (const combination of series.combinations) series.buckets.forEach((_, i) => filled.push(groupAt(query, series, combination, i)));
+  return sortGroups(query, query.orderBy, filled, names);
 }
 
 /** NULLS LAST in either direction: above every value once the direction is applied. */
@@ -94,14 +123,13 @@ function sortColumn(query: Query, term: OrderTerm, groups: Group[], names: Map<n
 }
 
 /**
- * Groups in the order of sql.ts's ORDER BY, for a series ordered here. Every term is turned into
- * numbers first, so that the comparisons (some 370,000 for a fleet's 25,000 sparkline points)
- * compare numbers only.
+ * Groups in the order of `orderBy` (sql.ts's ORDER BY, or its terms after time), for a series ordered
+ * here. Every term is turned into numbers first, so that the comparisons compare numbers only.
  */
-function sortGroups(query: Query, groups: Group[], names: Map<number, string>): Group[] {
-  const terms = query.orderBy.length;
+function sortGroups(query: Query, orderBy: OrderTerm[], groups: Group[], names: Map<number, string>): Group[] {
+  const terms = orderBy.length;
   const values = new Float64Array(groups.length * terms);
-  query.orderBy.forEach((term, t) => sortColumn(query, term, groups, names).forEach((value, g) => (values[g * terms + t] = value)));
+  orderBy.forEach((term, t) => sortColumn(query, term, groups, names).forEach((value, g) => (values[g * terms + t] = value)));
   const order = groups.map((_, i) => i);
   order.sort((a, b) => {
     for (let t = 0; t < terms; t++) {
@@ -113,11 +141,21 @@ function sortGroups(query: Query, groups: Group[], names: Map<number, string>): 
   return order.map((i) => groups[i]!);
 }
 
-function typedDimensions(query: Query, key: GroupKey, names: Map<number, string>): DimensionValue[] {
+/** A bucket start as ISO 8601, each once per answer (a page of a fleet's sparklines has 10,000 rows over 25 buckets). */
+function isoTimes(): (ms: number) => string {
+  const known = new Map<number, string>();
+  return (ms) => {
+    let iso = known.get(ms);
+    if (iso === undefined) known.set(ms, (iso = new Date(ms).toISOString()));
+    return iso;
+  };
+}
+
+function typedDimensions(query: Query, key: GroupKey, names: Map<number, string>, isoOf: (ms: number) => string): DimensionValue[] {
   return key.map((value, i) => {
     switch (query.dimensions[i]!.dimension.kind) {
       case 'time':
-        return new Date(Number(value)).toISOString();
+        return isoOf(Number(value));
       case 'domain':
         return names.get(Number(value)) ?? '';
       case 'integer':
@@ -160,7 +198,7 @@ export interface OrderedGroups {
 export function orderGroups(query: Query, result: RunResult): OrderedGroups {
   const whole = query.timeIndex >= 0;
   const names = new Map(query.domains.map((d) => [d.id, d.name]));
-  const groups = whole ? sortGroups(query, fillSeries(query, result.rows, query.window), names) : result.rows.map((row) => groupOf(query, row));
+  const groups = whole ? orderedSeries(query, seriesOf(query, result.rows, query.window), names) : result.rows.map((row) => groupOf(query, row));
   let previous: Map<string, MetricValue[]> | null = null;
   if (query.previous && result.previous) {
     const previousPlace = placeOf(query, query.previous);
@@ -175,8 +213,9 @@ export function answerOf(query: Query, ordered: OrderedGroups): QueryAnswer {
   const from = (query.page - 1) * query.limit;
   const groups = ordered.whole ? ordered.groups.slice(from, from + query.limit) : ordered.groups;
   const currentPlace = placeOf(query, query.window);
+  const isoOf = isoTimes();
   const results = groups.map((group): ResultRow => {
-    const row: ResultRow = { dimensions: typedDimensions(query, group.key, names), metrics: group.metrics };
+    const row: ResultRow = { dimensions: typedDimensions(query, group.key, names, isoOf), metrics: group.metrics };
     if (ordered.previous) {
       const comparison = ordered.previous.get(currentPlace(group.key)) ?? emptyMetrics(query);
       row.comparison = comparison;
