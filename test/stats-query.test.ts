@@ -609,6 +609,8 @@ describe('POST /api/logs/query: from the rollups', () => {
     { dimensions: ['statusClass', 'domain'], filters: [['isNot', 'statusCode', [404, 0]]], dim: 'status' },
     { dimensions: ['userAgent'], dim: 'agent' },
     { dimensions: ['time:hour', 'userAgent'], filters: [['contains', 'userAgent', ['BOT']]], dim: 'agent' },
+    { dimensions: ['referrerHost'], dim: 'referrer_host' },
+    { dimensions: ['time:day', 'referrerHost', 'domain'], filters: [['contains', 'referrerHost', ['EXAMPLE', 'GOOGLE']], ['isNot', 'referrerHost', ['']]], dim: 'referrer_host' },
     { dimensions: ['url'], dim: 'url' },
     { dimensions: ['path'], filters: [['glob', 'url', ['/api/*']]], dim: 'url' },
     { dimensions: ['url', 'time:day'], filters: [['contains', 'url', ['ITEM', HOSTILE]]], dim: 'url' },
@@ -633,7 +635,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     }
   }
 
-  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, URLs, error URLs; anything else raw', () => {
+  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, referrer hosts, URLs, error URLs; anything else raw', () => {
     const now = BASE + 10 * DAY;
     const rollupOf = (body: Record<string, unknown>) =>
       parseQuery(queryBody.parse({ dateRange: '30d', metrics: ['requests'], ...body }), { now, retentionDays: 3650, domains: [{ id: 1, name: 'a.example.com' }] }).rollup;
@@ -726,6 +728,7 @@ describe('POST /api/logs/query: from the rollups', () => {
       ['status', '404', { dimensions: ['statusCode'] }, [404]],
       ['agent', AGENTS[0]!.agent, { dimensions: ['userAgent'] }, [AGENTS[0]!.agent]],
       ['url', '/', { dimensions: ['url'] }, ['/']],
+      ['referrer_host', '', { dimensions: ['referrerHost'] }, ['']],
       ['error_url', `503 /h/${HOSTILE}`, { dimensions: ['url', 'statusCode'], filters: [['is', 'statusClass', ['5xx']]] }, [`/h/${HOSTILE}`, 503]],
     ];
     for (const [dim, key] of lists) {

@@ -18,7 +18,7 @@ import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { claimLease, releaseLease } from '../../core/db/leases.js';
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
-import { ERROR_URL_KEY, PARTIALS, rawPartial, rollupPartial, type PartialState } from '../stats/registry.js';
+import { ERROR_URL_KEY, PARTIALS, rawPartial, REFERRER_HOST, rollupPartial, type PartialState } from '../stats/registry.js';
 import { topsVersions } from './shared-sql.js';
 
 export interface RollupOptions {
@@ -176,7 +176,7 @@ const DAY = "toDateTime(toStartOfDay(bucket), 'UTC')";
 /**
  * A span's two build statements: the lists (every row once per list; referrers without '', as
  * CONTRACT §5 shows no empty referrer in the list; error URLs of the rows with a status of 400 or
- * above only, sql/clickhouse/011_rollup_error_urls.sql), then the totals (the registry's partials of
+ * above only; referrer hosts, '' too: sql/clickhouse/011_rollup_lists.sql), then the totals (the registry's partials of
  * the rows, or of the hours' total rows for a day). Lists first: a builder that dies between the
  * two leaves the totals short of the rows, so the bucket still reads as unbuilt and is built again
  * (the lists then add nothing), never totals that claim lists not written.
@@ -187,7 +187,7 @@ const BUILD = {
       'hour',
       'lists',
       `SELECT domain_id, ${HOUR} AS bucket, toInt8(k.1) AS dim, k.2 AS key, ${rawPartial(PARTIALS.requests)}
-  FROM ${hourRows(`\n  ARRAY JOIN [(1, url), (2, toString(status_code)), (3, user_agent), (4, referrer), (5, if(status_code >= 400, ${ERROR_URL_KEY}, ''))] AS k`)}
+  FROM ${hourRows(`\n  ARRAY JOIN [(1, url), (2, toString(status_code)), (3, user_agent), (4, referrer), (5, if(status_code >= 400, ${ERROR_URL_KEY}, '')), (6, ${REFERRER_HOST})] AS k`)}
     AND NOT (k.1 IN (4, 5) AND k.2 = '')
   GROUP BY domain_id, bucket, dim, key`,
     ),

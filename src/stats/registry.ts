@@ -341,7 +341,7 @@ const timeDimension = (name: string, interval: Interval | 'auto', description: s
  * The host of an absolute URL (RFC 3986: after the scheme and any user info, before the port or
  * path). ClickHouse's domain() and domainRFC() give '' for a host without a dot (localhost).
  */
-const REFERRER_HOST = String.raw`lower(extract(referrer, '^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#]*@)?(\[[^\]/?#]*\]|[^:/?#]*)'))`;
+export const REFERRER_HOST = String.raw`lower(extract(referrer, '^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#]*@)?(\[[^\]/?#]*\]|[^:/?#]*)'))`;
 
 /**
  * One of a row's user agent class values (sql/clickhouse/010_agent_classes.sql): looked up by the
@@ -436,7 +436,7 @@ export interface FilterShape {
 }
 
 /**
- * A kind of access_rollups rows (sql/clickhouse/009_rollup_partials.sql, 011_rollup_error_urls.sql)
+ * A kind of access_rollups rows (sql/clickhouse/009_rollup_partials.sql, 011_rollup_lists.sql)
  * that can serve a query in place of the raw rows of its built buckets: a query whose metrics need
  * only `partials`, whose dimensions and filters are among `columns` (time by the bucket, at the
  * rows' span) and whose filters keep it within the rows the kind counts (`covers`) reads them. The
@@ -445,7 +445,7 @@ export interface FilterShape {
  */
 export interface RollupRows {
   /** access_rollups.dim of these rows. */
-  dim: 'total' | 'url' | 'status' | 'agent' | 'error_url';
+  dim: 'total' | 'url' | 'status' | 'agent' | 'error_url' | 'referrer_host';
   partials: readonly PartialState[];
   /** Dimension values over these rows, by dimension name. */
   columns: Readonly<Record<string, string>>;
@@ -465,7 +465,8 @@ const errorStatusesOnly = (f: FilterShape) =>
 
 /**
  * The kinds a query may be read from, tried in this order (the smallest first). List rows hold
- * requests only. The referrer list holds no row without a referrer, so it serves no query.
+ * requests only. The referrer list holds no row without a referrer (the stats' top list shows
+ * none), so it serves no query; the referrer host list holds them all.
  */
 export const ROLLUP_ROWS: readonly RollupRows[] = [
   // One row per bucket with every partial.
@@ -474,6 +475,8 @@ export const ROLLUP_ROWS: readonly RollupRows[] = [
   { dim: 'status', partials: [PARTIALS.requests], columns: { domain: 'domain_id', statusCode: 'toUInt16OrZero(key)', statusClass: statusClassOf('toUInt16OrZero(key)') }, covers: everyRow },
   // One row per bucket and user agent.
   { dim: 'agent', partials: [PARTIALS.requests], columns: { domain: 'domain_id', userAgent: 'key' }, covers: everyRow },
+  // One row per bucket and referrer host (REFERRER_HOST; '' for none), key the host.
+  { dim: 'referrer_host', partials: [PARTIALS.requests], columns: { domain: 'domain_id', referrerHost: 'key' }, covers: everyRow },
   // One row per bucket, status code of 400 or above and URL, key "<status> <url>".
   {
     dim: 'error_url',
