@@ -58,7 +58,8 @@ const PANELS: PanelSpec[] = [
   { id: 'urls', title: 'Top URLs', dimensions: ['url'], metrics: [REQUESTS, { name: 'errorRate', label: '5xx', format: percent }] },
   { id: 'not-found', title: 'Not found (404)', dimensions: ['url'], metrics: [REQUESTS], filters: [['is', 'statusCode', [404]]] },
   { id: 'status', title: 'Status codes', dimensions: ['statusCode'], metrics: [REQUESTS] },
-  { id: 'slowest', title: 'Slowest URLs (p95)', dimensions: ['url'], metrics: [{ name: 'p95ResponseTime', label: 'p95', format: ms }, REQUESTS], orderBy: [['p95ResponseTime', 'desc']] },
+  // The mean, not a percentile: a histogram per URL cost 10.9 s over 30 days of the 10M-row bench (URLs carrying ids), the mean 2.5 s.
+  { id: 'slowest', title: 'Slowest URLs (mean)', dimensions: ['url'], metrics: [{ name: 'averageResponseTime', label: 'Mean', format: ms }, REQUESTS], orderBy: [['averageResponseTime', 'desc']] },
   { id: 'referrers', title: 'Referring sites', dimensions: ['referrerHost'], metrics: [REQUESTS] },
   { id: 'agents', title: 'User agents', dimensions: ['userAgent'], metrics: [REQUESTS] },
   { id: 'browsers', title: 'Browsers', dimensions: ['browser'], metrics: [REQUESTS] },
