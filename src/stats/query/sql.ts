@@ -83,12 +83,29 @@ function amongKeys(query: Query, keys: GroupKey[], p: Params, source: Source): s
  */
 export type Reads = PlanConditions | null;
 
-/** One source's rows of the window (those of `reads` for it) aggregated into partials per group. */
+/**
+ * One source's rows of the window (those of `reads` for it) aggregated into partials per group. A
+ * partial read by key from raw rows (PartialState.byKey: the histogram) is a source of its own
+ * beside the others, its rows counted per group and key first; each of the two gives the other's
+ * partials empty (PartialState.neutral), and the groups merge them (groupsSql).
+ */
 function sourceSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, source: Source, part: string | null): string {
-  const columns = [...query.dimensions.map((d, i) => `${dimensionSql(d, source)} AS ${dim(i)}`), ...partials.map((x) => sourcePartial(x, source))];
+  const dims = query.dimensions.map((_, i) => dim(i));
+  const dimensionColumns = query.dimensions.map((d, i) => `${dimensionSql(d, source)} AS ${dim(i)}`);
   const where = [whereOf(query, window, p, source), ...(part ? [`(${part})`] : []), ...(keys ? [amongKeys(query, keys, p, source)] : [])].join(' AND ');
-  const groupBy = query.dimensions.length ? `\nGROUP BY ${query.dimensions.map((_, i) => dim(i)).join(', ')}` : '';
-  return `SELECT ${columns.join(', ')}\nFROM ${source === 'raw' ? 'access_logs' : 'access_rollups'}\nWHERE ${where}${groupBy}`;
+  const groupBy = dims.length ? `\nGROUP BY ${dims.join(', ')}` : '';
+  const table = source === 'raw' ? 'access_logs' : 'access_rollups';
+  const byKey = source === 'raw' ? partials.filter((x) => x.byKey) : [];
+  const partial = (x: PartialState) => (byKey.includes(x) ? `${x.neutral} AS p_${x.name}` : sourcePartial(x, source));
+  const rows = `SELECT ${[...dimensionColumns, ...partials.map(partial)].join(', ')}\nFROM ${table}\nWHERE ${where}${groupBy}`;
+  return unionAll([
+    rows,
+    ...byKey.map((keyed) => {
+      const counted = `SELECT ${[...dimensionColumns, `${keyed.byKey!.key} AS k`, 'toInt64(count()) AS c'].join(', ')}\nFROM ${table}\nWHERE ${where} AND ${keyed.byKey!.rows}\nGROUP BY ${[...dims, 'k'].join(', ')}`;
+      const columns = partials.map((x) => (x === keyed ? `${keyed.byKey!.collect} AS p_${x.name}` : `${x.neutral} AS p_${x.name}`));
+      return `SELECT ${[...dims, ...columns].join(', ')}\nFROM (\n${counted}\n)${groupBy}`;
+    }),
+  ]);
 }
 
 /** The sources of a window: raw rows where the plan has raw ranges (or has nothing at all: one part must give the empty groups), rollups where it has built buckets. */
