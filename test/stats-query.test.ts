@@ -201,13 +201,15 @@ describe('percentiles over merged histograms', () => {
   it('a key given several times (sources merged by concatenation, signed rebuild differences) counts with its whole count', async () => {
     // Key 10 holds 5 − 4 = 1 row, key 20 three: the median (rank 2 of 4) is 20, though 5 ≥ 2 at key 10's first pair.
     const final = metricByName.get('p50ResponseTime')!.final;
-    const merged = (...sources: string[]) => `SELECT ${final} FROM (SELECT ${mergedPartial(PARTIALS.rtHistogram)} FROM (${sources.map((pairs) => `SELECT ${pairs} AS p_rt_hist`).join(' UNION ALL ')}))`;
-    const pair = (key: number, count: number) => `(toUInt16(${key}), toInt64(${count}))`;
+    const merged = (...sources: string[]) => `SELECT ${final} FROM (SELECT ${mergedPartial(PARTIALS.rtHistogram)} FROM (${sources.map((h) => `SELECT ${h} AS p_rt_hist`).join(' UNION ALL ')}))`;
+    // A source's histogram: its keys and their counts, as two arrays.
+    const histogram = (...pairs: [key: number, count: number][]) =>
+      `CAST(([${pairs.map(([k]) => k).join(', ')}], [${pairs.map(([, c]) => c).join(', ')}]), 'Tuple(Array(UInt16), Array(Int64))')`;
     const [row] = await select<{ p: number | null; none: number | null; empty: number | null }>(
       t.runtime.clickhouse,
-      `SELECT (${merged(`[${pair(10, 5)}]`, `[${pair(20, 3)}, ${pair(10, -4)}]`)}) AS p,
-              (${merged(`[${pair(10, 2)}]`, `[${pair(10, -2)}]`)}) AS none,
-              (${merged(`CAST([], 'Array(Tuple(UInt16, Int64))')`)}) AS empty`,
+      `SELECT (${merged(histogram([10, 5]), histogram([20, 3], [10, -4]))}) AS p,
+              (${merged(histogram([10, 2]), histogram([10, -2]))}) AS none,
+              (${merged(PARTIALS.rtHistogram.neutral)}) AS empty`,
       {},
     );
     expect(row).toEqual({ p: 20, none: null, empty: null });

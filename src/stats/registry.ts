@@ -69,8 +69,6 @@ export const sourcePartial = (x: PartialState, source: 'raw' | 'rollup') =>
 export const mergedPartial = (x: PartialState, column = `p_${x.name}`) => `${x.merge(column)} AS ${x.name}`;
 
 const merge = (fn: string) => (column: string) => `${fn}(${column})`;
-/** (key, count) pairs of a stored histogram (a tuple of the two arrays). */
-const histogramPairs = (h: string) => `arrayZip(tupleElement(${h}, 1), tupleElement(${h}, 2))`;
 
 /**
  * Response-time histogram keys: exact below 128 ms, then buckets 2 % wide
@@ -83,13 +81,16 @@ export const HISTOGRAM_GROWTH = 1.02;
 const rt = 'ifNull(response_time, 0)';
 const histogramKey = `toUInt16(if(${rt} < ${EXACT_BELOW_MS}, ${rt}, ${EXACT_BELOW_MS} + floor(log(greatest(${rt}, ${EXACT_BELOW_MS}) / ${EXACT_BELOW_MS}) / log(${HISTOGRAM_GROWTH}))))`;
 /**
- * A group's (key, count) pairs sorted by key, as (key, cumulative count) at the last pair of each
- * key: what every percentile reads, computed once per group (a percentile over the sorted pairs
- * made its own cumulative sums, 10 ms of a 30-day stats query for three of them).
+ * A group's sources' keys and counts concatenated, the counts put in key order, as (key, cumulative
+ * count) at the last of each key: what every percentile reads, computed once per group (a
+ * percentile over the sorted pairs made its own cumulative sums, 10 ms of a 30-day stats query for
+ * three of them). Keys and counts stay two arrays until then: concatenating arrays of tuples cost
+ * 120 ms for a fleet's 1,000 domains × 23 hours, two arrays of numbers 15.
  */
 const mergedHistogram = (column: string) => {
-  const keys = 'arrayMap(x -> x.1, rt_sorted)';
-  return `arrayFilter((x, next) -> x.1 != next, arrayZip(arrayMap(x -> x.1, (arraySort(x -> x.1, groupArrayArray(${column})) AS rt_sorted)), arrayCumSum(arrayMap(x -> x.2, rt_sorted))), arrayResize(arrayPopFront(${keys}), length(rt_sorted), toUInt16(65535)))`;
+  const keys = `groupArrayArray(tupleElement(${column}, 1))`;
+  const counts = `groupArrayArray(tupleElement(${column}, 2))`;
+  return `arrayFilter((x, next) -> x.1 != next, arrayZip((arraySort(${keys}) AS rt_keys), arrayCumSum(arraySort((c, k) -> k, ${counts}, ${keys}))), arrayResize(arrayPopFront(rt_keys), length(rt_keys), toUInt16(65535)))`;
 };
 
 /** The histogram of access_logs rows, as stored: the count of rows per key. */
@@ -120,22 +121,23 @@ export const PARTIALS = {
     neutral: "CAST(NULL, 'Nullable(UInt32)')",
   },
   // Stored as Tuple(Array(UInt16), Array(Int64)): keys ascending, each with its count of rows
-  // (signed, so that a rebuild can write the per-key difference). A query's sources give it as
-  // (key, count) pairs, and groups merge them by concatenation, sorted by key once merged: sumMap
-  // per group (a map of Fields) took 70 ms per level for a 720-hour series, concatenation 15.
-  // Merged, it is (key, cumulative count) at the last pair of each key, where the cumulative count
-  // is the whole of the keys up to it (mergedHistogram).
+  // (signed, so that a rebuild can write the per-key difference). A query's sources give it in the
+  // same form, keys not necessarily distinct nor sorted (the rollup rows' arrays concatenated), and
+  // groups merge them by concatenation, sorted by key once merged: sumMap per group (a map of
+  // Fields) took 70 ms per level for a 720-hour series, concatenation 15. Merged, it is (key,
+  // cumulative count) at the last pair of each key, where the cumulative count is the whole of the
+  // keys up to it (mergedHistogram).
   rtHistogram: {
     name: 'rt_hist',
     raw: rawHistogram,
     merge: (column) => mergedHistogram(column),
     rollup: { column: 'rt_hist', read: 'sumMap(rt_hist)', difference: (fresh: string, held: string) => `mapSubtract(${fresh}, ${held})` },
     source: {
-      raw: histogramPairs(rawHistogram),
-      rollup: `groupArrayArray(${histogramPairs('rt_hist')})`,
+      raw: rawHistogram,
+      rollup: "(groupArrayArray(tupleElement(rt_hist, 1)), groupArrayArray(tupleElement(rt_hist, 2)))",
     },
-    neutral: "CAST([], 'Array(Tuple(UInt16, Int64))')",
-    byKey: { key: histogramKey, rows: 'response_time IS NOT NULL', collect: 'groupArray((k, c))' },
+    neutral: "CAST(([], []), 'Tuple(Array(UInt16), Array(Int64))')",
+    byKey: { key: histogramKey, rows: 'response_time IS NOT NULL', collect: '(groupArray(k), groupArray(c))' },
   },
 } as const satisfies Record<string, PartialState>;
 
