@@ -569,7 +569,7 @@ describe('POST /api/logs/query: from the rollups', () => {
    * bucket ends): the rows far back stay unbuilt, read raw beside the built ones.
    */
   const buildAll = () => buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 120_000, retentionDays: 40 });
-  /** Time and domain: what the rollups hold (Dimension.rollup), each interval made of whole hours or days. */
+  /** Time and domain: what the rollups' total rows hold (ROLLUP_ROWS), each interval made of whole hours or days. */
   const SHAPES: { dimensions: string[]; filters?: Filter[] }[] = [
     { dimensions: [] },
     { dimensions: ['time:hour'] },
