@@ -19,6 +19,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { median } from './lib/baseline.js';
 import { api, BIN, childEnv, login, startServer, stopServer, waitIdle } from './lib/serve-child.js';
 import { fmt, load } from './lib/util.js';
 
@@ -32,7 +33,6 @@ if (!DATA_DIR || !fs.existsSync(DATA_DIR)) {
 }
 
 const admin = { ADMIN_EMAIL: 'bench-shapes@example.com', ADMIN_PASSWORD: 'bench-shapes-password', JWT_SECRET: 'bench-shapes-secret-bench-shapes-secret-0123' };
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 /** A filter every row passes that no rollup row holds: the same question, read raw. */
 const RAW_ONLY = ['isNot', 'method', ['\u0001']];
 

@@ -1,6 +1,6 @@
 -- Two more lists in the rollups, per bucket:
 -- - error_url: the requests of each (status code, URL) whose status is 400 or above, key
---   "<status> <url>" (src/stats/registry.ts, ERROR_URL_KEY). POST /api/logs/query reads the top
+--   "<status> <url>" (src/stats/registry.ts, ROLLUP_LISTS). POST /api/logs/query reads the top
 --   URLs of the 5xx, the not-found URLs and any drill-down by URL within the 4xx and 5xx from these
 --   rows where their buckets are built (the url list holds every URL of a bucket, as many rows as
 --   requests where URLs carry ids; the error rows are a few percent of them);

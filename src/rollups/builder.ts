@@ -18,7 +18,7 @@ import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { claimLease, releaseLease } from '../../core/db/leases.js';
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
-import { ERROR_URL_KEY, PARTIALS, rawPartial, REFERRER_HOST, rollupPartial, type PartialState } from '../stats/registry.js';
+import { PARTIALS, rawPartial, ROLLUP_LISTS, rollupPartial, type PartialState } from '../stats/registry.js';
 import { topsVersions } from './shared-sql.js';
 
 export interface RollupOptions {
@@ -174,9 +174,8 @@ const HOUR = "toDateTime(toStartOfHour(timestamp), 'UTC')";
 const DAY = "toDateTime(toStartOfDay(bucket), 'UTC')";
 
 /**
- * A span's two build statements: the lists (every row once per list; referrers without '', as
- * CONTRACT §5 shows no empty referrer in the list; error URLs of the rows with a status of 400 or
- * above only; referrer hosts, '' too: sql/clickhouse/011_rollup_lists.sql), then the totals (the registry's partials of
+ * A span's two build statements: the lists (every row once per list of the registry's
+ * ROLLUP_LISTS, without the empty keys of those that skip them), then the totals (the registry's partials of
  * the rows, or of the hours' total rows for a day). Lists first: a builder that dies between the
  * two leaves the totals short of the rows, so the bucket still reads as unbuilt and is built again
  * (the lists then add nothing), never totals that claim lists not written.
@@ -187,8 +186,8 @@ const BUILD = {
       'hour',
       'lists',
       `SELECT domain_id, ${HOUR} AS bucket, toInt8(k.1) AS dim, k.2 AS key, ${rawPartial(PARTIALS.requests)}
-  FROM ${hourRows(`\n  ARRAY JOIN [(1, url), (2, toString(status_code)), (3, user_agent), (4, referrer), (5, if(status_code >= 400, ${ERROR_URL_KEY}, '')), (6, ${REFERRER_HOST})] AS k`)}
-    AND NOT (k.1 IN (4, 5) AND k.2 = '')
+  FROM ${hourRows(`\n  ARRAY JOIN [${ROLLUP_LISTS.map((l) => `(${l.number}, ${l.key})`).join(', ')}] AS k`)}
+    AND NOT (k.1 IN (${ROLLUP_LISTS.filter((l) => l.skipEmpty).map((l) => l.number).join(', ')}) AND k.2 = '')
   GROUP BY domain_id, bucket, dim, key`,
     ),
     writeDifference(

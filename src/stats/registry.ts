@@ -38,7 +38,7 @@ export interface PartialState {
   rollup: { column: string; read: string; difference: ((fresh: string, held: string) => string) | null };
   /**
    * How a query's sources read it when not in the form stored (`raw`, `rollup.read`): the
-   * histogram as (key, count) pairs that groups merge by concatenation.
+   * histogram as its keys and counts, which groups merge by concatenation.
    */
   source?: { raw: string; rollup: string };
   /**
@@ -371,7 +371,7 @@ const timeDimension = (name: string, interval: Interval | 'auto', description: s
  * The host of an absolute URL (RFC 3986: after the scheme and any user info, before the port or
  * path). ClickHouse's domain() and domainRFC() give '' for a host without a dot (localhost).
  */
-export const REFERRER_HOST = String.raw`lower(extract(referrer, '^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#]*@)?(\[[^\]/?#]*\]|[^:/?#]*)'))`;
+const REFERRER_HOST = String.raw`lower(extract(referrer, '^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#]*@)?(\[[^\]/?#]*\]|[^:/?#]*)'))`;
 
 /**
  * One of a row's user agent class values (sql/clickhouse/010_agent_classes.sql): looked up by the
@@ -475,7 +475,7 @@ export interface FilterShape {
  */
 export interface RollupRows {
   /** access_rollups.dim of these rows. */
-  dim: 'total' | 'url' | 'status' | 'agent' | 'error_url' | 'referrer_host';
+  dim: 'total' | (typeof ROLLUP_LISTS)[number]['dim'];
   partials: readonly PartialState[];
   /** Dimension values over these rows, by dimension name. */
   columns: Readonly<Record<string, string>>;
@@ -483,10 +483,26 @@ export interface RollupRows {
   covers: (filters: readonly FilterShape[]) => boolean;
 }
 
+/**
+ * The lists of access_rollups: each one's `dim` and number in its Enum, and its key over access_logs
+ * rows. The rollup builder (src/rollups/builder.ts) writes every row once per list, with requests
+ * only, leaving out the empty keys of the lists that say `skipEmpty`: referrers (CONTRACT §5 shows
+ * no empty referrer in the top list) and error URLs (the key of a row below 400). A new list is an
+ * entry here, and a ROLLUP_ROWS entry below for the queries it serves.
+ */
+export const ROLLUP_LISTS = [
+  { dim: 'url', number: 1, key: 'url', skipEmpty: false },
+  { dim: 'status', number: 2, key: 'toString(status_code)', skipEmpty: false },
+  { dim: 'agent', number: 3, key: 'user_agent', skipEmpty: false },
+  { dim: 'referrer', number: 4, key: 'referrer', skipEmpty: true },
+  // "<status> <url>" of the rows with a status of 400 or above (ERROR_STATUS and ERROR_URL below read it).
+  { dim: 'error_url', number: 5, key: "if(status_code >= 400, concat(toString(status_code), ' ', url), '')", skipEmpty: true },
+  // '' for a row without a referrer, or with none readable.
+  { dim: 'referrer_host', number: 6, key: REFERRER_HOST, skipEmpty: false },
+] as const;
+
 const everyRow = () => true;
-/** An error URL list row's key over access_logs columns, "<status> <url>", and its two parts over the key. */
-export const ERROR_URL_KEY = "concat(toString(status_code), ' ', url)";
-// OrZero: the engine may evaluate a condition on rows of other lists before `dim` rules them out.
+// The two parts of an error URL list row's key. OrZero: the engine may evaluate a condition on rows of other lists before `dim` rules them out.
 const ERROR_STATUS = "toUInt16OrZero(substringIndex(key, ' ', 1))";
 const ERROR_URL = "substring(key, position(key, ' ') + 1)";
 /** Whether an `is` filter keeps only statuses of 400 and above. */

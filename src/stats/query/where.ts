@@ -63,12 +63,13 @@ export const readWindow = (query: Query, window: Window): Window => ({ start: Ma
  * the rollup part's buckets are the plan's (sql.ts), its rows those of Query.rollup.
  */
 export function whereOf(query: Query, window: Window, p: Params, source: Source): string {
-  const read = readWindow(query, window);
+  const domains = `domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`;
   if (source === 'raw') {
+    const read = readWindow(query, window);
     const time = timeConditions({ startDate: new Date(read.start), endDate: new Date(read.end) }, p);
-    return [`domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`, ...time, ...filterConditions(query.filters, query.domains, p)].join(' AND ');
+    return [domains, ...time, ...filterConditions(query.filters, query.domains, p)].join(' AND ');
   }
   const rows = query.rollup!.rows;
   const column: ColumnOf = (dimension) => rows.columns[dimension.name]!;
-  return [`domain_id IN ${p.bind('Array(UInt32)', query.domains.map((d) => d.id))}`, `dim = '${rows.dim}'`, ...filterConditions(query.filters, query.domains, p, column)].join(' AND ');
+  return [domains, `dim = '${rows.dim}'`, ...filterConditions(query.filters, query.domains, p, column)].join(' AND ');
 }
