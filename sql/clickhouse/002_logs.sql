@@ -1,4 +1,4 @@
--- Access and error logs and the rejected lines (CONTRACT §5, §6). Written by ingest/sinks/clickhouse.ts.
+-- Access and error logs and the rejected lines (docs/reference/logs.md, docs/reference/ingest.md). Written by ingest/sinks/clickhouse.ts.
 --
 -- Sorting key (domain_id, timestamp, id): every read is one domain over a time range, newest
 -- first with ties by higher id, which ClickHouse serves in key order (optimize_read_in_order).
@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS error_logs
     domain_id UInt32,
     id UInt64 CODEC(Delta(8), ZSTD(1)),
     timestamp DateTime64(3, 'UTC') CODEC(Delta(8), ZSTD(1)),
-    -- error, warn, info or debug (nginx's levels folded, CONTRACT §5).
+    -- error, warn, info or debug (nginx's levels folded, docs/reference/logs.md#error-entries).
     level LowCardinality(String),
     message String CODEC(ZSTD(1)),
     -- Whichever of client, server, request, upstream, host, referrer the line carries.

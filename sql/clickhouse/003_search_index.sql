@@ -1,4 +1,4 @@
--- Data-skipping indexes for POST /api/logs/domains/:domainId/search (CONTRACT §5): a
+-- Data-skipping indexes for POST /api/logs/domains/:domainId/search (docs/reference/logs.md#search): a
 -- case-insensitive substring of `url` (access) or `message` (error), the default search fields.
 --
 -- The search matches `lowerUTF8(column) LIKE lowerUTF8('%…%')` (the query escaped for LIKE), the

@@ -1,4 +1,4 @@
--- Rollups of access_logs for GET /api/logs/domains/:domainId/stats (src/stats/window.ts, CONTRACT §5).
+-- Rollups of access_logs for GET /api/logs/domains/:domainId/stats (src/stats/window.ts, docs/reference/logs.md#statistics).
 --
 -- Two tables, each holding every domain's figures per hour AND per day (span), filled by a
 -- materialized view on every insert into access_logs:
@@ -6,7 +6,7 @@
 --   access_stats      (domain_id, span, bucket) → requests, errors (status ≥ 500), the sum and count
 --                     of the response times that are not NULL, and the distinct client addresses as
 --                     a uniqExact state (exact: uniqCombined is not, even at precision 20 it is off
---                     by 0.02 % at 40,000 addresses, and the contract wants exact up to 100,000).
+--                     by 0.02 % at 40,000 addresses, and uniqueVisitors is exact).
 --   access_stats_top  (domain_id, span, bucket, dim, key) → requests, for the url, status, user agent
 --                     and referrer lists; summing keys over buckets gives EXACT top-10s.
 --

@@ -62,8 +62,8 @@ CREATE TABLE IF NOT EXISTS access_rollups
     errors SimpleAggregateFunction(sum, UInt64),
     response_time_sum SimpleAggregateFunction(sum, UInt64),
     response_time_count SimpleAggregateFunction(sum, UInt64),
-    -- Totals only (an empty set in list rows): the distinct client addresses, exact (CONTRACT §5
-    -- wants exact counts; uniqCombined is off by 0.02 % at 40,000 addresses).
+    -- Totals only (an empty set in list rows): the distinct client addresses, exact (uniqueVisitors
+    -- is an exact count, docs/reference/logs.md#statistics; uniqCombined is off by 0.02 % at 40,000 addresses).
     visitors AggregateFunction(uniqExact, String)
 )
 ENGINE = AggregatingMergeTree

@@ -1,4 +1,4 @@
--- Users, their permissions, sessions and machine tokens, activity, and domains (CONTRACT §4).
+-- Users, their permissions, sessions and machine tokens, activity, and domains (docs/reference/permissions.md, docs/reference/domains.md).
 -- Times are timestamptz(3): milliseconds, as the API returns them, so a returned time used as
 -- a range bound includes its own row.
 

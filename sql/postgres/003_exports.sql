@@ -1,4 +1,4 @@
--- Log exports (CONTRACT §5): a record per POST /api/logs/domains/:domainId/export; the download
+-- Log exports (docs/reference/logs.md#exports): a record per POST /api/logs/domains/:domainId/export; the download
 -- at BASE_URL/api/downloads/<token>.<csv|ndjson> runs the query when it is fetched. The token is
 -- random (32 bytes, base64url) and only its SHA-256 is kept, so a copy of this table opens no link.
 --

@@ -1,4 +1,4 @@
--- Alert definitions per domain (CONTRACT §5) and the state the evaluator keeps for each.
+-- Alert definitions per domain (docs/reference/alerts.md) and the state the evaluator keeps for each.
 -- Deleting a domain deletes its alerts.
 
 create table alerts (

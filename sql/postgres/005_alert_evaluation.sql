@@ -1,4 +1,4 @@
--- Alert evaluation (CONTRACT §5, src/alerts/evaluator.ts): the state each alert's state machine
+-- Alert evaluation (docs/reference/alerts.md#evaluation, src/alerts/evaluator.ts): the state each alert's state machine
 -- keeps beside `state` and `last_triggered_at` (004), the round ledger that makes one process
 -- evaluate per interval, and the outbox of notifications, delivered outside the evaluation
 -- transaction (src/alerts/delivery.ts).
