@@ -24,8 +24,10 @@
  * Two processes starting together see each other at least one way round, so at most one goes on
  * (both may stop; starting again then works). `DATA_DIR/tailhouse.pid` is still written, for people.
  *
- * The socket answers a connection with its pid; its directory is private (0700), so it can grow into
- * the control socket a CLI talks to beside a running server.
+ * The socket is private (0600 in a 0700 directory): whoever may read the data may administer it. It
+ * answers a connection with a hello line, `{"pid":…,"commands":false}`, unless its process took
+ * commands on it (acceptCommands: `serve` does, src/control/server.ts), which makes it the control
+ * socket a CLI beside the running server talks to (src/control/client.ts).
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -40,11 +42,24 @@ const STALE_TEMP_MS = 60_000;
 
 export class DataDirInUseError extends Error {}
 
+export interface DataDirLock {
+  /** Gives up the lock; its socket stops answering. */
+  release(): void;
+  /** From now on, connections to the lock socket go to `handler` instead of a hello that says "no commands". */
+  acceptCommands(handler: (socket: net.Socket) => void): void;
+}
+
+/** The first line the lock socket writes to a connection. */
+export interface LockHello {
+  pid: number;
+  commands: boolean;
+}
+
 /**
- * Takes the lock of `dataDir` for this process; resolves with its release. Throws DataDirInUseError
- * naming the holder when another live process (or this one) has it.
+ * Takes the lock of `dataDir` for this process. Throws DataDirInUseError naming the holder when
+ * another live process (or this one) has it.
  */
-export async function lockDataDir(dataDir: string): Promise<() => void> {
+export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
   const runDir = path.join(dataDir, 'run');
   fs.mkdirSync(runDir, { recursive: true, mode: 0o700 });
   const token = `${process.pid}-${randomBytes(4).toString('hex')}`;
@@ -53,10 +68,12 @@ export async function lockDataDir(dataDir: string): Promise<() => void> {
   if (Buffer.byteLength(own) > MAX_SOCKET_PATH_BYTES) {
     throw new Error(`DATA_DIR ${dataDir} is too long for its lock socket (${own} has ${Buffer.byteLength(own)} bytes, at most ${MAX_SOCKET_PATH_BYTES}): choose a shorter path`);
   }
+  let commands: ((socket: net.Socket) => void) | null = null;
   const server = net.createServer((socket) => {
     // A prober hangs up at once: its reset is no error of ours.
     socket.on('error', () => {});
-    socket.end(`${process.pid}\n`);
+    if (commands) commands(socket);
+    else socket.end(`${JSON.stringify({ pid: process.pid, commands: false } satisfies LockHello)}\n`);
   });
   server.on('error', () => {});
   await new Promise<void>((resolve, reject) => {
@@ -68,7 +85,7 @@ export async function lockDataDir(dataDir: string): Promise<() => void> {
   });
   // Never keeps the process alive on its own.
   server.unref();
-  const release = () => {
+  const closeSocket = () => {
     server.close();
     for (const file of [own, temp]) fs.rmSync(file, { force: true });
   };
@@ -83,11 +100,11 @@ export async function lockDataDir(dataDir: string): Promise<() => void> {
     }
     fs.writeFileSync(path.join(dataDir, 'tailhouse.pid'), `${process.pid}\n`);
   } catch (err) {
-    release();
+    closeSocket();
     throw err;
   }
-  return () => {
-    release();
+  const release = () => {
+    closeSocket();
     const pidFile = path.join(dataDir, 'tailhouse.pid');
     try {
       if (Number(fs.readFileSync(pidFile, 'utf8')) === process.pid) fs.unlinkSync(pidFile);
@@ -95,23 +112,32 @@ export async function lockDataDir(dataDir: string): Promise<() => void> {
       // Already gone.
     }
   };
+  return { release, acceptCommands: (handler) => void (commands = handler) };
 }
 
-/** The pid of another live lock socket in `runDir`, removing dead ones on the way; null if none. */
-async function liveHolder(runDir: string, ownName: string): Promise<string | null> {
+/** The lock sockets of `dataDir` whose process is alive, removing dead ones on the way. */
+export async function liveLockSockets(dataDir: string): Promise<{ pid: number; file: string }[]> {
+  const runDir = path.join(dataDir, 'run');
+  if (!fs.existsSync(runDir)) return [];
+  const live: { pid: number; file: string }[] = [];
   for (const name of fs.readdirSync(runDir)) {
-    const file = path.join(runDir, name);
     const match = SOCKET_NAME.exec(name);
-    if (!match) {
-      if (name.endsWith('.tmp') && isOlderThan(file, STALE_TEMP_MS)) fs.rmSync(file, { force: true });
-      continue;
-    }
-    if (name === ownName) continue;
+    if (!match) continue;
+    const file = path.join(runDir, name);
     const state = await probe(file);
     if (state === 'dead') fs.rmSync(file, { force: true });
-    else if (state === 'live') return match[1]!;
+    else if (state === 'live') live.push({ pid: Number(match[1]), file });
   }
-  return null;
+  return live;
+}
+
+/** The pid of another live lock socket in `runDir`, removing dead ones and litter on the way; null if none. */
+async function liveHolder(runDir: string, ownName: string): Promise<number | null> {
+  for (const name of fs.readdirSync(runDir)) {
+    const file = path.join(runDir, name);
+    if (name.endsWith('.tmp') && isOlderThan(file, STALE_TEMP_MS)) fs.rmSync(file, { force: true });
+  }
+  return (await liveLockSockets(path.dirname(runDir))).find((s) => path.basename(s.file) !== ownName)?.pid ?? null;
 }
 
 /** Connects to a lock socket: accepted means live; refused means its process is gone. */

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { loadJwtSecret } from './auth/tokens.js';
 import type { Config } from '../core/config.js';
 import type { Services } from './context.js';
-import { lockDataDir } from './data-dir-lock.js';
+import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
 import { migrateClickhouse, openClickhouse, type ClickHouseClient } from '../core/db/clickhouse.js';
 import { migratePostgres } from '../core/db/migrate.js';
 import { openDb, type Db } from '../core/db/postgres.js';
@@ -13,6 +13,8 @@ import { createMailer } from './mail/mailer.js';
 import { createUserRecord } from './users/service.js';
 
 export interface Runtime extends Services {
+  /** The DATA_DIR lock in embedded mode (its socket can take CLI commands: src/control/server.ts); null in server mode. */
+  lock: DataDirLock | null;
   close(): Promise<void>;
 }
 
@@ -39,6 +41,7 @@ export interface Stores {
   db: Db;
   clickhouse: ClickHouseClient;
   applied: { postgres: number; clickhouse: number };
+  lock: DataDirLock | null;
   /** Closes what was opened, in reverse order; closing twice is harmless. */
   close(): Promise<void>;
   /** Runs on close, before the stores close (for what was opened on top of them). */
@@ -52,7 +55,8 @@ export interface Stores {
 export async function openStores(config: Config, log: Logger): Promise<Stores> {
   const embedded = !config.databaseUrl || !config.clickhouseUrl;
   // The embedded stores bind DATA_DIR to one process (src/data-dir-lock.ts).
-  const closers: (() => Promise<void> | void)[] = [embedded ? await lockDataDir(config.dataDir) : () => {}];
+  const lock = embedded ? await lockDataDir(config.dataDir) : null;
+  const closers: (() => Promise<void> | void)[] = [() => lock?.release()];
   // Closing twice (a signal during shutdown, a test's cleanup) is harmless.
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -66,7 +70,7 @@ export async function openStores(config: Config, log: Logger): Promise<Stores> {
     const clickhouse = await openClickhouse(config, log);
     closers.push(() => clickhouse.close());
     const applied = { postgres, clickhouse: await migrateClickhouse(clickhouse, log, { LOG_RETENTION_DAYS: config.logRetentionDays }) };
-    return { db, clickhouse, applied, close, onClose: (closer) => closers.push(closer) };
+    return { db, clickhouse, applied, lock, close, onClose: (closer) => closers.push(closer) };
   } catch (err) {
     await close();
     throw err;
@@ -75,13 +79,13 @@ export async function openStores(config: Config, log: Logger): Promise<Stores> {
 
 /** Opens both stores (applying migrations), the mailer and the token secret. */
 export async function openRuntime(config: Config, log: Logger, announce: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<Runtime> {
-  const { db, clickhouse, close, onClose } = await openStores(config, log);
+  const { db, clickhouse, lock, close, onClose } = await openStores(config, log);
   try {
     const jwtSecret = await loadJwtSecret(config.jwtSecret, config.dataDir);
     const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, outboxDir: path.join(config.dataDir, 'outbox'), log });
     onClose(() => mailer.close());
     await bootstrapAdmin(db, config, log, announce);
-    return { config, log, db, clickhouse, mailer, jwtSecret, close };
+    return { config, log, db, clickhouse, mailer, jwtSecret, lock, close };
   } catch (err) {
     await close();
     throw err;

@@ -4,6 +4,7 @@ import { startUserAgentBackfill } from '../ingest/user-agent-backfill.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { startAlertEvaluator } from './alerts/evaluator.js';
 import { createApp } from './app.js';
+import { serveCommands } from './control/server.js';
 import { NODE_SERVER_OPTIONS } from './http/node-server.js';
 import { createTailHub } from './logs/tail/service.js';
 import { startStatsRollups } from './rollups/builder.js';
@@ -38,6 +39,8 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
   // Rows stored before their user agent's class was (sql/clickhouse/008) are classified meanwhile.
   const userAgents = startUserAgentBackfill({ db: runtime.db, clickhouse: runtime.clickhouse, log });
   userAgents.done.catch((err: unknown) => log.error({ err }, 'classifying the user agents of earlier access rows failed; the next start tries again'));
+  // CLI commands beside this server run on its stores, through the DATA_DIR lock socket (src/control/).
+  const commands = serveCommands(runtime);
   const tail = createTailHub(runtime);
   const app = createApp(runtime, { tail, web: await buildWebAssets() });
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: NODE_SERVER_OPTIONS }, (info) => {
@@ -48,7 +51,7 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
     // Idle keep-alive connections would hold server.close open, and so would live tails, which
     // never end by themselves: each gets `event: end` and its connection closes once it is read.
     if ('closeIdleConnections' in server) server.closeIdleConnections();
-    await Promise.all([closed, tail.close(), ingest?.close(), alerts.stop(), rollups.stop(), userAgents.stop()]);
+    await Promise.all([closed, tail.close(), commands.close(), ingest?.close(), alerts.stop(), rollups.stop(), userAgents.stop()]);
     await runtime.close();
   });
 }

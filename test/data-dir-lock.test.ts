@@ -69,7 +69,7 @@ describe('DATA_DIR lock', () => {
 
   it('refuses a second holder, naming the first, and is free again once released', async () => {
     const dataDir = tempDir();
-    const release = await lockDataDir(dataDir);
+    const { release } = await lockDataDir(dataDir);
     cleanups.push(release);
     expect(fs.readFileSync(path.join(dataDir, 'tailhouse.pid'), 'utf8').trim()).toBe(String(process.pid));
     await expect(lockDataDir(dataDir)).rejects.toThrow(DataDirInUseError);
@@ -80,7 +80,7 @@ describe('DATA_DIR lock', () => {
     expect(fs.existsSync(path.join(dataDir, 'tailhouse.pid'))).toBe(false);
     expect(fs.readdirSync(path.join(dataDir, 'run'))).toEqual([]);
     const again = await lockDataDir(dataDir);
-    again();
+    again.release();
   });
 
   it('refuses a DATA_DIR too long for a socket path instead of binding a cut name', async () => {

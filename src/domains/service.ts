@@ -95,6 +95,14 @@ export async function updateDomain(
 ): Promise<Domain> {
   await resolveDomain(deps, principal, domainId);
   if (principal.user.role !== 'admin') throw forbidden();
+  const row = await applyDomainPatch(deps, domainId, patch);
+  const changed = (['name', 'ownerId'] as const).filter((f) => patch[f] !== undefined).join(' and ') || 'nothing';
+  await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.update', resource: `domains/${domainId}`, details: `Changed ${changed} of domain ${row.name}` }, client);
+  return toDomain(row);
+}
+
+/** After the caller's rights were checked: renames or reassigns the domain (the API, the command line). */
+export async function applyDomainPatch(deps: Deps, domainId: number, patch: { name?: string | undefined; ownerId?: number | null | undefined }): Promise<DomainRow> {
   await checkOwner(deps, patch.ownerId);
   let row: DomainRow | undefined;
   try {
@@ -104,21 +112,23 @@ export async function updateDomain(
     throw err;
   }
   if (!row) throw notFound('Domain');
-  const changed = (['name', 'ownerId'] as const).filter((f) => patch[f] !== undefined).join(' and ') || 'nothing';
-  await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.update', resource: `domains/${domainId}`, details: `Changed ${changed} of domain ${row.name}` }, client);
-  return toDomain(row);
+  return row;
 }
 
 /**
- * Deletes the domain and everything of it: its log rows in ClickHouse first (should that fail,
- * the domain is still there and the delete can be repeated), then the domain, whose Postgres rows
- * go with it (foreign keys cascade).
+ * After the caller's rights were checked: deletes the domain and everything of it: its log rows in
+ * ClickHouse first (should that fail, the domain is still there and the delete can be repeated),
+ * then the domain, whose Postgres rows go with it (foreign keys cascade).
  */
+export async function removeDomain(deps: DeleteDeps, domain: DomainRow): Promise<void> {
+  await deleteDomainData(deps.clickhouse, domain.id);
+  await deleteDomainRow(deps.db, domain.id);
+  deps.log.info({ domainId: domain.id, domain: domain.name }, 'domain and its logs deleted');
+}
+
 export async function deleteDomain(deps: DeleteDeps, principal: Principal, domainId: number, client: ClientInfo): Promise<void> {
   const domain = await resolveDomain(deps, principal, domainId);
   if (principal.user.role !== 'admin') throw forbidden();
-  await deleteDomainData(deps.clickhouse, domainId);
-  await deleteDomainRow(deps.db, domainId);
-  deps.log.info({ domainId, domain: domain.name }, 'domain and its logs deleted');
+  await removeDomain(deps, domain);
   await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.delete', resource: `domains/${domainId}`, details: `Deleted domain ${domain.name}` }, client);
 }

@@ -145,24 +145,35 @@ async function applyUpdate(deps: Deps, principal: Principal, id: number, patch: 
     const roleChanges = patch.role !== undefined && patch.role !== target.role;
     const activeChanges = patch.active !== undefined && patch.active !== target.active;
     if ((roleChanges || activeChanges) && !isAdmin(principal)) throw forbidden();
-    await guardLastAdmin(tx, target, (roleChanges && patch.role !== 'admin') || (activeChanges && patch.active === false));
-    try {
-      const updated = await updateUserRow(tx, id, patch, roleChanges || (activeChanges && patch.active === false));
-      const changed = (['name', 'email', 'role', 'active'] as const).filter((f) => patch[f] !== undefined && patch[f] !== target[f]);
-      // A new address: links mailed to the old one must not work any more.
-      if (changed.includes('email')) await cancelPasswordResets(tx, id);
-      await recordActivity(
-        tx,
-        { userId: principal.user.id, action: 'user.update', resource: `users/${id}`, details: changed.length ? `Changed ${changed.join(', ')} of user ${id}` : `Saved user ${id} unchanged` },
-        client,
-      );
-      return updated!;
-    } catch (err) {
-      if (isUniqueViolation(err)) throw emailInUse();
-      throw err;
-    }
+    const { updated, changed } = await applyUserPatch(tx, target, patch);
+    await recordActivity(
+      tx,
+      { userId: principal.user.id, action: 'user.update', resource: `users/${id}`, details: changed.length ? `Changed ${changed.join(', ')} of user ${id}` : `Saved user ${id} unchanged` },
+      client,
+    );
+    return updated;
   });
   return toUser(row);
+}
+
+/**
+ * In a transaction, after the caller's rights were checked: the update of `target` under the
+ * rules that hold for every caller (the API, the command line): the last active administrator
+ * stays one, a new role or deactivation ends the sessions, a new e-mail voids the reset links.
+ */
+export async function applyUserPatch(tx: Db, target: UserRow, patch: UserPatch): Promise<{ updated: UserRow; changed: (keyof UserPatch)[] }> {
+  const roleChanges = patch.role !== undefined && patch.role !== target.role;
+  const activeChanges = patch.active !== undefined && patch.active !== target.active;
+  await guardLastAdmin(tx, target, (roleChanges && patch.role !== 'admin') || (activeChanges && patch.active === false));
+  try {
+    const updated = await updateUserRow(tx, target.id, patch, roleChanges || (activeChanges && patch.active === false));
+    const changed = (['name', 'email', 'role', 'active'] as const).filter((f) => patch[f] !== undefined && patch[f] !== target[f]);
+    if (changed.includes('email')) await cancelPasswordResets(tx, target.id);
+    return { updated: updated!, changed };
+  } catch (err) {
+    if (isUniqueViolation(err)) throw emailInUse();
+    throw err;
+  }
 }
 
 /**
@@ -285,12 +296,17 @@ export async function deleteUser(deps: Deps, principal: Principal, id: number, c
   await deps.db.transaction(async (tx) => {
     const target = await existingUser(tx, id);
     demandRightsOver(principal, target);
-    await guardLastAdmin(tx, target, true);
-    await deleteUserRow(tx, id);
+    await removeUser(tx, target);
     if (principal.user.id !== id) {
       await recordActivity(tx, { userId: principal.user.id, action: 'user.delete', resource: `users/${id}`, details: `Deleted user ${target.email}` }, client);
     }
   });
+}
+
+/** In a transaction, after the caller's rights were checked: deletes `target` unless it is the last active administrator. */
+export async function removeUser(tx: Db, target: UserRow): Promise<void> {
+  await guardLastAdmin(tx, target, true);
+  await deleteUserRow(tx, target.id);
 }
 
 /** Own password with the current one; another user's only as an admin, without it. Ends the user's sessions and voids reset links. */
@@ -305,12 +321,19 @@ export async function changePassword(
   if (!self) demandAdmin(principal);
   const target = await existingUser(deps.db, id);
   if (self) await checkCurrentPassword(deps, target, body.currentPassword);
+  await replacePassword(deps.db, id, body.newPassword, async (tx) => {
+    await recordActivity(tx, { userId: principal.user.id, action: 'password.change', resource: `users/${id}`, details: self ? 'Changed own password' : `Changed the password of user ${id}` }, client);
+  });
+}
+
+/** Sets a user's password, ends their sessions and voids their reset links; `alongside` runs in the same transaction. */
+export async function replacePassword(db: Db, id: number, password: string, alongside: (tx: Db) => Promise<void> = async () => {}): Promise<void> {
   // Hashed before the transaction: argon2 takes milliseconds that a held connection need not wait.
-  const passwordHash = await hashPassword(body.newPassword);
-  await deps.db.transaction(async (tx) => {
+  const passwordHash = await hashPassword(password);
+  await db.transaction(async (tx) => {
     await setPasswordHash(tx, id, passwordHash);
     await cancelPasswordResets(tx, id);
-    await recordActivity(tx, { userId: principal.user.id, action: 'password.change', resource: `users/${id}`, details: self ? 'Changed own password' : `Changed the password of user ${id}` }, client);
+    await alongside(tx);
   });
 }
 

@@ -2,10 +2,10 @@
 import fs from 'node:fs/promises';
 import { SingleBar } from 'cli-progress';
 import { z } from 'zod';
-import { isTimeZone } from '../ingest/config.js';
-import type { ImportOptions, ImportSummary } from '../ingest/import.js';
-import { compileAccessFormat } from '../ingest/parsers/access-format.js';
-import { domainNameField } from './domains/schemas.js';
+import { isTimeZone } from '../../ingest/config.js';
+import type { ImportOptions, ImportSummary } from '../../ingest/import.js';
+import { compileAccessFormat } from '../../ingest/parsers/access-format.js';
+import { domainNameField } from '../domains/schemas.js';
 
 const compiles = (format: string) => {
   try {

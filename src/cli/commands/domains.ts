@@ -1,0 +1,121 @@
+/** `tailhouse domains …`: the registered domains, from the shell, with administrator rights. */
+import type { Command } from 'commander';
+import type { Db } from '../../../core/db/postgres.js';
+import { domainNameField } from '../../domains/schemas.js';
+import { applyDomainPatch, removeDomain } from '../../domains/service.js';
+import { findDomainByName, findVisibleDomain, insertDomain, listDomains, toDomain, type DomainRow } from '../../domains/store.js';
+import { findUserById } from '../../users/store.js';
+import { CliError, parseWith, type CommandHost } from '../host.js';
+import { formatJson, formatTable } from '../table.js';
+import { findUser } from './users.js';
+
+/** A domain named on the command line by host name or id. */
+export async function findDomain(db: Db, given: string): Promise<DomainRow> {
+  const byId = /^\d+$/.test(given);
+  // The operator sees every domain, as an administrator does.
+  const domain = byId ? await findVisibleDomain(db, Number(given), { all: true }) : await findDomainByName(db, parseWith(domainNameField, given, 'domain name'));
+  if (!domain) throw new CliError(`no domain has the ${byId ? 'id' : 'name'} ${given}`);
+  return domain;
+}
+
+async function ownerEmail(db: Db, ownerId: number | null): Promise<string> {
+  if (ownerId === null) return '-';
+  return (await findUserById(db, ownerId))?.email ?? `user ${ownerId}`;
+}
+
+export function registerDomainCommands(program: Command, host: CommandHost): void {
+  const domains = program.command('domains').description('manage domains (with administrator rights)');
+  domains
+    .command('add')
+    .description('register a domain')
+    .argument('<name>', 'host name, e.g. shop.example.com')
+    .option('--owner <user>', 'e-mail or id of the owning user (default: no owner, visible to admins only)')
+    .action(async (name: string, opts: { owner?: string }) => {
+      const domainName = parseWith(domainNameField, name, 'domain name');
+      await host.withRuntime(async (runtime) => {
+        const owner = opts.owner ? await findUser(runtime.db, opts.owner) : undefined;
+        if (await findDomainByName(runtime.db, domainName)) throw new CliError(`domain ${domainName} already exists`);
+        const domain = await insertDomain(runtime.db, { name: domainName, ownerId: owner?.id ?? null });
+        host.out(`added domain ${domain.id} ${domain.name}${owner ? ` owned by ${owner.email}` : ''}\n`);
+      });
+    });
+
+  domains
+    .command('list')
+    .description('list domains by name')
+    .option('--search <text>', 'only names containing this')
+    .option('--json', 'print JSON')
+    .action(async (opts: { search?: string; json?: boolean }) => {
+      await host.withRuntime(async (runtime) => {
+        const found = [];
+        for (let page = 1; ; page++) {
+          const { domains: batch, total } = await listDomains(runtime.db, { page, limit: 100, search: opts.search }, { all: true });
+          found.push(...batch);
+          if (found.length >= total || batch.length === 0) break;
+        }
+        if (opts.json) return host.out(formatJson(found));
+        const owners = new Map<number | null, string>();
+        for (const d of found) if (!owners.has(d.ownerId)) owners.set(d.ownerId, await ownerEmail(runtime.db, d.ownerId));
+        host.out(formatTable(['ID', 'NAME', 'OWNER', 'CREATED'], found.map((d) => [d.id, d.name, owners.get(d.ownerId)!, d.createdAt])));
+      });
+    });
+
+  domains
+    .command('show')
+    .description('show a domain')
+    .argument('<domain>', 'name or id')
+    .option('--json', 'print JSON')
+    .action(async (given: string, opts: { json?: boolean }) => {
+      await host.withRuntime(async (runtime) => {
+        const domain = toDomain(await findDomain(runtime.db, given));
+        if (opts.json) return host.out(formatJson(domain));
+        host.out(formatTable(['FIELD', 'VALUE'], [['id', domain.id], ['name', domain.name], ['owner', await ownerEmail(runtime.db, domain.ownerId)], ['created', domain.createdAt], ['updated', domain.updatedAt]]));
+      });
+    });
+
+  domains
+    .command('rename')
+    .description('rename a domain (its logs stay; lines are matched to domains by name, so the ingest config may need the new name)')
+    .argument('<domain>', 'name or id')
+    .argument('<new-name>', 'the new host name')
+    .action(async (given: string, newName: string) => {
+      const name = parseWith(domainNameField, newName, 'new name');
+      await host.withRuntime(async (runtime) => {
+        const domain = await findDomain(runtime.db, given);
+        const renamed = await applyDomainPatch(runtime, domain.id, { name });
+        runtime.log.info({ domainId: domain.id, from: domain.name, to: renamed.name, via: 'cli' }, 'domain renamed');
+        host.out(`renamed domain ${domain.id} ${domain.name} to ${renamed.name}\n`);
+      });
+    });
+
+  domains
+    .command('set-owner')
+    .description('give a domain to a user, or to no one (--none: visible to admins only)')
+    .argument('<domain>', 'name or id')
+    .argument('[user]', 'e-mail or id of the new owner')
+    .option('--none', 'no owner')
+    .action(async (given: string, ownerGiven: string | undefined, opts: { none?: boolean }) => {
+      if ((ownerGiven === undefined) === !opts.none) throw new CliError('give either the new owner or --none');
+      await host.withRuntime(async (runtime) => {
+        const domain = await findDomain(runtime.db, given);
+        const owner = ownerGiven === undefined ? null : await findUser(runtime.db, ownerGiven);
+        await applyDomainPatch(runtime, domain.id, { ownerId: owner?.id ?? null });
+        runtime.log.info({ domainId: domain.id, ownerId: owner?.id ?? null, via: 'cli' }, 'domain owner set');
+        host.out(owner ? `domain ${domain.name} is now owned by ${owner.email}\n` : `domain ${domain.name} has no owner now\n`);
+      });
+    });
+
+  domains
+    .command('remove')
+    .description('delete a domain with its logs and everything attached to it (alerts, exports)')
+    .argument('<domain>', 'name or id')
+    .option('--yes', 'do not ask for confirmation')
+    .action(async (given: string, opts: { yes?: boolean }) => {
+      await host.withRuntime(async (runtime) => {
+        const domain = await findDomain(runtime.db, given);
+        if (!opts.yes && !(await host.confirm(`Delete domain ${domain.name} and all its logs?`))) throw new CliError('not removed (confirm, or pass --yes)');
+        await removeDomain(runtime, domain);
+        host.out(`removed domain ${domain.id} ${domain.name} and its logs\n`);
+      });
+    });
+}

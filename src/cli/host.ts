@@ -1,0 +1,48 @@
+/**
+ * What a CLI command runs on: its output, its stores and its operator. One command, two hosts:
+ * the process running alone (local-host.ts: the terminal, stores it opens itself) and a running
+ * `serve` holding DATA_DIR (src/control/server.ts: frames over the control socket, the server's
+ * stores). A command written against this interface behaves the same on both.
+ */
+import path from 'node:path';
+import type { z } from 'zod';
+import type { Runtime } from '../runtime.js';
+
+/** Progress of a long command (an import), drawn as a bar where the operator's terminal allows. */
+export interface Progress {
+  update(diskBytes: number, lines: number): void;
+  stop(): void;
+}
+
+export interface CommandHost {
+  /** Standard output: the command's results. */
+  out(text: string): void;
+  /** Standard error: notes, warnings, what is shown once. */
+  err(text: string): void;
+  /** The operator's environment, for the few variables a command reads (TAILHOUSE_PASSWORD). */
+  env: Readonly<Record<string, string | undefined>>;
+  /** The operator's working directory: relative paths given on the command line are resolved there. */
+  cwd: string;
+  /** Runs `work` on the stores: opened for it (alone) or the server's (beside a running server). */
+  withRuntime<T>(work: (runtime: Runtime) => Promise<T>): Promise<T>;
+  /** Aborted when the operator interrupts (Ctrl-C) or goes away; asking for it makes the command interruptible. */
+  interruption(): AbortSignal;
+  /** A progress bar over `files`' bytes on the operator's terminal; nothing when it is not one. */
+  progress(files: string[]): Promise<Progress>;
+  /** Asks the operator yes or no on their terminal; false when there is no terminal to ask on. */
+  confirm(question: string): Promise<boolean>;
+  /** The exit status the command ends with, unless it throws (1). */
+  exitCode: number;
+}
+
+/** Fails with one clear line, the way every CLI error should read. */
+export class CliError extends Error {}
+
+export function parseWith<T extends z.ZodTypeAny>(schema: T, value: unknown, what: string): z.output<T> {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new CliError(`${what} ${result.error.issues[0]?.message ?? 'is invalid'}`);
+  return result.data;
+}
+
+/** A path given by the operator, as the host process must open it. */
+export const operatorPath = (host: CommandHost, file: string) => path.resolve(host.cwd, file);
