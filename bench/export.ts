@@ -1,6 +1,6 @@
 /**
- * bench/export: rows per second and memory of a log export download (CONTRACT §5: 10 million rows
- * must not raise memory; the issue: ≥ 300,000 rows/s, peak RSS growth ≤ 100 MB), in embedded
+ * bench/export: rows per second and memory of a log export download (constant memory whatever the
+ * number of rows, docs/reference/logs.md#exports; the issue: ≥ 300,000 rows/s, peak RSS growth ≤ 100 MB), in embedded
  * mode, over real HTTP, measured on the serving process.
  *
  *   npx tsx bench/export.ts                                  # 1,000,000 rows over 31 days

@@ -1,7 +1,7 @@
 /**
- * The ingest configuration file of CONTRACT §6 (`INGEST_CONFIG`, `tailhouse ingest --config FILE`):
- * YAML, validated with zod; every problem becomes one line naming the file, the line and the
- * field, e.g. `ingest config /etc/tailhouse/ingest.yaml:7: sources[1].format: must be …`.
+ * The ingest configuration file (`INGEST_CONFIG`, `tailhouse ingest --config FILE`,
+ * docs/reference/ingest.md): YAML, validated with zod; every problem becomes one line naming the
+ * file, the line and the field, e.g. `ingest config /etc/tailhouse/ingest.yaml:7: sources[1].format: must be …`.
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';

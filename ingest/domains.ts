@@ -1,6 +1,6 @@
 /**
  * The registered domains as the ingest worker sees them: name → id, read from Postgres and kept
- * for `refreshMs` (CONTRACT §6: a domain registered while running is picked up without a restart).
+ * for `refreshMs` (docs/reference/ingest.md#domains: a domain registered while running is picked up without a restart).
  * Lookups are synchronous, one per line; reloads happen between batches.
  *
  * A source whose domain is not registered yet waits for it (`waitFor`) and starts reading within a

@@ -3,7 +3,7 @@ import { sql } from '../core/db/sql.js';
 import { SEGMENT_BITS, SEGMENT_SIZE } from '../core/entries.js';
 
 /**
- * Entry ids (CONTRACT §5): positive, below 2^53, unique within a domain, and the same whenever
+ * Entry ids (docs/reference/logs.md#entry-ids): positive, below 2^53, unique within a domain, and the same whenever
  * the same line is ingested again.
  *
  *   id = segment number × 2^32 + (byte offset mod 2^32)

@@ -1,5 +1,5 @@
 /**
- * Alert definitions (CONTRACT §5): validation, defaults, per-domain visibility (BOLA), the
+ * Alert definitions (docs/reference/alerts.md): validation, defaults, per-domain visibility (BOLA), the
  * alerts:read/create/update/delete permissions, activity, and PUT (beyond the specification).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

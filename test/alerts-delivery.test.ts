@@ -1,5 +1,5 @@
 /**
- * Delivery of alert notifications (CONTRACT §5, issue 5): the outbox survives a mail server that is
+ * Delivery of alert notifications (docs/reference/alerts.md#evaluation, issue 5): the outbox survives a mail server that is
  * down (retried with back-off, recorded, logged, then delivered in order when it is back, or given
  * up loudly), permanent refusals (a 5xx for the recipient or message, a webhook's 4xx) are given
  * up after a few attempts, the outcome shows in the alert's lastDeliveryError and lastDeliveredAt,

@@ -1,5 +1,5 @@
 /**
- * The alert evaluator (CONTRACT §5, issue 5): metrics from logs ingested through the real import
+ * The alert evaluator (docs/reference/alerts.md#evaluation, issue 5): metrics from logs ingested through the real import
  * path, the state machine ok → firing → ok persisted in Postgres, e-mails into a real SMTP server,
  * reminders, the noise and flapping guards, restarts, two evaluators on one Postgres, disabled and
  * deleted alerts, and the timer started the way `serve` starts it.

@@ -25,7 +25,7 @@ function expectNoLeak(body: unknown): void {
   expect(text).not.toMatch(/ZodError|TypeError|SyntaxError|ReferenceError|HTTPException|PGlite|Unexpected (token|end)|stack/i);
 }
 
-/** The error envelope of CONTRACT §3: JSON, `success: false`, an `error` text, optional string `details`. */
+/** The error envelope (docs/reference/http.md#the-envelope): JSON, `success: false`, an `error` text, optional string `details`. */
 function expectError(res: CallResult, status: number, error?: string): void {
   expect(res.status).toBe(status);
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);

@@ -25,7 +25,7 @@ function problemsOf(yaml: string): string[] {
 }
 
 describe('valid ingest configs', () => {
-  it('reads the example of CONTRACT §6 with its defaults', () => {
+  it('reads file sources and a syslog listener with their defaults', () => {
     const config = parseIngestConfig(
       `sources:
   - domain: shop.example.com            # a registered domain name

@@ -124,7 +124,7 @@ describe('contexts a client can forge', () => {
 });
 
 describe('levels', () => {
-  it('folds nginx levels onto error, warn, info and debug (CONTRACT §5)', () => {
+  it('folds nginx levels onto error, warn, info and debug (docs/reference/logs.md#error-entries)', () => {
     const folded = Object.fromEntries(
       ['emerg', 'alert', 'crit', 'error', 'warn', 'notice', 'info', 'debug'].map((level) => [level, entryOf(`2026/11/21 08:15:30 [${level}] 1#1: x`).level]),
     );

@@ -166,7 +166,7 @@ describe.each(capture.formats)('$file', ({ file, name, format }) => {
 
 // ---- error logs ---------------------------------------------------------------------------------
 
-/** CONTRACT §5's folding, written out independently of the parser. */
+/** The folding of levels (docs/reference/logs.md#error-entries), written out independently of the parser. */
 const FOLD: Record<string, ErrorLevel> = { emerg: 'error', alert: 'error', crit: 'error', error: 'error', warn: 'warn', notice: 'info', info: 'info', debug: 'debug' };
 
 /** nginx's offset from UTC during the capture, as nginx itself wrote it in $time_iso8601. */

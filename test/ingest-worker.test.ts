@@ -68,7 +68,7 @@ async function waitForRows(domainId: number, n: number, table: 'access_logs' | '
 }
 
 describe('following access files', () => {
-  it('stores every line once, with the fields of CONTRACT §5, and counts it', async () => {
+  it('stores every line once, with the fields of an access entry, and counts it', async () => {
     const domain = await newDomain(t.runtime.db);
     const file = logFile();
     append(file, accessLines(0, 500));

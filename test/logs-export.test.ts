@@ -1,5 +1,5 @@
 /**
- * Log exports (CONTRACT §5): POST /api/logs/domains/:domainId/export and the bearer-less download
+ * Log exports (docs/reference/logs.md#exports): POST /api/logs/domains/:domainId/export and the bearer-less download
  * at /api/downloads/<file name>. Logs are loaded through the real ingest path (importFiles) from
  * generated nginx lines, so every expectation is computed independently from those lines.
  */
@@ -105,7 +105,7 @@ async function importText(domainName: string, text: string, type: 'access' | 'er
   return summary;
 }
 
-/** The error log: levels folded as CONTRACT §5 says, context from the `, client: …` tail. */
+/** The error log: levels folded as docs/reference/logs.md#error-entries says, context from the `, client: …` tail. */
 const ERROR_LINES = [
   { n: 0, nginxLevel: 'error', level: 'error', message: 'open() "/srv/x" failed (2: No such file or directory)', tail: ', client: 203.0.113.7, server: shop, request: "GET /x HTTP/1.1", host: "shop.example.com"' },
   { n: 1, nginxLevel: 'warn', level: 'warn', message: '=cmd|\' /C calc\'!A0 an upstream response is buffered', tail: ', client: 203.0.113.8, server: shop, request: "POST /api HTTP/1.1", upstream: "http://127.0.0.1:8080/api", host: "shop.example.com"' },

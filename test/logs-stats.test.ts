@@ -1,5 +1,5 @@
 /**
- * GET /api/logs/domains/:domainId/stats (CONTRACT §5): every period against a brute-force answer
+ * GET /api/logs/domains/:domainId/stats (docs/reference/logs.md#statistics): every period against a brute-force answer
  * over the same generated lines, loaded through the real import path; the rollups
  * (sql/clickhouse/005_stats_deferred_rollups.sql, built by src/rollups/builder.ts) against the raw
  * rows for many windows, also against a plain SQL query, built, partly built and written twice;

@@ -3,7 +3,7 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, login, startTestApp, type TestApp } from '
 import { api, expectForbidden, expectUnauthorized, makeActor, makeUser, rememberSecret, uniqueEmail, uniquePassword, type Actor, type Kind } from './support/users.js';
 
 /**
- * The authorization matrix of CONTRACT §4 for the ten user operations: per operation, one row per
+ * The authorization matrix (docs/reference/permissions.md) for the ten user operations: per operation, one row per
  * kind of caller and target (self or another user), with the status it must get and, for a
  * refusal, proof that nothing changed.
  */

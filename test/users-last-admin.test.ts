@@ -3,7 +3,7 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, login, startTestApp, type TestApp } from '
 import { api, expectError, expectUnauthorized, makeActor, makeUser, rememberSecret, uniqueEmail, uniquePassword } from './support/users.js';
 
 /**
- * The last active administrator (CONTRACT §4). The set of administrators is global, so every test
+ * The last active administrator (docs/reference/permissions.md#what-only-admins-may-do). The set of administrators is global, so every test
  * starts from, and returns to, one active administrator: the first one (`ADMIN_EMAIL`).
  */
 

@@ -30,7 +30,7 @@ import type { ErrorEntry, ErrorLevel } from '../../core/entries.js';
 import type { ParseResult } from '../types.js';
 import { d2, wallTime, zonedWallTimeToEpoch } from './time.js';
 
-/** CONTRACT §5's folding of nginx's eight levels onto four. */
+/** nginx's eight levels folded onto four (docs/reference/logs.md#error-entries). */
 const LEVELS = new Map<string, ErrorLevel>([
   ['emerg', 'error'], ['alert', 'error'], ['crit', 'error'], ['error', 'error'],
   ['warn', 'warn'],

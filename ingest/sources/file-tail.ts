@@ -88,7 +88,7 @@ export interface FileTailOptions {
   log: Logger;
   /** Names the source in identities and checkpoints; default: the absolute path. */
   source?: string;
-  /** Where the file at the path starts when the source has no checkpoint at all (CONTRACT §6). */
+  /** Where the file at the path starts when the source has no checkpoint at all (`startAt`, docs/reference/ingest.md#sources-files). */
   startAt?: 'beginning' | 'end';
   /** Longer lines go to `overlong` (default 64 KiB). */
   maxLineBytes?: number;

@@ -51,7 +51,7 @@ interface ActivityRow {
   created_at: Date;
 }
 
-/** Newest first, ties by higher id first (CONTRACT §3). */
+/** Newest first, ties by higher id first (docs/reference/http.md#order-of-lists). */
 export async function listActivity(db: Db, userId: number, filter: ActivityFilter): Promise<{ activities: Activity[]; total: number }> {
   const conditions: SqlFragment[] = [sql`user_id = ${userId}`];
   if (filter.startDate) conditions.push(sql`created_at >= ${filter.startDate}`);

@@ -1,5 +1,6 @@
 /**
- * The alert metrics (CONTRACT §5) of every enabled alert, from ClickHouse, in ONE query per round.
+ * The alert metrics (docs/reference/alerts.md#evaluation) of every enabled alert, from ClickHouse,
+ * in ONE query per round.
  *
  * Each alert asks for its domain over its trailing `duration` (whole seconds): a row is in the
  * window when its age, now − timestamp in ms, is in [0, duration × 1000). The query first groups

@@ -54,7 +54,7 @@ export function quoted(text: string): string {
   return JSON.stringify(text).replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, '0')}`);
 }
 
-/** The stats endpoint's periods (CONTRACT §5), the smallest one that covers `durationS`. */
+/** The stats endpoint's periods (docs/reference/logs.md#statistics), the smallest one that covers `durationS`. */
 export function statsPeriod(durationS: number): '1h' | '24h' | '7d' | '30d' {
   if (durationS <= 3_600) return '1h';
   if (durationS <= 86_400) return '24h';

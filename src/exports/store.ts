@@ -23,7 +23,7 @@ export interface DownloadRow extends ExportRow {
   domain_name: string;
   /**
    * Whether the creator may still read the domain's logs: active, and an admin or the domain's
-   * owner holding `logs: read` (CONTRACT §4, read now, as for every request).
+   * owner holding `logs: read` (docs/reference/permissions.md#logs-and-alerts-of-a-domain, read now, as for every request).
    */
   allowed: boolean;
 }

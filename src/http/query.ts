@@ -30,7 +30,7 @@ export const bodyWholeNumber = (min: number, max: number) => {
 export const MAX_PAGE_DEPTH = 1_000_000;
 const PAGE_MAX = MAX_PAGE_DEPTH;
 
-/** `page` and `limit` of CONTRACT §3 in a query string; log listings pass a higher `maxLimit`. Check the depth with checkPageDepth. */
+/** `page` and `limit` (docs/reference/http.md#paging) in a query string; log listings pass a higher `maxLimit`. Check the depth with checkPageDepth. */
 export const pageQuery = (maxLimit = 100) => ({
   page: wholeNumber(1, PAGE_MAX).default(1).openapi({ type: 'integer', minimum: 1, maximum: PAGE_MAX, default: 1 }),
   limit: wholeNumber(1, maxLimit).default(20).openapi({ type: 'integer', minimum: 1, maximum: maxLimit, default: 20 }),

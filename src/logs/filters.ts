@@ -1,5 +1,5 @@
 /**
- * The log filters of CONTRACT §5, shared by the listings (query strings) and the export (JSON
+ * The log filters (docs/reference/logs.md#filters), shared by the listings (query strings) and the export (JSON
  * bodies): their zod schemas, and pure functions that turn parsed filters into a ClickHouse
  * WHERE clause over `access_logs` / `error_logs` (sql/clickhouse/002_logs.sql) with bound
  * parameters only.

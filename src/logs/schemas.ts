@@ -4,9 +4,9 @@ import { checkDateOrder, checkPageDepth, dateRangeQuery, pageBody, pageQuery } f
 import { accessFilterQuery, errorFilterQuery, LEVELS } from './filters.js';
 import { SEARCH_FIELDS } from './store.js';
 
-/** The highest `limit` of log listings and search (CONTRACT §3). */
+/** The highest `limit` of log listings and search (docs/reference/http.md#paging). */
 export const LOG_PAGE_MAX = 1000;
-/** The longest search `query` (CONTRACT §5). A longer logged value, such as a long URL, is found by any part of it. */
+/** The longest search `query` (docs/reference/logs.md#search). A longer logged value, such as a long URL, is found by any part of it. */
 export const SEARCH_QUERY_MAX = 500;
 
 export const accessListQuery = z

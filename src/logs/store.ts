@@ -4,7 +4,7 @@ import type { HourCountsQuery } from './hour-counts.js';
 import { likeEscape, Params, timeConditions, type Level, type SqlFilter } from './filters.js';
 
 // ---------------------------------------------------------------------------------------------
-// Entries as the API returns them (CONTRACT §5)
+// Entries as the API returns them (docs/reference/logs.md)
 // ---------------------------------------------------------------------------------------------
 
 /** An access entry as the API returns it: the parsed fields (core/entries.ts), its id, its time as ISO text. */

@@ -486,9 +486,10 @@ export interface RollupRows {
 /**
  * The lists of access_rollups: each one's `dim` and number in its Enum, and its key over access_logs
  * rows. The rollup builder (src/rollups/builder.ts) writes every row once per list, with requests
- * only, leaving out the empty keys of the lists that say `skipEmpty`: referrers (CONTRACT §5 shows
- * no empty referrer in the top list) and error URLs (the key of a row below 400). A new list is an
- * entry here, and a ROLLUP_ROWS entry below for the queries it serves.
+ * only, leaving out the empty keys of the lists that say `skipEmpty`: referrers (`topReferrers`
+ * leaves out the empty referrer, docs/reference/logs.md#statistics) and error URLs (the key of a
+ * row below 400). A new list is an entry here, and a ROLLUP_ROWS entry below for the queries it
+ * serves.
  */
 export const ROLLUP_LISTS = [
   { dim: 'url', number: 1, key: 'url', skipEmpty: false },

@@ -9,7 +9,7 @@ export interface PermissionEntry {
   actions: Action[];
 }
 
-/** What a new `user` may do (CONTRACT §4). */
+/** What a new `user` may do (docs/reference/permissions.md#the-permissions-catalogue). */
 export const DEFAULT_USER_PERMISSIONS: PermissionEntry[] = [
   { resource: 'logs', actions: ['read'] },
   { resource: 'alerts', actions: ['read', 'create', 'delete'] },

@@ -45,7 +45,7 @@ export function refresh(app: App, refreshToken: string): Promise<CallResult> {
   return call(app, 'POST', '/api/auth/refresh', { body: { refreshToken }, ip: nextIp() });
 }
 
-/** The 401 of CONTRACT §3 for a missing, malformed, expired or revoked bearer token. */
+/** The 401 (docs/reference/http.md#status-codes) for a missing, malformed, expired or revoked bearer token. */
 export function expectAuthRequired(res: CallResult): void {
   expect({ status: res.status, body: res.body, challenge: res.headers.get('www-authenticate') }).toEqual({
     status: 401,
@@ -79,7 +79,7 @@ export async function activityOf(app: App, admin: string, userId: number): Promi
   return res.body.data.activities;
 }
 
-/** The exact set of fields a User has (CONTRACT / specification); nothing about passwords. */
+/** The exact set of fields a User has (the specification's User record); nothing about passwords. */
 export const USER_FIELDS = ['active', 'createdAt', 'email', 'id', 'lastLoginAt', 'name', 'role', 'updatedAt'];
 
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

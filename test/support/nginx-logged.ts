@@ -9,7 +9,7 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 /**
  * The text of the bytes when they are UTF-8 (ASCII included), otherwise the value as nginx logged
  * it with escape=default (", \, control bytes, DEL and bytes above 0x7e as \xHH, upper-case), so
- * that no byte is lost (CONTRACT §5: "as logged").
+ * that no byte is lost (a URL is stored as logged: docs/reference/logs.md#access-entries).
  */
 export function loggedText(bytes: string): string {
   const b = Buffer.from(bytes, 'latin1');

@@ -93,7 +93,7 @@ export async function makeUser(app: App, adminToken: string, fields: Record<stri
 
 export { ISO_MS } from './auth.js';
 
-/** The envelope of CONTRACT §3 for a failure. */
+/** The envelope of a failure (docs/reference/http.md#the-envelope). */
 export function expectError(res: CallResult, status: number, error?: string): void {
   expect(res.status, JSON.stringify(res.body)).toBe(status);
   expect(res.body.success).toBe(false);
