@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { describeProc, exitOf, killChildren, ROOT, run, start, waitForOutput, type Proc } from './support/child.js';
+import { describeProc, fetchJson, killChildren, ROOT, run, serve, signIn, stop, type Proc } from './support/child.js';
 import { freePort } from './support/ports.js';
 
 // The real program, `node bin/tailhouse.js …`, as child processes. Always embedded mode: the
@@ -11,33 +11,6 @@ import { freePort } from './support/ports.js';
 const SLOW = 90_000;
 const tempDirs: string[] = [];
 
-async function serve(vars: Record<string, string>): Promise<{ proc: Proc; base: string }> {
-  const port = await freePort();
-  const proc = start(['serve'], { ...vars, PORT: String(port) });
-  await waitForOutput(proc, /"msg":"listening"/);
-  return { proc, base: `http://127.0.0.1:${port}` };
-}
-
-/** SIGTERM, then exit code 0 and "stopped" in the log. */
-async function stop(proc: Proc): Promise<void> {
-  proc.child.kill('SIGTERM');
-  const { code, signal } = await exitOf(proc);
-  expect({ code, signal }, describeProc(proc)).toEqual({ code: 0, signal: null });
-  const stopped = proc.stdout
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { msg: string })
-    .some((l) => l.msg === 'stopped');
-  expect(stopped, describeProc(proc)).toBe(true);
-}
-
-async function fetchJson(url: string, init: RequestInit = {}) {
-  const res = await fetch(url, init);
-  return { status: res.status, body: (await res.json()) as any };
-}
-
-const signIn = (base: string, email: string, password: string) =>
-  fetchJson(`${base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
 
 const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
 

@@ -5,6 +5,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
+import { freePort } from './ports.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = path.join(ROOT, 'bin', 'tailhouse.js');
@@ -108,3 +110,32 @@ export async function killChildren(): Promise<void> {
     }
   }
 }
+
+/** `serve` on a free port, once it listens. */
+export async function serve(vars: Record<string, string>): Promise<{ proc: Proc; base: string }> {
+  const port = await freePort();
+  const proc = start(['serve'], { ...vars, PORT: String(port) });
+  await waitForOutput(proc, /"msg":"listening"/);
+  return { proc, base: `http://127.0.0.1:${port}` };
+}
+
+/** SIGTERM, then exit code 0 and "stopped" in the log. */
+export async function stop(proc: Proc): Promise<void> {
+  proc.child.kill('SIGTERM');
+  const { code, signal } = await exitOf(proc);
+  expect({ code, signal }, describeProc(proc)).toEqual({ code: 0, signal: null });
+  const stopped = proc.stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { msg: string })
+    .some((l) => l.msg === 'stopped');
+  expect(stopped, describeProc(proc)).toBe(true);
+}
+
+export async function fetchJson(url: string, init: RequestInit = {}) {
+  const res = await fetch(url, init);
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+export const signIn = (base: string, email: string, password: string) =>
+  fetchJson(`${base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });

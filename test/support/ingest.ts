@@ -75,9 +75,9 @@ export function errorLogTime(ms: number): string {
 /** Kolkata keeps +05:30 all year: a zone without daylight saving makes expected times simple. */
 export const KOLKATA = { zone: 'Asia/Kolkata', offsetMs: 5.5 * 3_600_000 };
 
-/** Line `n` of a test access log in FORMAT: its url carries n, so a test can tell every line apart. */
-export function accessLine(n: number, host?: string): string {
-  const line = `10.1.${(n >> 8) & 255}.${n & 255} - - [${timeLocal(T0 + n * 1000)}] "GET /item/${n}?q=${n % 7} HTTP/1.1" ${n % 10 === 0 ? 500 : 200} ${n % 5000} "-" "test-agent/${n % 3}" 0.${String(n % 1000).padStart(3, '0')}`;
+/** Line `n` of a test access log in FORMAT: its url carries n, so a test can tell every line apart. At T0 + n seconds unless `at` says when. */
+export function accessLine(n: number, host?: string, at = T0 + n * 1000): string {
+  const line = `10.1.${(n >> 8) & 255}.${n & 255} - - [${timeLocal(at)}] "GET /item/${n}?q=${n % 7} HTTP/1.1" ${n % 10 === 0 ? 500 : 200} ${n % 5000} "-" "test-agent/${n % 3}" 0.${String(n % 1000).padStart(3, '0')}`;
   return host === undefined ? line : `${host} ${line}`;
 }
 
