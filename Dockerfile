@@ -1,11 +1,14 @@
-# The tailhouse image: the API (`serve`) and, from the ingest issue on, the standalone worker.
+# The tailhouse image: `serve`, `ingest`, `migrate` and the other commands (compose.yaml runs them).
 FROM node:20-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 COPY bin ./bin
+COPY core ./core
+COPY ingest ./ingest
 COPY src ./src
 COPY sql ./sql
+COPY web ./web
 COPY tsconfig.json ./
 ENV NODE_ENV=production DATA_DIR=/data
 VOLUME /data
