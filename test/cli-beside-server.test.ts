@@ -82,7 +82,9 @@ describe('the CLI beside a running server', () => {
       else expect(shown).toMatch(expected);
     }
     // Each ran in the server, which logged it by its command words only (never a password).
-    expect(controlLog().map((l) => l.command)).toEqual(expect.arrayContaining(['users create', 'domains add', 'domains rename', 'domains remove', 'users show']));
+    // (The server's log reaches this process through a pipe, a moment after the command's answer.)
+    const logged = ['users create', 'domains add', 'domains rename', 'domains remove', 'users show'];
+    await until(() => logged.every((c) => controlLog().some((l) => l.command === c)), 'the commands in the server log');
     expect(server.proc.stdout).not.toContain('ops-password-1');
 
     // The server's own API sees what the commands did.
@@ -139,6 +141,7 @@ describe('the CLI beside a running server', () => {
     expect(proc.stdout).toMatch(/importing \[=+-*\] \d+% \| [1-9]\d* lines \| \d+ lines\/s/);
     expect(proc.stdout).toMatch(/million\.log: 1000000 lines, 1000000 stored, 0 rejected\r?\n/);
     expect(proc.stdout).toMatch(/imported 1000000 lines from 1 file\(s\): 1000000 stored, 0 rejected, in [\d.]+ s/);
+    await until(() => controlLog().some((l) => l.command === 'import'), 'the import in the server log');
     expect(controlLog().filter((l) => l.command === 'import')).toEqual([expect.objectContaining({ code: 0 })]);
     expect(await requestsOf('million.example.com')).toBe(1_000_000);
   });
@@ -182,6 +185,7 @@ describe('the CLI beside a running server', () => {
     server = await serve(vars);
     const beside = await cli(['domains', 'list']);
     expect(beside).toEqual(listed);
+    await until(() => controlLog().length > 0, 'the command in the new server log');
     expect(controlLog().map((l) => l.command)).toEqual(['domains list']);
     await stop(server.proc);
   });
