@@ -4,6 +4,7 @@
  * DATA_DIR (src/control/); everything else runs here, opening the stores itself.
  */
 import { loadConfig } from '../core/config.js';
+import { registerProcessCommands } from './cli/commands/process.js';
 import { runCommand, runsBesideServer } from './cli/program.js';
 import { localHost } from './cli/local-host.js';
 import { connectToServer, runThroughServer } from './control/client.js';
@@ -22,7 +23,7 @@ async function main(argv: string[]): Promise<number> {
   const dataDir = runsBesideServer(argv) ? embeddedDataDir() : null;
   const server = dataDir ? await connectToServer(dataDir) : null;
   if (server) return runThroughServer(server, argv);
-  return runCommand(argv, localHost(), true);
+  return runCommand(argv, localHost(), registerProcessCommands);
 }
 
 const code = await main(process.argv.slice(2));

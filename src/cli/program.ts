@@ -1,7 +1,7 @@
 /**
- * The command line: one program, run on a host (host.ts). `alone` adds the commands that are a
- * process of their own (serve, migrate, the ingest worker); a running server offers the others
- * through its control socket.
+ * The command line: one program, run on a host (host.ts). The entry (src/cli.ts) adds the commands
+ * that are a process of their own (commands/process.ts: serve, migrate, the ingest worker); a
+ * running server offers the others through its control socket.
  */
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../../core/config.js';
@@ -9,7 +9,6 @@ import { ApiError } from '../http/errors.js';
 import { registerDomainCommands } from './commands/domains.js';
 import { registerImportCommand } from './commands/import.js';
 import { registerIngestValidateCommand } from './commands/ingest-validate.js';
-import { registerProcessCommands } from './commands/process.js';
 import { registerStatsCommand } from './commands/stats.js';
 import { registerTokenCommands } from './commands/tokens.js';
 import { registerUserCommands } from './commands/users.js';
@@ -22,7 +21,10 @@ export function runsBesideServer(argv: readonly string[]): boolean {
   return first === 'users' || first === 'domains' || first === 'tokens' || first === 'import' || first === 'stats';
 }
 
-export function buildProgram(host: CommandHost, alone: boolean): Command {
+/** Adds commands to the program; `ingest` is the ingest command, whose `validate` every program has. */
+export type CommandSet = (program: Command, host: CommandHost, ingest: Command) => void;
+
+export function buildProgram(host: CommandHost, more?: CommandSet): Command {
   const program = new Command('tailhouse')
     .description('nginx log analytics for hosting providers')
     // Set before the commands are added, which inherit them: output and exits go through the host.
@@ -32,7 +34,7 @@ export function buildProgram(host: CommandHost, alone: boolean): Command {
     // `ingest --config F` (the worker) and `ingest validate --config F` each take their own --config.
     .enablePositionalOptions();
   const ingest = program.command('ingest');
-  if (alone) registerProcessCommands(program, host, ingest);
+  more?.(program, host, ingest);
   registerIngestValidateCommand(ingest, host);
   registerImportCommand(program, host);
   registerUserCommands(program, host);
@@ -43,9 +45,9 @@ export function buildProgram(host: CommandHost, alone: boolean): Command {
 }
 
 /** Runs one command line on `host`; resolves with its exit status, errors written as one line each. */
-export async function runCommand(argv: readonly string[], host: CommandHost, alone: boolean): Promise<number> {
+export async function runCommand(argv: readonly string[], host: CommandHost, more?: CommandSet): Promise<number> {
   try {
-    await buildProgram(host, alone).parseAsync([...argv], { from: 'user' });
+    await buildProgram(host, more).parseAsync([...argv], { from: 'user' });
     return host.exitCode;
   } catch (err) {
     // Commander has written its own message (or the help) already.

@@ -66,7 +66,7 @@ async function runForClient(socket: net.Socket, run: RunFrame, runtime: Runtime,
     code = 1;
   } else {
     const started = performance.now();
-    code = await runCommand(run.argv, remoteHost(socket, run, runtime, signal, awaitAnswer), false);
+    code = await runCommand(run.argv, remoteHost(socket, run, runtime, signal, awaitAnswer));
     log.info({ code, ms: Math.round(performance.now() - started) }, 'command from the control socket');
   }
   send(socket, { type: 'exit', code });
