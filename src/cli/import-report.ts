@@ -37,8 +37,15 @@ export async function importProgress(files: string[]): Promise<{ update: (diskBy
   });
   const started = performance.now();
   bar.start(Math.max(total, 1), 0, { lines: 0, rate: 0 });
+  let shown = 0;
   return {
-    update: (diskBytes, lines) => bar.update(Math.min(diskBytes, total), { lines, rate: Math.round(lines / ((performance.now() - started) / 1000)) }),
+    update(diskBytes, lines) {
+      const value = Math.min(diskBytes, total);
+      const payload = { lines, rate: Math.round(lines / ((performance.now() - started) / 1000)) };
+      // The same value again (lines counted after the last bytes were read) would give the ETA 0 ÷ 0.
+      if (value === shown) bar.update(payload);
+      else bar.update((shown = value), payload);
+    },
     stop: () => bar.stop(),
   };
 }
