@@ -23,8 +23,11 @@ const urlWithProtocols = (protocols: string[]) =>
     { message: `must be a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}` },
   );
 
-/** The environment variables of CONTRACT §2; everything else in the environment is ignored. */
-const envSchema = z.object({
+/** `host:port`, an IPv6 host in brackets. */
+const HOST_PORT = /^(?:\[([0-9a-fA-F:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/;
+
+/** The environment variables (docs/reference/environment.md); everything else in the environment is ignored. */
+export const envSchema = z.object({
   PORT: z.coerce.number({ message: 'must be a port number' }).int().min(0).max(65535, { message: 'must be a port number' }).default(3000),
   HOST: z.string().min(1).default('0.0.0.0'),
   BASE_URL: urlWithProtocols(['http:', 'https:']).optional(),
@@ -43,6 +46,20 @@ const envSchema = z.object({
   ADMIN_EMAIL: z.string().trim().toLowerCase().regex(EMAIL_ADDRESS, { message: 'must be an e-mail address' }).default('admin@localhost'),
   ADMIN_PASSWORD: z.string().min(8, { message: 'must be 8 to 128 characters' }).max(128, { message: 'must be 8 to 128 characters' }).optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  METRICS: boolFromEnv.default(false),
+  METRICS_TOKEN: z.string().min(16, { message: 'must be at least 16 characters' }).optional(),
+  METRICS_LISTEN: z
+    .string()
+    .transform((v, ctx) => {
+      const match = HOST_PORT.exec(v);
+      const port = Number(match?.[3]);
+      if (!match || port > 65535) {
+        ctx.addIssue({ code: 'custom', message: 'must be host:port, e.g. 127.0.0.1:9464 or [::1]:9464' });
+        return z.NEVER;
+      }
+      return { host: match[1] ?? match[2]!, port };
+    })
+    .optional(),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -68,6 +85,12 @@ export interface Config {
   adminEmail: string;
   adminPassword: string | undefined;
   logLevel: z.infer<typeof envSchema>['LOG_LEVEL'];
+  /** GET /metrics (src/metrics/): off unless METRICS=true. */
+  metrics: boolean;
+  /** The bearer /metrics needs where it shares a port with the API. */
+  metricsToken: string | undefined;
+  /** Where /metrics is served alone, without a token, instead of the API port. */
+  metricsListen: { host: string; port: number } | undefined;
 }
 
 export class ConfigError extends Error {
@@ -78,7 +101,7 @@ export class ConfigError extends Error {
 }
 
 /** Variables whose value an error line must not repeat: secrets, and credentials inside URLs. */
-const SECRET_VARIABLES = new Set(['JWT_SECRET', 'ADMIN_PASSWORD']);
+const SECRET_VARIABLES = new Set(['JWT_SECRET', 'ADMIN_PASSWORD', 'METRICS_TOKEN']);
 const URL_VARIABLES = new Set(['BASE_URL', 'DATABASE_URL', 'CLICKHOUSE_URL', 'SMTP_URL']);
 
 function shownValue(name: string, value: string): string {
@@ -103,6 +126,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     // Several API processes share one Postgres; a secret generated into one DATA_DIR would not be shared.
     throw new ConfigError(['invalid configuration: JWT_SECRET is required when DATABASE_URL is set (at least 32 bytes)']);
   }
+  if (e.METRICS && !e.METRICS_TOKEN && !e.METRICS_LISTEN) {
+    // Served on the API port without a token, the metrics (routes, volumes, errors) would be public.
+    throw new ConfigError(['invalid configuration: METRICS=true needs METRICS_TOKEN (a bearer for /metrics on the API port) or METRICS_LISTEN (a separate address)']);
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -122,5 +149,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     adminEmail: e.ADMIN_EMAIL.trim().toLowerCase(),
     adminPassword: e.ADMIN_PASSWORD,
     logLevel: e.LOG_LEVEL,
+    metrics: e.METRICS,
+    metricsToken: e.METRICS_TOKEN,
+    metricsListen: e.METRICS_LISTEN,
   };
 }

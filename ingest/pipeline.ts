@@ -17,7 +17,7 @@ import type { Logger } from '../core/log.js';
 import type { DomainDirectory } from './domains.js';
 import { UnknownDomainError, type IdAllocator } from './ids.js';
 import { dedupToken, isRetryableInsertError, writeRows } from './sinks/clickhouse.js';
-import { decodeLines, domainsOf, emptyDecoded, toRows, type Decoded, type Decoder, type Routing, type Rows } from './transforms/rows.js';
+import { decodeLines, domainsOf, emptyDecoded, toRows, type Decoded, type Decoder, type RejectCause, type Routing, type Rows } from './transforms/rows.js';
 import type { LineChunk } from './types.js';
 
 export interface Backoff {
@@ -36,11 +36,21 @@ export interface PipelineDeps {
   backoff: Backoff;
   /** Aborted when the worker stops: waits and retries end, the batch in hand is left for a replay. */
   signal: AbortSignal;
+  metrics?: IngestMetrics;
+}
+
+/**
+ * What the process's metrics (src/metrics/) take from the worker: its counters, read at each
+ * scrape (they are the ones `ingest stats` logs, never counted twice), and each batch's insert time.
+ */
+export interface IngestMetrics {
+  followIngest(stats: () => SourceStats[]): void;
+  insertTimed(source: string, seconds: number): void;
 }
 
 export type SourceState = 'starting' | 'waiting for domain' | 'running' | 'retrying' | 'stopped' | 'failed';
 
-/** Counters of one source (CONTRACT §6): what was read, stored, rejected, and how far behind it is. */
+/** Counters of one source (docs/reference/ingest.md): what was read, stored, rejected, and how far behind it is. */
 export interface SourceStats {
   /** `access /var/log/nginx/shop.access.log`, `syslog udp 127.0.0.1:5514`, … */
   name: string;
@@ -51,6 +61,8 @@ export interface SourceStats {
   inserted: number;
   /** Lines stored as rejects (do not parse, unknown domain, too long). */
   rejected: number;
+  /** The same, by cause. */
+  rejectedBy: Partial<Record<RejectCause, number>>;
   /** Bytes written to the source's files and not yet accepted by ClickHouse. */
   lagBytes: number;
   /** Files open: the followed one, and rotated ones still being finished (0 for syslog). */
@@ -62,7 +74,7 @@ export interface SourceStats {
 }
 
 export function newStats(name: string): SourceStats {
-  return { name, state: 'starting', read: 0, inserted: 0, rejected: 0, lagBytes: 0, files: 0, retries: 0, lastError: null };
+  return { name, state: 'starting', read: 0, inserted: 0, rejected: 0, rejectedBy: {}, lagBytes: 0, files: 0, retries: 0, lastError: null };
 }
 
 /** Resolves after `ms`, or early (false) when `signal` aborts. */
@@ -118,9 +130,9 @@ export async function retrying<T>(attempt: () => Promise<T>, what: string, stats
 }
 
 /**
- * A fixed domain's id, waiting (reading nothing) while the name is not registered: CONTRACT §6
- * lets a source be configured before its domain exists. The wait ends within a second of the
- * registration (domains.ts). Host routing needs no wait.
+ * A fixed domain's id, waiting (reading nothing) while the name is not registered: a source may
+ * be configured before its domain exists (docs/reference/ingest.md#domains). The wait ends within
+ * a second of the registration (domains.ts). Host routing needs no wait.
  */
 export async function routingFor(domain: string | null, stats: SourceStats, deps: PipelineDeps): Promise<Routing> {
   if (domain === null) return { byHost: deps.domains };
@@ -197,11 +209,17 @@ export async function prepareChunk(chunk: LineChunk, input: ChunkInput, stats: S
 
 /** Writes a batch until ClickHouse accepts it; a refusal of the data itself is thrown. */
 export async function writeBatch(batch: Prepared, stats: SourceStats, deps: PipelineDeps): Promise<void> {
-  await retrying(() => writeRows(deps.clickhouse, batch.rows, batch.token), 'writing to ClickHouse', stats, deps, isRetryableInsertError);
+  const write = async () => {
+    const started = performance.now();
+    await writeRows(deps.clickhouse, batch.rows, batch.token);
+    deps.metrics?.insertTimed(stats.name, (performance.now() - started) / 1000);
+  };
+  await retrying(write, 'writing to ClickHouse', stats, deps, isRetryableInsertError);
   deps.log.debug({ source: stats.name, lines: batch.lines, token: batch.token }, 'batch written');
   stats.read += batch.lines;
   stats.inserted += batch.rows.access.length + batch.rows.error.length;
   stats.rejected += batch.rows.rejects.length;
+  for (const { cause } of batch.rows.rejects) stats.rejectedBy[cause] = (stats.rejectedBy[cause] ?? 0) + 1;
 }
 
 /**

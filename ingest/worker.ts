@@ -1,5 +1,5 @@
 /**
- * The ingest worker: every input of an ingest config (CONTRACT §6) running at once, each file and
+ * The ingest worker: every input of an ingest config (docs/reference/ingest.md) running at once, each file and
  * the syslog listener through its own pump (pipeline.ts), sharing the checkpoint store, the domain
  * directory and the id allocator. `tailhouse ingest` runs it alone; `serve` runs it beside the API
  * when INGEST_CONFIG is set.
@@ -16,12 +16,12 @@ import type { FileSource, IngestConfig, SyslogConfig, SyslogRoute } from './conf
 import { createDomainDirectory } from './domains.js';
 import { createIdAllocator } from './ids.js';
 import { compileAccessFormat, type AccessLineParser } from './parsers/access-format.js';
-import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, routingFor, withIds, type Backoff, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
+import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, routingFor, withIds, type Backoff, type IngestMetrics, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
 import { dedupToken } from './sinks/clickhouse.js';
 import { FileTail } from './sources/file-tail.js';
 import { DEFAULT_CUT_LIMITS } from './sources/line-cutter.js';
 import { listenSyslog, type SyslogEvent, type SyslogListener, type SyslogMessage } from './sources/syslog.js';
-import { accessDecoder, decodeLines, emptyDecoded, errorDecoder, rejectRow, type Decoded, type Decoder, type LogKind } from './transforms/rows.js';
+import { accessDecoder, decodeLines, emptyDecoded, errorDecoder, rejectRow, type Decoded, type Decoder, type LogKind, type RejectCause } from './transforms/rows.js';
 
 export interface IngestWorkerOptions {
   db: Db;
@@ -35,6 +35,7 @@ export interface IngestWorkerOptions {
   /** File follower tuning, for tests. */
   pollMs?: number;
   rotatedIdleMs?: number;
+  metrics?: IngestMetrics;
 }
 
 export interface IngestWorker {
@@ -57,6 +58,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
     log,
     backoff: options.backoff ?? DEFAULT_BACKOFF,
     signal: abort.signal,
+    metrics: options.metrics,
   };
   const checkpoints = await CheckpointStore.open(checkpointDir(options.dataDir), log);
   const running: { stats: SourceStats; done: Promise<void>; close(): Promise<void>; files?: () => { lagBytes: number; openFiles: number } }[] = [];
@@ -86,8 +88,9 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
         const { lagBytes, openFiles } = r.files();
         Object.assign(r.stats, { lagBytes, files: openFiles });
       }
-      return { ...r.stats };
+      return { ...r.stats, rejectedBy: { ...r.stats.rejectedBy } };
     });
+  options.metrics?.followIngest(snapshot);
   const timer = options.statsIntervalMs > 0 ? setInterval(() => log.info({ sources: snapshot() }, 'ingest stats'), options.statsIntervalMs) : null;
   timer?.unref();
 
@@ -171,11 +174,11 @@ async function decodeSyslog(events: SyslogEvent[], start: number, identity: stri
   events.forEach((event, i) => {
     const offset = start + i;
     if (event.kind === 'dropped') return;
-    const rejectAs = (reason: string, line: string) =>
-      decoded.rejects.push(rejectRow({ source: `syslog ${event.transport} ${event.peer}`, identity }, 'access', null, offset, line, reason));
-    if (event.kind === 'malformed') return rejectAs(`not a syslog message: ${event.reason}`, event.raw);
+    const rejectAs = (cause: RejectCause, reason: string, line: string) =>
+      decoded.rejects.push(rejectRow({ source: `syslog ${event.transport} ${event.peer}`, identity }, 'access', null, offset, line, cause, reason));
+    if (event.kind === 'malformed') return rejectAs('not_syslog', `not a syslog message: ${event.reason}`, event.raw);
     const route = config.tags.get(event.tag);
-    if (!route) return rejectAs(`unknown syslog tag ${JSON.stringify(event.tag)}: not in syslog.tags`, rawOf(event));
+    if (!route) return rejectAs('unknown_syslog_tag', `unknown syslog tag ${JSON.stringify(event.tag)}: not in syslog.tags`, rawOf(event));
     let group = byTag.get(event.tag);
     if (!group) byTag.set(event.tag, (group = { route, lines: [] }));
     group.lines.push({ text: event.message, offset });
@@ -186,7 +189,7 @@ async function decodeSyslog(events: SyslogEvent[], start: number, identity: stri
     const domainId = route.domain === null ? null : deps.domains.idOf(route.domain);
     if (domainId === undefined) {
       // Datagrams cannot wait for the domain to be registered: they are kept as rejects.
-      for (const line of lines) decoded.rejects.push(rejectRow(origin, route.type, null, line.offset, line.text, `domain ${JSON.stringify(route.domain)} is not registered`));
+      for (const line of lines) decoded.rejects.push(rejectRow(origin, route.type, null, line.offset, line.text, 'unknown_domain', `domain ${JSON.stringify(route.domain)} is not registered`));
       continue;
     }
     const routing = domainId === null ? { byHost: deps.domains } : { domainId };

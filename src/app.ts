@@ -15,6 +15,7 @@ import { clientInfo } from './http/client-info.js';
 import { handleError, payloadTooLarge } from './http/errors.js';
 import { logStatsRoutes } from './stats/routes.js';
 import { logsRoutes } from './logs/routes.js';
+import { countRequests, metricsRoutes } from './metrics/routes.js';
 import { queryRoutes } from './stats/query/routes.js';
 import { createTailHub, type TailHub } from './logs/tail/service.js';
 import { usersRoutes } from './users/routes.js';
@@ -49,6 +50,7 @@ export function createApp(services: Services, options: AppOptions = {}) {
     await next();
     log.info({ method: c.req.method, path: loggedPath(c.req.path), status: c.res.status, ms: Math.round((performance.now() - started) * 10) / 10, ip: c.var.client.ipAddress }, 'request');
   });
+  if (services.metrics) app.use('*', countRequests(services.metrics));
   // Every answer gets the usual headers (nosniff, no-referrer, …) and, unless its handler set one
   // (the API reference, the link pages), a CSP that lets it load and run nothing, nor be framed.
   app.use('*', secureHeaders({ crossOriginResourcePolicy: false, contentSecurityPolicy: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] }, overwrite: false }));
@@ -58,6 +60,9 @@ export function createApp(services: Services, options: AppOptions = {}) {
   app.use('/api/*', (c, next) => (c.req.method === 'GET' || c.req.method === 'HEAD' ? next() : limitBody(c, next)));
 
   app.route('/', healthRoutes(services));
+  // With METRICS_LISTEN they are served there instead (src/metrics/listener.ts); loadConfig
+  // guarantees a token otherwise.
+  if (services.metrics && !config.metricsListen && config.metricsToken) app.route('/', metricsRoutes(services.metrics, config.metricsToken));
   app.route('/api/auth/session', browserSessionRoutes(services));
   app.route('/api/auth', authRoutes(services));
   app.route('/api/users', usersRoutes(services));
@@ -83,7 +88,10 @@ export function createApp(services: Services, options: AppOptions = {}) {
     servers: [{ url: config.baseUrl }],
   });
 
-  app.notFound((c) => c.json({ success: false, error: 'Not found' }, 404));
+  app.notFound((c) => {
+    c.set('unmatched', true);
+    return c.json({ success: false, error: 'Not found' }, 404);
+  });
   app.onError((err, c) => handleError(err, c, log));
   return app;
 }

@@ -4,6 +4,7 @@ import type { ClickHouseClient } from '../core/db/clickhouse.js';
 import type { Db } from '../core/db/postgres.js';
 import type { Logger } from '../core/log.js';
 import type { Mailer } from './mail/mailer.js';
+import type { Metrics } from './metrics/registry.js';
 import type { PermissionSet } from './users/permissions.js';
 import type { UserRow } from './users/store.js';
 
@@ -15,6 +16,8 @@ export interface Services {
   clickhouse: ClickHouseClient;
   mailer: Mailer;
   jwtSecret: Uint8Array;
+  /** Set when METRICS=true (`serve` creates them): what the areas observe. */
+  metrics?: Metrics;
 }
 
 /** The authenticated caller of a request, with permissions read fresh from the store. */
@@ -31,5 +34,7 @@ export type AppEnv = {
   Variables: {
     principal: Principal;
     client: ClientInfo;
+    /** Set by the app's notFound answer: no route matched the path (src/metrics/routes.ts). */
+    unmatched?: true;
   };
 };

@@ -38,6 +38,9 @@ describe('loadConfig defaults', () => {
       adminEmail: 'admin@localhost',
       adminPassword: undefined,
       logLevel: 'info',
+      metrics: false,
+      metricsToken: undefined,
+      metricsListen: undefined,
     });
   });
 

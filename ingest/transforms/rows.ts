@@ -43,20 +43,31 @@ interface Routed<T> {
 }
 
 /**
+ * Why a line became a reject, in a few fixed words: the label the metrics count rejects by (the
+ * reason's text names the line's own host, tag or parse error, too many values for a label).
+ */
+export type RejectCause = 'unparsed' | 'time_out_of_range' | 'too_long' | 'no_host' | 'unknown_domain' | 'ambiguous_context' | 'not_syslog' | 'unknown_syslog_tag';
+
+/** A reject row with its cause. */
+export interface Reject extends RejectRow {
+  cause: RejectCause;
+}
+
+/**
  * Lines decoded and routed, not yet given ids. Access rows are serialised as they are parsed, with
  * their user agent's class (ingest/transforms/user-agent.ts).
  */
 export interface Decoded {
   access: AccessBatch;
   error: Routed<ErrorEntry>[];
-  rejects: RejectRow[];
+  rejects: Reject[];
 }
 
 /** Rows ready for the sink. */
 export interface Rows {
   access: AccessTsv;
   error: ErrorRow[];
-  rejects: RejectRow[];
+  rejects: Reject[];
 }
 
 /** An empty batch; its access rows' user agents classified by `classes` (the process's cache by default). */
@@ -69,8 +80,8 @@ export const AMBIGUOUS_CONTEXT =
   'context reads two ways naming different servers (the message or referrer holds text shaped like nginx\'s context): not routed; give the domain an error_log and source of its own';
 
 /** A line kept with why it is no entry; `length` is the whole line's bytes (`line` may be only its head). */
-export function rejectRow(origin: Origin, kind: LogKind, domainId: number | null, offset: number, line: string, reason: string, length = Buffer.byteLength(line)): RejectRow {
-  return { domainId, kind, source: origin.source, identity: origin.identity, offset, reason, line, length };
+export function rejectRow(origin: Origin, kind: LogKind, domainId: number | null, offset: number, line: string, cause: RejectCause, reason: string, length = Buffer.byteLength(line)): Reject {
+  return { domainId, kind, source: origin.source, identity: origin.identity, offset, cause, reason, line, length };
 }
 
 /**
@@ -98,8 +109,8 @@ export async function decodeLines(
   maxLineBytes: number,
 ): Promise<void> {
   const fixed = 'domainId' in routing ? routing.domainId : null;
-  const reject = (offset: number, line: string, length: number, reason: string, domainId = fixed) =>
-    into.rejects.push(rejectRow(origin, decoder.kind, domainId, offset, line, reason, length));
+  const reject = (offset: number, line: string, length: number, cause: RejectCause, reason: string, domainId = fixed) =>
+    into.rejects.push(rejectRow(origin, decoder.kind, domainId, offset, line, cause, reason, length));
 
   // Entries waiting for their domain when routing by host: those whose host the directory did not know.
   const pending: { entry: AccessEntry | ErrorEntry; plain: boolean; host: string | null; line: SourceLine }[] = [];
@@ -110,8 +121,8 @@ export async function decodeLines(
     const parse = decoder.parse;
     for (const line of lines) {
       const reason = parse.into(line.text, fields);
-      if (reason !== null) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${reason}`);
-      else if (!isStoredTime(fields.timestamp)) reject(line.offset, line.text, Buffer.byteLength(line.text), OUT_OF_RANGE);
+      if (reason !== null) reject(line.offset, line.text, Buffer.byteLength(line.text), 'unparsed', `does not parse: ${reason}`);
+      else if (!isStoredTime(fields.timestamp)) reject(line.offset, line.text, Buffer.byteLength(line.text), 'time_out_of_range', OUT_OF_RANGE);
       else if (fixed !== null) into.access.add(fields, fields.plain, fixed, line.offset);
       else {
         const domainId = fields.host === null ? undefined : byHost!.idOf(normaliseHost(fields.host));
@@ -122,17 +133,17 @@ export async function decodeLines(
   } else {
     for (const line of lines) {
       const parsed = parseErrorLine(line.text, decoder.timezone);
-      if (!parsed.ok) reject(line.offset, line.text, Buffer.byteLength(line.text), `does not parse: ${parsed.reason}`);
-      else if (!isStoredTime(parsed.entry.timestamp)) reject(line.offset, line.text, Buffer.byteLength(line.text), OUT_OF_RANGE);
+      if (!parsed.ok) reject(line.offset, line.text, Buffer.byteLength(line.text), 'unparsed', `does not parse: ${parsed.reason}`);
+      else if (!isStoredTime(parsed.entry.timestamp)) reject(line.offset, line.text, Buffer.byteLength(line.text), 'time_out_of_range', OUT_OF_RANGE);
       else if (fixed !== null) into.error.push({ entry: parsed.entry, domainId: fixed, offset: line.offset });
       // A context that reads two ways naming different servers holds a client's forgery (a decoded
       // request path or referrer shaped like nginx's context): routing by it would let a client of
       // one domain write into another.
-      else if (parsed.contextAmbiguous) reject(line.offset, line.text, Buffer.byteLength(line.text), AMBIGUOUS_CONTEXT, null);
+      else if (parsed.contextAmbiguous) reject(line.offset, line.text, Buffer.byteLength(line.text), 'ambiguous_context', AMBIGUOUS_CONTEXT, null);
       else pending.push({ entry: parsed.entry, plain: false, host: routingNameOf(parsed.entry.context), line });
     }
   }
-  for (const o of overlong) reject(o.offset, o.head, o.length, `line longer than ${maxLineBytes} bytes`);
+  for (const o of overlong) reject(o.offset, o.head, o.length, 'too_long', `line longer than ${maxLineBytes} bytes`);
   if (pending.length === 0 || byHost === null) return;
 
   if (pending.some((p) => p.host !== null && byHost.idOf(normaliseHost(p.host)) === undefined)) await byHost.refresh(1_000);
@@ -140,8 +151,8 @@ export async function decodeLines(
     const name = host === null ? '' : normaliseHost(host);
     const domainId = name === '' ? undefined : byHost.idOf(name);
     if (domainId === undefined) {
-      const why = name === '' ? 'no host to route the line by' : `unknown domain ${JSON.stringify(name)}: not registered`;
-      reject(line.offset, line.text, Buffer.byteLength(line.text), why, null);
+      if (name === '') reject(line.offset, line.text, Buffer.byteLength(line.text), 'no_host', 'no host to route the line by', null);
+      else reject(line.offset, line.text, Buffer.byteLength(line.text), 'unknown_domain', `unknown domain ${JSON.stringify(name)}: not registered`, null);
     } else if ('level' in entry) {
       into.error.push({ entry, domainId, offset: line.offset });
     } else {

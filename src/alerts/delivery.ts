@@ -30,6 +30,7 @@
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
 import type { Mailer } from '../mail/mailer.js';
+import type { Metrics } from '../metrics/registry.js';
 import type { ResolveAll } from './addresses.js';
 import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';
 import { emailOf, webhookBodyOf, type DeliveryFacts, type NotificationPayload } from './notifications.js';
@@ -67,6 +68,8 @@ export interface DeliveryOptions {
   permanentFailureAttempts?: number;
   /** Notifications one target may receive in any hour (default NOTIFICATIONS_PER_TARGET_PER_HOUR). */
   perTargetPerHour?: number;
+  /** Counts each outcome (src/metrics/). */
+  metrics?: Metrics;
 }
 
 
@@ -260,7 +263,11 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
         if (claim.claimed.length === 0 && claim.held.length === 0) break;
         // One per alert in a batch, so delivering them side by side keeps each alert's order.
         const outcomes = await Promise.all([...claim.claimed.map((n) => deliverOne(n, nowMs)), ...claim.held.map((n) => held(n, nowMs))]);
-        for (const o of outcomes) result[o]++;
+        const notifications = [...claim.claimed, ...claim.held];
+        outcomes.forEach((o, i) => {
+          result[o]++;
+          options.metrics?.notification(notifications[i]!.notification_method, o);
+        });
       }
       return result;
     },

@@ -1,6 +1,7 @@
 /**
- * The alert evaluator (CONTRACT §5): every interval, each enabled alert's metric over its trailing
- * `duration`, its state machine ok → firing → ok, and the notifications that follow.
+ * The alert evaluator (docs/reference/alerts.md#evaluation): every interval, each enabled alert's
+ * metric over its trailing `duration`, its state machine ok → firing → ok, and the notifications
+ * that follow.
  *
  * ## One evaluator among several `serve` processes
  *
@@ -64,6 +65,7 @@ import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
 import type { Mailer } from '../mail/mailer.js';
+import type { Metrics } from '../metrics/registry.js';
 import { createDeliverer, type DeliveryOptions, type DeliveryResult } from './delivery.js';
 import { metricOf, MIN_ERROR_RATE_REQUESTS, RATE_CONDITIONS, windowFigures, windowKey } from './metrics.js';
 import { statsUrl, type NotificationPayload } from './notifications.js';
@@ -152,8 +154,10 @@ export interface AlertEvaluatorOptions {
   reminderMs?: number;
   /** How often due notifications (retries) are looked for between rounds; default min(5 s, interval). */
   deliveryPollMs?: number;
-  /** Webhook transport, back-off and the like (db, mailer and log come from above). */
-  delivery?: Omit<DeliveryOptions, 'db' | 'mailer' | 'log'>;
+  /** Webhook transport, back-off and the like (db, mailer, log and metrics come from above). */
+  delivery?: Omit<DeliveryOptions, 'db' | 'mailer' | 'log' | 'metrics'>;
+  /** Counts rounds and notifications (src/metrics/). */
+  metrics?: Metrics;
 }
 
 export type RoundResult =
@@ -188,7 +192,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
   const holder = options.holder ?? `${os.hostname()}:${process.pid}`;
   const minRequests = options.minErrorRateRequests ?? MIN_ERROR_RATE_REQUESTS;
   const reminderMs = options.reminderMs ?? REMINDER_MS;
-  const deliverer = createDeliverer({ ...options.delivery, db, mailer: options.mailer, log: options.log });
+  const deliverer = createDeliverer({ ...options.delivery, db, mailer: options.mailer, log: options.log, metrics: options.metrics });
   let lastPruneMs = 0;
   // What is in flight, for stop().
   const inFlight = new Set<Promise<unknown>>();
@@ -290,6 +294,18 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
     return { ran: true, at: roundAt, alerts: definitions.length, written: applied, notifications, ms, phases };
   }
 
+  const counted = (work: Promise<RoundResult>) =>
+    work.then(
+      (result) => {
+        options.metrics?.alertRound(result.ran ? 'ran' : result.reason);
+        return result;
+      },
+      (err: unknown) => {
+        options.metrics?.alertRound('failed');
+        throw err;
+      },
+    );
+
   let delivering: Promise<DeliveryResult> | null = null;
   async function deliver(nowMs: number): Promise<DeliveryResult> {
     if (nowMs - lastPruneMs > 3_600_000) {
@@ -301,7 +317,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
   }
 
   return {
-    evaluateOnce: (nowMs?: number) => track(round(nowMs ?? clock())),
+    evaluateOnce: (nowMs?: number) => track(counted(round(nowMs ?? clock()))),
     // One delivery pass at a time per evaluator: a call while one runs joins it.
     deliverDue: (nowMs?: number) => (delivering ??= track(deliver(nowMs ?? clock())).finally(() => (delivering = null))),
     async stop() {

@@ -41,7 +41,7 @@ const HOUR_MS = 3_600_000;
 const SWEEP_EVERY_MS = 10 * 60_000;
 
 type CreateDeps = Pick<Services, 'db' | 'clickhouse' | 'config' | 'log'>;
-type DownloadDeps = Pick<Services, 'db' | 'clickhouse' | 'log'>;
+type DownloadDeps = Pick<Services, 'db' | 'clickhouse' | 'log' | 'metrics'>;
 
 export interface ExportResult {
   downloadUrl: string;
@@ -219,6 +219,8 @@ export async function openDownload(deps: DownloadDeps, file: string, options: { 
     released = true;
     freeSlot();
     const ms = Math.round(performance.now() - started);
+    // An export's ClickHouse read is its whole stream: it runs as the reader reads.
+    deps.metrics?.queryTimed('export', ms / 1000);
     if (result.error === undefined) log.info({ bytes: result.bytes, ms }, 'export downloaded');
     else if (result.error instanceof SlowReaderError) log.warn({ reason: 'slow reader', error: result.error.message, bytes: result.bytes, ms }, 'export download cut');
     else log.warn({ err: result.error, bytes: result.bytes, ms }, 'export download failed');

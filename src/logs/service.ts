@@ -1,13 +1,14 @@
 import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
 import { pagination, type Pagination } from '../http/envelope.js';
+import { timeQuery } from '../metrics/registry.js';
 import { accessFiltersSet, accessWhere, errorFiltersSet, errorWhere } from './filters.js';
 import { statusCountsQuery } from './hour-counts.js';
 import { searchableFields } from './search-fields.js';
 import type { AccessListQuery, ErrorListQuery, SearchBody } from './schemas.js';
 import { listAccessEntries, listErrorEntries, searchEntries, type AccessEntry, type ErrorEntry, type SearchEntry } from './store.js';
 
-type Deps = Pick<Services, 'db' | 'clickhouse'>;
+type Deps = Pick<Services, 'db' | 'clickhouse' | 'metrics'>;
 
 export interface LogPage<T> {
   logs: T[];
@@ -25,13 +26,15 @@ export async function listAccessLogs(deps: Deps, principal: Principal, domainId:
   const statusOnly = set.length === 1 && set[0] === 'statusCode';
   const matchesByHour = statusOnly && query.statusCode ? (statusCountsQuery(domainId, query.statusCode, query) ?? undefined) : undefined;
   const rowsByHour = keyOnly ? { domainId, endDate: query.endDate } : undefined;
-  const { rows, total } = await listAccessEntries(deps.clickhouse, accessWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly, matchesByHour, rowsByHour });
+  const page = { offset: offsetOf(query), limit: query.limit, keyOnly, matchesByHour, rowsByHour };
+  const { rows, total } = await timeQuery(deps.metrics, 'listing', () => listAccessEntries(deps.clickhouse, accessWhere(domainId, query), page));
   return { logs: rows, pagination: pagination(query.page, query.limit, total) };
 }
 
 export async function listErrorLogs(deps: Deps, principal: Principal, domainId: number, query: ErrorListQuery): Promise<LogPage<ErrorEntry>> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
-  const { rows, total } = await listErrorEntries(deps.clickhouse, errorWhere(domainId, query), { offset: offsetOf(query), limit: query.limit, keyOnly: errorFiltersSet(query).length === 0 });
+  const page = { offset: offsetOf(query), limit: query.limit, keyOnly: errorFiltersSet(query).length === 0 };
+  const { rows, total } = await timeQuery(deps.metrics, 'listing', () => listErrorEntries(deps.clickhouse, errorWhere(domainId, query), page));
   return { logs: rows, pagination: pagination(query.page, query.limit, total) };
 }
 
@@ -39,8 +42,10 @@ export async function listErrorLogs(deps: Deps, principal: Principal, domainId: 
 export async function searchLogs(deps: Deps, principal: Principal, domainId: number, body: SearchBody, now = new Date()): Promise<LogPage<SearchEntry>> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
   const request = { domainId, query: body.query, fields: body.fields, startDate: body.startDate, endDate: body.endDate ?? now };
-  // Fields no row of the range can match are not searched (search-fields.ts).
-  const fields = await searchableFields(deps.clickhouse, request);
-  const { rows, total } = await searchEntries(deps.clickhouse, { ...request, fields }, { offset: offsetOf(body), limit: body.limit });
+  const { rows, total } = await timeQuery(deps.metrics, 'search', async () => {
+    // Fields no row of the range can match are not searched (search-fields.ts).
+    const fields = await searchableFields(deps.clickhouse, request);
+    return searchEntries(deps.clickhouse, { ...request, fields }, { offset: offsetOf(body), limit: body.limit });
+  });
   return { logs: rows, pagination: pagination(body.page, body.limit, total) };
 }

@@ -18,6 +18,7 @@ import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { claimLease, releaseLease } from '../../core/db/leases.js';
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
+import type { Metrics } from '../metrics/registry.js';
 import { PARTIALS, rawPartial, ROLLUP_LISTS, rollupPartial, type PartialState } from '../stats/registry.js';
 import { topsVersions } from './shared-sql.js';
 
@@ -59,7 +60,7 @@ WITH candidates AS (
   HAVING hour + 3600 <= now() - {settleS:UInt32}
      AND (max(last_insert) >= now64(3) - toIntervalSecond({lookbackS:UInt32}) OR hour >= now() - toIntervalHour(3))
 )
-SELECT c.domain_id AS domain_id, toUnixTimestamp(c.hour) AS bucket, c.counted AS counted, b.requests AS built
+SELECT c.domain_id AS domain_id, toUnixTimestamp(c.hour) AS bucket, c.counted AS counted, b.requests AS built, count() OVER () AS unbuilt
 FROM candidates AS c
 LEFT JOIN (
   SELECT domain_id, bucket AS hour, sum(requests) AS requests
@@ -252,6 +253,8 @@ interface DirtyBucket {
   bucket: number;
   counted: string | number;
   built: string | number;
+  /** DIRTY_HOURS only: how many it found, beyond its LIMIT. */
+  unbuilt?: string | number;
 }
 
 const dirtyBuckets = (clickhouse: ClickHouseClient, query: string, options: RollupOptions) =>
@@ -363,25 +366,34 @@ async function buildGroup(clickhouse: ClickHouseClient, span: 'hour' | 'day', gr
  * until none is left or `budgetMs` is spent (no group is started after that).
  */
 export async function buildRollups(clickhouse: ClickHouseClient, options: RollupOptions): Promise<RollupRound> {
+  return (await buildRound(clickhouse, options)).round;
+}
+
+/** A round, and the hours it left unbuilt: those its last listing found, less those it built since. */
+async function buildRound(clickhouse: ClickHouseClient, options: RollupOptions): Promise<{ round: RollupRound; unbuiltHours: number }> {
   const started = performance.now();
   const round: RollupRound = { hours: 0, days: 0, repaired: 0, more: false };
+  let unbuiltHours = 0;
   for (const span of ['hour', 'day'] as const) {
     // A bucket still unbuilt after its build (rows arriving meanwhile) waits for the next round.
     const attempted = new Set<string>();
     for (;;) {
       const listed = await dirtyBuckets(clickhouse, span === 'hour' ? DIRTY_HOURS : DIRTY_DAYS, options);
+      if (span === 'hour') unbuiltHours = Number(listed[0]?.unbuilt ?? 0);
       const dirty = listed.filter((b) => !attempted.has(`${b.domain_id}:${b.bucket}`));
       for (const group of buildGroups(span, dirty)) {
-        if (performance.now() - started > options.budgetMs) return { ...round, more: true };
+        if (performance.now() - started > options.budgetMs) return { round: { ...round, more: true }, unbuiltHours };
         round.repaired += await buildGroup(clickhouse, span, group);
         for (const b of group) attempted.add(`${b.domain_id}:${b.bucket}`);
-        if (span === 'hour') round.hours += group.length;
-        else round.days += group.length;
+        if (span === 'hour') {
+          round.hours += group.length;
+          unbuiltHours -= group.length;
+        } else round.days += group.length;
       }
       if (listed.length < BATCH || dirty.length === 0) break;
     }
   }
-  return round;
+  return { round, unbuiltHours };
 }
 
 export interface RollupBuilderDeps {
@@ -389,6 +401,8 @@ export interface RollupBuilderDeps {
   log: Logger;
   /** Whether this process may build now (the lease); called before each round. */
   claim: () => Promise<boolean>;
+  /** Shown the hours the last round left unbuilt; 0 before a round, and while another process holds the claim. */
+  metrics?: Metrics;
 }
 
 export interface RollupBuilderOptions {
@@ -424,11 +438,14 @@ export function startRollupBuilder(deps: RollupBuilderDeps, options: RollupBuild
   let running: Promise<RollupRound | null> | null = null;
   let timer: NodeJS.Timeout | null = null;
   let stopped = false;
+  let unbuiltHours = 0;
+  deps.metrics?.followRollups(() => unbuiltHours);
 
   const round = async (): Promise<RollupRound | null> => {
     if (!(await deps.claim())) {
       previousStart = null; // another process built meanwhile; look at everything when this one takes over
       quiet = null;
+      unbuiltHours = 0;
       return null;
     }
     const start = Date.now();
@@ -436,7 +453,8 @@ export function startRollupBuilder(deps: RollupBuilderDeps, options: RollupBuild
     const inputs = await readRoundInputs(deps.clickhouse, options.settleS);
     if (quiet?.inputs === inputs && start - quiet.at < options.quietMs) return { hours: 0, days: 0, repaired: 0, more: false };
     const lookbackS = previousStart === null ? null : Math.ceil((start - previousStart) / 1000) + 60;
-    const result = await buildRollups(deps.clickhouse, { lookbackS, settleS: options.settleS, budgetMs: options.budgetMs, retentionDays: options.retentionDays });
+    const { round: result, unbuiltHours: left } = await buildRound(deps.clickhouse, { lookbackS, settleS: options.settleS, budgetMs: options.budgetMs, retentionDays: options.retentionDays });
+    unbuiltHours = left;
     // A round that left work keeps its start, so the next one still looks back that far.
     if (!result.more) previousStart = start;
     quiet = result.hours + result.days + result.repaired === 0 && !result.more ? { inputs, at: start } : null;
@@ -481,10 +499,10 @@ const LEASE_MS = 60_000;
 const LEASE = 'stats-rollups';
 
 /** The builder of `serve`, one per database among all processes sharing it (a lease in Postgres). */
-export function startStatsRollups(deps: { db: Db; clickhouse: ClickHouseClient; log: Logger; retentionDays: number }): RollupBuilder {
+export function startStatsRollups(deps: { db: Db; clickhouse: ClickHouseClient; log: Logger; retentionDays: number; metrics?: Metrics }): RollupBuilder {
   const holder = `${os.hostname()}:${process.pid}:${randomUUID()}`;
   const builder = startRollupBuilder(
-    { clickhouse: deps.clickhouse, log: deps.log, claim: () => claimLease(deps.db, LEASE, holder, LEASE_MS) },
+    { clickhouse: deps.clickhouse, log: deps.log, claim: () => claimLease(deps.db, LEASE, holder, LEASE_MS), metrics: deps.metrics },
     { ...ROLLUP_SCHEDULE, retentionDays: deps.retentionDays },
   );
   return {

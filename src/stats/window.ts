@@ -1,5 +1,5 @@
 /**
- * Log statistics of a domain (CONTRACT §5): the last `period` up to now, read from the rollups of
+ * Log statistics of a domain (docs/reference/logs.md#statistics): the last `period` up to now, read from the rollups of
  * sql/clickhouse/005_stats_deferred_rollups.sql and 006_stats_hour_tops.sql wherever a whole day or
  * hour of the window is covered and built (src/rollups/builder.ts, planned by src/rollups/plan.ts), and from access_logs for the
  * partial hours at its two ends and for buckets not built yet, so that the answer is the raw rows'
@@ -11,6 +11,7 @@
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
+import { timeQuery } from '../metrics/registry.js';
 import { readWithKnownPlan } from '../rollups/known-plans.js';
 import {
   buildStateOf,
@@ -331,11 +332,12 @@ async function filteredWindowStats(clickhouse: ClickHouseClient, domainId: numbe
   return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), null, { where, params: p.values })).answer;
 }
 
-type StatsDeps = Pick<Services, 'db' | 'clickhouse' | 'config'>;
+type StatsDeps = Pick<Services, 'db' | 'clickhouse' | 'config' | 'metrics'>;
 
 /** GET /api/logs/domains/:domainId/stats: the domain must be visible and the caller hold logs:read. */
 export async function getLogStats(deps: StatsDeps, principal: Principal, domainId: number, window: StatsWindow, filters: readonly QueryFilter[] = [], now = Date.now()): Promise<LogStats> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
   const { start, end } = windowAt(window, now, deps.config.logRetentionDays);
-  return { period: 'period' in window ? window.period : 'custom', ...(await filteredWindowStats(deps.clickhouse, domainId, start, end, filters)) };
+  const stats = await timeQuery(deps.metrics, 'stats', () => filteredWindowStats(deps.clickhouse, domainId, start, end, filters));
+  return { period: 'period' in window ? window.period : 'custom', ...stats };
 }
