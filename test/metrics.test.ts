@@ -18,7 +18,7 @@ import { Metrics } from '../src/metrics/registry.js';
 import { startRollupBuilder } from '../src/rollups/builder.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { evaluatorOf, postAlert } from './support/alerts.js';
-import { describeProc, exitOf, killChildren, start, waitForOutput } from './support/child.js';
+import { describeProc, exitOf, killChildren, run, start, waitForOutput } from './support/child.js';
 import { accessLine, accessLines, append, FORMAT, importText, newDomain, T0, timeLocal, until } from './support/ingest.js';
 import { freePort } from './support/ports.js';
 
@@ -321,5 +321,35 @@ describe('served alone', () => {
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
     // A child process's start and a chDB of its own: more than the default 30 s on a loaded machine.
+  }, 120_000);
+
+  it('`tailhouse ingest` alone: its counters on HOST:PORT behind METRICS_TOKEN', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-metrics-'));
+    try {
+      const file = path.join(dataDir, 'shop.access.log');
+      const name = `worker-${process.pid}.example.com`;
+      const ingestConfig = path.join(dataDir, 'ingest.yaml');
+      fs.writeFileSync(ingestConfig, `sources:\n  - domain: ${name}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
+      append(file, `${accessLines(0, 20)}not a log line\n`);
+      const vars = { DATA_DIR: dataDir, ADMIN_EMAIL, ADMIN_PASSWORD };
+      const added = await run(['domains', 'add', name], vars);
+      expect(added.code, added.stderr).toBe(0);
+      const port = await freePort();
+      const proc = start(['ingest', '--config', ingestConfig], { ...vars, HOST: '127.0.0.1', PORT: String(port), METRICS: 'true', METRICS_TOKEN: TOKEN });
+      const url = `http://127.0.0.1:${port}/metrics`;
+      const source = { source: `access ${file}` };
+      const text = await until(async () => {
+        const res = await fetch(url, { headers: { authorization: `Bearer ${TOKEN}` } }).catch(() => null);
+        const body = res?.status === 200 ? await res.text() : '';
+        return sampleOf(body, 'tailhouse_ingest_lines_stored_total', source) === 20 ? body : undefined;
+      }, '20 lines stored, on the worker\'s metrics port', 60_000);
+      expect(sampleOf(text, 'tailhouse_ingest_lines_read_total', source)).toBe(21);
+      expect(sampleOf(text, 'tailhouse_ingest_lines_rejected_total', { ...source, reason: 'unparsed' })).toBe(1);
+      expect((await fetch(url)).status).toBe(401);
+      proc.child.kill('SIGTERM');
+      expect(await exitOf(proc), describeProc(proc)).toEqual({ code: 0, signal: null });
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
   }, 120_000);
 });

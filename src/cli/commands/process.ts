@@ -50,15 +50,26 @@ export function registerProcessCommands(program: Command, host: CommandHost, ing
       const config = loadConfig();
       const log = createLogger(config.logLevel);
       const ingestConfig = await loadIngestConfig(opts.config!);
-      const [{ openStores }, { startIngest }] = await Promise.all([import('../../runtime.js'), import('../../../ingest/worker.js')]);
+      const [{ openStores }, { startIngest }, { Metrics }, { startMetricsListener }] = await Promise.all([
+        import('../../runtime.js'),
+        import('../../../ingest/worker.js'),
+        import('../../metrics/registry.js'),
+        import('../../metrics/listener.js'),
+      ]);
       const stores = await openStores(config, log);
+      const metrics = config.metrics ? new Metrics() : undefined;
+      let metricsListener: { close(): Promise<void> } | null = null;
       try {
-        const worker = await startIngest(ingestConfig, { db: stores.db, clickhouse: stores.clickhouse, log, dataDir: config.dataDir, statsIntervalMs: config.ingestStatsIntervalMs });
+        // METRICS_LISTEN without a token, else HOST:PORT behind METRICS_TOKEN: the worker has no API port to share.
+        metricsListener = metrics ? await startMetricsListener(config, metrics, log) : null;
+        const worker = await startIngest(ingestConfig, { db: stores.db, clickhouse: stores.clickhouse, log, dataDir: config.dataDir, statsIntervalMs: config.ingestStatsIntervalMs, metrics });
         stopOnSignals(log, async () => {
+          await metricsListener?.close();
           await worker.close();
           await stores.close();
         });
       } catch (err) {
+        await metricsListener?.close();
         await stores.close();
         throw err;
       }
