@@ -171,6 +171,25 @@ const DAY_HOURS = `access_rollups
     AND bucket >= toDateTime({fromS:UInt32}, 'UTC') AND bucket < toDateTime({toS:UInt32}, 'UTC')
     AND ${inGroup('toUnixTimestamp(toStartOfDay(bucket))')}`;
 
+/** A list with a row for every row of a bucket, and few keys: its requests are what the lists statement counted. */
+const COMPLETE_LIST = ROLLUP_LISTS.find((l) => l.dim === 'status')!;
+
+/**
+ * The totals' fresh rows with their requests bounded by what the bucket's complete list holds once
+ * the lists are written. Lists and totals are two statements, each reading the rows as they are
+ * when it starts: lines stored in between would give a total that equals the count (built) over
+ * lists without those lines. Bounded, such a bucket stays unbuilt and is read raw, and the next
+ * round brings the lists up and then the total (its other partials are differences, 0 by then).
+ */
+const boundedByLists = (span: 'hour' | 'day', fresh: string) => `
+  SELECT fresh.* REPLACE (least(fresh.p_requests, listed.requests) AS p_requests)
+  FROM (${fresh}) AS fresh
+  LEFT JOIN (
+    SELECT domain_id, bucket, sum(requests) AS requests FROM access_rollups
+    WHERE span = '${span}' AND dim = '${COMPLETE_LIST.dim}' AND ${GROUP_BUCKETS}
+    GROUP BY domain_id, bucket
+  ) AS listed USING (domain_id, bucket)`;
+
 const HOUR = "toDateTime(toStartOfHour(timestamp), 'UTC')";
 const DAY = "toDateTime(toStartOfDay(bucket), 'UTC')";
 
@@ -194,16 +213,15 @@ const BUILD = {
     writeDifference(
       'hour',
       'totals',
-      `SELECT domain_id, ${HOUR} AS bucket, toInt8(0) AS dim, '' AS key, ${ROWS.totals.partials.map(rawPartial).join(', ')} FROM ${hourRows()} GROUP BY domain_id, bucket`,
+      boundedByLists('hour', `SELECT domain_id, ${HOUR} AS bucket, toInt8(0) AS dim, '' AS key, ${ROWS.totals.partials.map(rawPartial).join(', ')} FROM ${hourRows()} GROUP BY domain_id, bucket`),
     ),
   ],
-  day: (['lists', 'totals'] as const).map((kind) =>
-    writeDifference(
-      'day',
-      kind,
-      `SELECT domain_id, ${DAY} AS bucket, CAST(dim, 'Int8') AS dim, key, ${ROWS[kind].partials.map(rollupPartial).join(', ')} FROM ${DAY_HOURS} AND ${ROWS[kind].rows} GROUP BY domain_id, bucket, dim, key`,
-    ),
-  ),
+  // A day reads its built hours, which the builder writes before it; the bound holds all the same
+  // should two builders run at once (see the header).
+  day: (['lists', 'totals'] as const).map((kind) => {
+    const fresh = `SELECT domain_id, ${DAY} AS bucket, CAST(dim, 'Int8') AS dim, key, ${ROWS[kind].partials.map(rollupPartial).join(', ')} FROM ${DAY_HOURS} AND ${ROWS[kind].rows} GROUP BY domain_id, bucket, dim, key`;
+    return writeDifference('day', kind, kind === 'totals' ? boundedByLists('day', fresh) : fresh);
+  }),
 } as const;
 
 /** How many keys a bucket's short top lists keep (access_tops); src/stats/window.ts proposes from them. */
