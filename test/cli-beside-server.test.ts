@@ -144,6 +144,19 @@ describe('the CLI beside a running server', () => {
     await until(() => controlLog().some((l) => l.command === 'import'), 'the import in the server log');
     expect(controlLog().filter((l) => l.command === 'import')).toEqual([expect.objectContaining({ code: 0 })]);
     expect(await requestsOf('million.example.com')).toBe(1_000_000);
+    const report = await cli(['stats', 'million.example.com', '--period', '7d']);
+    expect(report.code, report.stderr).toBe(0);
+    expect(report.stdout).toMatch(/^million.example.com, the last 7d\n\nrequests +1000000\n/);
+    expect(report.stdout, report.stdout).toMatch(/\nStatus codes\n {2}COUNT +% +VALUE\n {2}900000 +90\.00 +#{18}\.{2} +200\n {2}100000 +10\.00 +#{2}\.{18} +500\n/);
+
+    // ingest validate reads the config and its files where the operator is, against the server's domains.
+    const config = path.join(dir, 'ingest.yaml');
+    fs.writeFileSync(config, `sources:\n  - domain: million.example.com\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n  - domain: unknown.example.com\n    access: ${JSON.stringify(path.join(dir, 'unknown.log'))}\n`);
+    const validated = await cli(['ingest', 'validate', '--config', config, '--lines', '2']);
+    expect(validated.code).toBe(1);
+    expect(validated.stdout, validated.stdout).toMatch(/sources\[0\]: domain million.example.com\n.*first 2 lines\n +line 1 .* million.example.com +500 +GET \/m\/0\?q=0\n/);
+    expect(validated.stdout).toMatch(/sources\[1\]: domain unknown.example.com is not registered.*\n.*missing file/);
+    expect(validated.stdout).toMatch(/\n2 problems\n$/);
   });
 
   it('Ctrl-C stops an import at a clean point; the same command again stores every line exactly once', { timeout: SLOW }, async () => {

@@ -44,10 +44,19 @@ export function buildProgram(host: CommandHost, more?: CommandSet): Command {
   return program;
 }
 
-/** Runs one command line on `host`; resolves with its exit status, errors written as one line each. */
-export async function runCommand(argv: readonly string[], host: CommandHost, more?: CommandSet): Promise<number> {
+/**
+ * Runs one command line on `host`; resolves with its exit status, errors written as one line each.
+ * `onCommand` hears the command's name (e.g. "users create") once it is known, without its arguments.
+ */
+export async function runCommand(argv: readonly string[], host: CommandHost, more?: CommandSet, onCommand?: (name: string) => void): Promise<number> {
   try {
-    await buildProgram(host, more).parseAsync([...argv], { from: 'user' });
+    const program = buildProgram(host, more);
+    program.hook('preAction', (_, action) => {
+      const names: string[] = [];
+      for (let c: Command | null = action; c && c !== program; c = c.parent) names.unshift(c.name());
+      onCommand?.(names.join(' '));
+    });
+    await program.parseAsync([...argv], { from: 'user' });
     return host.exitCode;
   } catch (err) {
     // Commander has written its own message (or the help) already.

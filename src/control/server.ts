@@ -57,17 +57,16 @@ export function serveCommands(runtime: Runtime): CommandServer {
 }
 
 async function runForClient(socket: net.Socket, run: RunFrame, runtime: Runtime, signal: AbortSignal, awaitAnswer: (resolve: (yes: boolean) => void) => void): Promise<void> {
-  // Command words only: the arguments may hold a password.
-  const command = run.argv.filter((a) => !a.startsWith('-')).slice(0, 2).join(' ');
-  const log = runtime.log.child({ component: 'control', command });
   let code: number;
   if (!runsBesideServer(run.argv)) {
-    send(socket, { type: 'err', text: `tailhouse: \`${command}\` does not run through a server; stop the server to run it\n` });
+    send(socket, { type: 'err', text: `tailhouse: \`${run.argv[0]}\` does not run through a server; stop the server to run it\n` });
     code = 1;
   } else {
     const started = performance.now();
-    code = await runCommand(run.argv, remoteHost(socket, run, runtime, signal, awaitAnswer));
-    log.info({ code, ms: Math.round(performance.now() - started) }, 'command from the control socket');
+    // Logged by its name only: the arguments may hold a password.
+    let command = '(none)';
+    code = await runCommand(run.argv, remoteHost(socket, run, runtime, signal, awaitAnswer), undefined, (name) => (command = name));
+    runtime.log.info({ component: 'control', command, code, ms: Math.round(performance.now() - started) }, 'command from the control socket');
   }
   send(socket, { type: 'exit', code });
   socket.end();
