@@ -34,6 +34,7 @@ describe('loadConfig defaults', () => {
       alertIntervalS: 30,
       exportTtlS: 86400,
       logRetentionDays: 90,
+      statsRollupMinRows: 32,
       trustProxy: false,
       adminEmail: 'admin@localhost',
       adminPassword: undefined,

@@ -112,7 +112,9 @@ const aliceDomains = () => [alpha.id, beta.id];
 const everyDomain = () => [...names.keys()];
 
 beforeAll(async () => {
-  t = await startTestApp({ LOG_RETENTION_DAYS: '3650' });
+  // The test's hours hold a few rows each, which the query endpoint would read raw (STATS_ROLLUP_MIN_ROWS):
+  // 0 keeps every built hour on the rollups, so the tests compare them with the raw rows.
+  t = await startTestApp({ LOG_RETENTION_DAYS: '3650', STATS_ROLLUP_MIN_ROWS: '0' });
   admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
   alice = await createUserAndLogin(t.app, admin, { email: 'alice@example.com' });
   bob = await createUserAndLogin(t.app, admin, { email: 'bob@example.com' });
@@ -756,6 +758,19 @@ describe('POST /api/logs/query: from the rollups', () => {
         (r) => JSON.stringify(r.dimensions) === JSON.stringify([iso(hour), ...value]),
       )?.metrics[0] ?? 0;
       expect(hourly, dim).toBe(exactHour + listMark);
+    }
+
+    // Hours with fewer rows per domain than STATS_ROLLUP_MIN_ROWS are read raw; days are not.
+    const exactHourBytes = bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth'], dimensions: ['time:hour'], filters: [], window, interval: 'hour', names }).find((r) => r.dimensions[0] === iso(hour))!.metrics[0]!;
+    const hourRows = rows.filter((r) => r.domain === gamma.id && Math.floor(r.t / HOUR) * HOUR === hour).length;
+    t.runtime.config.statsRollupMinRows = hourRows + 1;
+    try {
+      expect((await bandwidth({ dimensions: ['time:hour'] })).find((r: ExpectedRow) => r.dimensions[0] === iso(hour)).metrics[0]).toBe(exactHourBytes);
+      expect((await bandwidth({}))[0].metrics).toEqual([exact[0]! + mark, exact[1]]);
+      t.runtime.config.statsRollupMinRows = hourRows;
+      expect((await bandwidth({ dimensions: ['time:hour'] })).find((r: ExpectedRow) => r.dimensions[0] === iso(hour)).metrics[0]).toBe(exactHourBytes + mark);
+    } finally {
+      t.runtime.config.statsRollupMinRows = 0;
     }
 
     // A late line in the marked hour: its hour and day are read raw again.

@@ -82,14 +82,14 @@ const keptDomains = new WeakMap<ClickHouseClient, BoundedCache<{ found: DomainsB
  * domain's counts because counts only grow (a late line adds to one; nothing takes away inside the
  * retention), and while the counts stay, what is built stays (see above).
  */
-export async function knownDomainsBuildState(clickhouse: ClickHouseClient, domainIds: number[], start: number, end: number, span: 'hour' | 'day'): Promise<BuildState> {
+export async function knownDomainsBuildState(clickhouse: ClickHouseClient, domainIds: number[], start: number, end: number, span: 'hour' | 'day'): Promise<DomainsBuildState> {
   const cache = perClient(keptDomains, clickhouse, () => new BoundedCache(KEPT_ENTRIES, (k) => entriesOf(k.found.state) + k.found.rows.size));
   const b = windowBuckets(start, end);
   const key = `${span}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}:${domainIds.join(',')}`;
   const known = cache.get(key);
-  if (known && Date.now() - known.readAt <= REFRESH_MS && isDeepStrictEqual(await queryDomainsHourRows(clickhouse, domainIds, start, end), known.found.rows)) return known.found.state;
+  if (known && Date.now() - known.readAt <= REFRESH_MS && isDeepStrictEqual(await queryDomainsHourRows(clickhouse, domainIds, start, end), known.found.rows)) return known.found;
   const readAt = Date.now();
   const found = await queryDomainsBuildState(clickhouse, domainIds, start, end, span);
   cache.set(key, { found, readAt });
-  return found.state;
+  return found;
 }

@@ -8,7 +8,7 @@
 import { selectRows, type ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { invalidField } from '../../http/errors.js';
 import { knownDomainsBuildState } from '../../rollups/known-plans.js';
-import { planConditions, planWindow } from '../../rollups/plan.js';
+import { planConditions, planWindow, sparseHoursUnbuilt } from '../../rollups/plan.js';
 import type { Query, Window } from './parse.js';
 import { groupsSql, type BuiltQuery, type GroupKey, type Reads } from './sql.js';
 import { readWindow } from './where.js';
@@ -38,12 +38,12 @@ export const tooManyGroups = (what: string) =>
  * How each window is read: raw rows only unless the rollups may serve the query; then one build
  * state for the windows' domains (both windows of a compare at once) and a plan per window.
  */
-async function planReads(clickhouse: ClickHouseClient, query: Query, windows: Window[]): Promise<Reads[]> {
+async function planReads(clickhouse: ClickHouseClient, query: Query, windows: Window[], rollupMinRows: number): Promise<Reads[]> {
   if (query.rollup === null) return windows.map(() => null);
   const read = windows.map((w) => readWindow(query, w));
   const from = Math.min(...read.map((w) => w.start));
   const to = Math.max(...read.map((w) => w.end));
-  const state = await knownDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollup.span);
+  const state = sparseHoursUnbuilt(await knownDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollup.span), rollupMinRows);
   return read.map((w) => (w.start > w.end ? null : planConditions(planWindow(w.start, w.end, state))));
 }
 
@@ -54,8 +54,9 @@ async function series(clickhouse: ClickHouseClient, query: Query, window: Window
   return rows;
 }
 
-export async function runQuery(clickhouse: ClickHouseClient, query: Query): Promise<RunResult> {
-  const [reads, previousReads] = await planReads(clickhouse, query, query.previous ? [query.window, query.previous] : [query.window]);
+/** `rollupMinRows`: STATS_ROLLUP_MIN_ROWS, below which an hour's rows per domain are read raw (sparseHoursUnbuilt). */
+export async function runQuery(clickhouse: ClickHouseClient, query: Query, rollupMinRows: number): Promise<RunResult> {
+  const [reads, previousReads] = await planReads(clickhouse, query, query.previous ? [query.window, query.previous] : [query.window], rollupMinRows);
   if (query.timeIndex >= 0) {
     const rows = await series(clickhouse, query, query.window, reads!);
     return { rows, total: 0, previous: query.previous ? await series(clickhouse, query, query.previous, previousReads!) : null };

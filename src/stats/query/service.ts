@@ -20,7 +20,7 @@ export async function queryLogs(deps: Deps, principal: Principal, body: QueryBod
   const kept = body.page > 1 ? keptSeries(deps.clickhouse, key, now) : undefined;
   if (kept) return answerOf({ ...kept.query, page: body.page }, kept.ordered);
   const query = parseQuery(body, { now, retentionDays: deps.config.logRetentionDays, domains });
-  const ordered = orderGroups(query, await timeQuery(deps.metrics, 'query', () => runQuery(deps.clickhouse, query)));
+  const ordered = orderGroups(query, await timeQuery(deps.metrics, 'query', () => runQuery(deps.clickhouse, query, deps.config.statsRollupMinRows)));
   keepSeries(deps.clickhouse, key, { query, ordered, at: now });
   return answerOf(query, ordered);
 }
