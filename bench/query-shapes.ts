@@ -15,7 +15,8 @@
  * the same run. Medians; the targets are issue 14's where it names the shape.
  *
  * Environment: BENCH_DATA_DIR (required), BENCH_RUNS (default 5), BENCH_RANGE (default 30d),
- * BENCH_RAW 0: skip the raw peers (they take minutes at 10M rows).
+ * BENCH_RAW 0: skip the raw peers (they take minutes at 10M rows), STATS_ROLLUP_MIN_ROWS: passed to
+ * the server (0: every built hour from the rollups, as before that setting).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -43,7 +44,7 @@ interface Shape {
 }
 
 spawnSync(process.execPath, [BIN, 'users', 'create', '--email', admin.ADMIN_EMAIL, '--password', admin.ADMIN_PASSWORD, '--role', 'admin'], { env: childEnv(DATA_DIR, admin, { LOG_LEVEL: 'warn' }), stdio: 'ignore' });
-const server = await startServer(childEnv(DATA_DIR, admin, { LOG_LEVEL: 'warn' }));
+const server = await startServer(childEnv(DATA_DIR, admin, { LOG_LEVEL: 'warn', ...(process.env.STATS_ROLLUP_MIN_ROWS ? { STATS_ROLLUP_MIN_ROWS: process.env.STATS_ROLLUP_MIN_ROWS } : {}) }));
 try {
   const idle = await waitIdle(server.pid, 30 * 60_000);
   const token = await login(server.base, admin);
