@@ -44,5 +44,20 @@ export function parseWith<T extends z.ZodTypeAny>(schema: T, value: unknown, wha
   return result.data;
 }
 
+/** Goes on once the operator confirmed (or passed `--yes`); refuses with `refusal` otherwise. */
+export async function confirmOr(host: CommandHost, yes: boolean | undefined, question: string, refusal: string): Promise<void> {
+  if (!yes && !(await host.confirm(question))) throw new CliError(`${refusal} (confirm, or pass --yes)`);
+}
+
+/** Every row of a paged listing (the operator asked for the whole list), 100 a page. */
+export async function everyPage<T>(read: (page: { page: number; limit: number }) => Promise<[rows: T[], total: number]>): Promise<T[]> {
+  const found: T[] = [];
+  for (let page = 1; ; page++) {
+    const [rows, total] = await read({ page, limit: 100 });
+    found.push(...rows);
+    if (found.length >= total || rows.length === 0) return found;
+  }
+}
+
 /** A path given by the operator, as the host process must open it. */
 export const operatorPath = (host: CommandHost, file: string) => path.resolve(host.cwd, file);

@@ -337,6 +337,11 @@ type StatsDeps = Pick<Services, 'db' | 'clickhouse' | 'config' | 'metrics'>;
 /** GET /api/logs/domains/:domainId/stats: the domain must be visible and the caller hold logs:read. */
 export async function getLogStats(deps: StatsDeps, principal: Principal, domainId: number, window: StatsWindow, filters: readonly QueryFilter[] = [], now = Date.now()): Promise<LogStats> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
+  return windowStats(deps, domainId, window, filters, now);
+}
+
+/** A domain's statistics over `window` (no access check: GET …/stats checks it, `tailhouse stats` runs as the operator). */
+export async function windowStats(deps: Omit<StatsDeps, 'db'>, domainId: number, window: StatsWindow, filters: readonly QueryFilter[] = [], now = Date.now()): Promise<LogStats> {
   const { start, end } = windowAt(window, now, deps.config.logRetentionDays);
   const stats = await timeQuery(deps.metrics, 'stats', () => filteredWindowStats(deps.clickhouse, domainId, start, end, filters));
   return { period: 'period' in window ? window.period : 'custom', ...stats };

@@ -4,8 +4,8 @@ import type { Db } from '../../../core/db/postgres.js';
 import { domainNameField } from '../../domains/schemas.js';
 import { applyDomainPatch, removeDomain } from '../../domains/service.js';
 import { findDomainByName, findVisibleDomain, insertDomain, listDomains, toDomain, type DomainRow } from '../../domains/store.js';
-import { findUserById } from '../../users/store.js';
-import { CliError, parseWith, type CommandHost } from '../host.js';
+import { findUserById, listUsers } from '../../users/store.js';
+import { CliError, confirmOr, everyPage, parseWith, type CommandHost } from '../host.js';
 import { formatJson, formatTable } from '../table.js';
 import { findUser } from './users.js';
 
@@ -18,9 +18,11 @@ export async function findDomain(db: Db, given: string): Promise<DomainRow> {
   return domain;
 }
 
+/** A domain's owner as shown: '-' for none, the address, or the id of a user that is gone. */
+const ownerLabel = (ownerId: number | null, email: string | undefined) => (ownerId === null ? '-' : (email ?? `user ${ownerId}`));
+
 async function ownerEmail(db: Db, ownerId: number | null): Promise<string> {
-  if (ownerId === null) return '-';
-  return (await findUserById(db, ownerId))?.email ?? `user ${ownerId}`;
+  return ownerLabel(ownerId, ownerId === null ? undefined : (await findUserById(db, ownerId))?.email);
 }
 
 export function registerDomainCommands(program: Command, host: CommandHost): void {
@@ -47,16 +49,18 @@ export function registerDomainCommands(program: Command, host: CommandHost): voi
     .option('--json', 'print JSON')
     .action(async (opts: { search?: string; json?: boolean }) => {
       await host.withRuntime(async (runtime) => {
-        const found = [];
-        for (let page = 1; ; page++) {
-          const { domains: batch, total } = await listDomains(runtime.db, { page, limit: 100, search: opts.search }, { all: true });
-          found.push(...batch);
-          if (found.length >= total || batch.length === 0) break;
-        }
+        const found = await everyPage(async (page) => {
+          const { domains, total } = await listDomains(runtime.db, { ...page, search: opts.search }, { all: true });
+          return [domains, total];
+        });
         if (opts.json) return host.out(formatJson(found));
-        const owners = new Map<number | null, string>();
-        for (const d of found) if (!owners.has(d.ownerId)) owners.set(d.ownerId, await ownerEmail(runtime.db, d.ownerId));
-        host.out(formatTable(['ID', 'NAME', 'OWNER', 'CREATED'], found.map((d) => [d.id, d.name, owners.get(d.ownerId)!, d.createdAt])));
+        // The owners' addresses from one listing of the users, not a lookup per domain.
+        const users = await everyPage(async (page) => {
+          const { users, total } = await listUsers(runtime.db, page);
+          return [users, total];
+        });
+        const emails = new Map(users.map((u) => [u.id, u.email]));
+        host.out(formatTable(['ID', 'NAME', 'OWNER', 'CREATED'], found.map((d) => [d.id, d.name, ownerLabel(d.ownerId, emails.get(d.ownerId ?? -1)), d.createdAt])));
       });
     });
 
@@ -113,7 +117,7 @@ export function registerDomainCommands(program: Command, host: CommandHost): voi
     .action(async (given: string, opts: { yes?: boolean }) => {
       await host.withRuntime(async (runtime) => {
         const domain = await findDomain(runtime.db, given);
-        if (!opts.yes && !(await host.confirm(`Delete domain ${domain.name} and all its logs?`))) throw new CliError('not removed (confirm, or pass --yes)');
+        await confirmOr(host, opts.yes, `Delete domain ${domain.name} and all its logs?`, 'not removed');
         await removeDomain(runtime, domain);
         host.out(`removed domain ${domain.id} ${domain.name} and its logs\n`);
       });

@@ -1,7 +1,7 @@
 /** `tailhouse stats DOMAIN`: a domain's statistics as a terminal report, like GoAccess's terminal view. */
 import { Option, type Command } from 'commander';
-import { STATS_PERIODS, windowAt, type StatsPeriod } from '../../stats/periods.js';
-import { queryWindowStats, type LogStats } from '../../stats/window.js';
+import { STATS_PERIODS, type StatsPeriod } from '../../stats/periods.js';
+import { windowStats, type LogStats } from '../../stats/window.js';
 import type { CommandHost } from '../host.js';
 import { formatJson, formatRows, formatTable } from '../table.js';
 import { findDomain } from './domains.js';
@@ -69,8 +69,7 @@ export function registerStatsCommand(program: Command, host: CommandHost): void 
     .action(async (given: string, opts: { period: StatsPeriod; json?: boolean }) => {
       await host.withRuntime(async (runtime) => {
         const domain = await findDomain(runtime.db, given);
-        const { start, end } = windowAt({ period: opts.period }, Date.now(), runtime.config.logRetentionDays);
-        const stats: LogStats = { period: opts.period, ...(await queryWindowStats(runtime.clickhouse, domain.id, start, end)) };
+        const stats = await windowStats(runtime, domain.id, { period: opts.period });
         host.out(opts.json ? formatJson(stats) : formatStatsReport(domain.name, stats));
       });
     });

@@ -6,7 +6,7 @@ import type { Db } from '../../../core/db/postgres.js';
 import { emailField, passwordField } from '../../users/schemas.js';
 import { applyUserPatch, createUserRecord, removeUser, replacePassword } from '../../users/service.js';
 import { findUserByEmail, findUserById, listUsers, readPermissions, toUser, type UserPatch, type UserRow } from '../../users/store.js';
-import { CliError, parseWith, type CommandHost } from '../host.js';
+import { CliError, confirmOr, everyPage, parseWith, type CommandHost } from '../host.js';
 import { formatJson, formatTable, timeOrNever } from '../table.js';
 
 /** A user named on the command line by e-mail address or id. */
@@ -52,13 +52,10 @@ export function registerUserCommands(program: Command, host: CommandHost): void 
     .option('--json', 'print JSON')
     .action(async (opts: { search?: string; role?: 'admin' | 'user'; json?: boolean }) => {
       await host.withRuntime(async (runtime) => {
-        const found = [];
-        // Every page: the operator asked for the whole list.
-        for (let page = 1; ; page++) {
-          const { users: batch, total } = await listUsers(runtime.db, { page, limit: 100, search: opts.search, role: opts.role });
-          found.push(...batch);
-          if (found.length >= total || batch.length === 0) break;
-        }
+        const found = await everyPage(async (page) => {
+          const { users, total } = await listUsers(runtime.db, { ...page, search: opts.search, role: opts.role });
+          return [users, total];
+        });
         if (opts.json) return host.out(formatJson(found));
         host.out(formatTable(['ID', 'E-MAIL', 'NAME', 'ROLE', 'STATE', 'LAST LOGIN'], found.map((u) => [u.id, u.email, u.name, u.role, u.active ? 'active' : 'inactive', timeOrNever(u.lastLoginAt)])));
       });
@@ -128,7 +125,7 @@ export function registerUserCommands(program: Command, host: CommandHost): void 
     .action(async (given: string, opts: { yes?: boolean }) => {
       await host.withRuntime(async (runtime) => {
         const target = await findUser(runtime.db, given);
-        if (!opts.yes && !(await host.confirm(`Delete user ${target.id} ${target.email}?`))) throw new CliError('not deleted (confirm, or pass --yes)');
+        await confirmOr(host, opts.yes, `Delete user ${target.id} ${target.email}?`, 'not deleted');
         await runtime.db.transaction((tx) => removeUser(tx, target));
         runtime.log.info({ userId: target.id, via: 'cli' }, 'user deleted');
         host.out(`deleted user ${target.id} ${target.email}\n`);
