@@ -45,8 +45,8 @@ export class DataDirInUseError extends Error {}
 export interface DataDirLock {
   /** Gives up the lock; its socket stops answering. */
   release(): void;
-  /** From now on, connections to the lock socket go to `handler` instead of a hello that says "no commands". */
-  acceptCommands(handler: (socket: net.Socket) => void): void;
+  /** From now on, connections to the lock socket go to `handler`; null: back to a hello that says "no commands". */
+  acceptCommands(handler: ((socket: net.Socket) => void) | null): void;
 }
 
 /** The first line the lock socket writes to a connection. */

@@ -21,12 +21,7 @@ type RunFrame = Extract<ClientFrame, { type: 'run' }>;
 /** Takes commands on the DATA_DIR lock socket of `runtime`; nothing to take in server mode (no lock: a CLI opens the shared stores itself). */
 export function serveCommands(runtime: Runtime): CommandServer {
   const running = new Set<{ abort: AbortController; done: Promise<void> }>();
-  let closing = false;
   runtime.lock?.acceptCommands((socket) => {
-    if (closing) {
-      socket.end(`${JSON.stringify({ pid: process.pid, commands: false })}\n`);
-      return;
-    }
     const abort = new AbortController();
     let answer: ((yes: boolean) => void) | null = null;
     let started = false;
@@ -42,14 +37,13 @@ export function serveCommands(runtime: Runtime): CommandServer {
       if (frame.type === 'answer') return answer?.(frame.yes);
       if (started) return void socket.destroy();
       started = true;
-      const entry = { abort, done: Promise.resolve() };
-      entry.done = runForClient(socket, frame, runtime, abort.signal, (resolve) => (answer = resolve)).finally(() => running.delete(entry));
+      const entry = { abort, done: runForClient(socket, frame, runtime, abort.signal, (resolve) => (answer = resolve)).finally(() => running.delete(entry)) };
       running.add(entry);
     });
   });
   return {
     async close() {
-      closing = true;
+      runtime.lock?.acceptCommands(null);
       for (const command of running) command.abort.abort();
       await Promise.all([...running].map((c) => c.done));
     },
