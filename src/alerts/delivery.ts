@@ -262,12 +262,15 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
         const claim = await claimNotifications(db, new Date(nowMs), new Date(nowMs + leaseMs), batch, { perHour: perTargetPerHour });
         if (claim.claimed.length === 0 && claim.held.length === 0) break;
         // One per alert in a batch, so delivering them side by side keeps each alert's order.
-        const outcomes = await Promise.all([...claim.claimed.map((n) => deliverOne(n, nowMs)), ...claim.held.map((n) => held(n, nowMs))]);
-        const notifications = [...claim.claimed, ...claim.held];
-        outcomes.forEach((o, i) => {
+        const count = async (method: 'email' | 'webhook', outcome: Promise<keyof DeliveryResult>) => {
+          const o = await outcome;
           result[o]++;
-          options.metrics?.notification(notifications[i]!.notification_method, o);
-        });
+          options.metrics?.notification(method, o);
+        };
+        await Promise.all([
+          ...claim.claimed.map((n) => count(n.notification_method, deliverOne(n, nowMs))),
+          ...claim.held.map((n) => count(n.notification_method, held(n, nowMs))),
+        ]);
       }
       return result;
     },
