@@ -259,6 +259,15 @@ describe('alerts and rollups', () => {
   });
 });
 
+/** An ingest config in `dataDir` following one access log of `domain` that holds `lines`; its source's label. */
+function followedLog(dataDir: string, domain: string, lines: string) {
+  const file = path.join(dataDir, 'shop.access.log');
+  const ingestConfig = path.join(dataDir, 'ingest.yaml');
+  fs.writeFileSync(ingestConfig, `sources:\n  - domain: ${domain}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
+  append(file, lines);
+  return { file, ingestConfig, source: { source: `access ${file}` } };
+}
+
 describe('served alone', () => {
   it('startMetricsListener without METRICS_LISTEN (`tailhouse ingest`): HOST:PORT behind the token', async () => {
     const config = loadConfig({ METRICS: 'true', METRICS_TOKEN: TOKEN, HOST: '127.0.0.1', PORT: '0' });
@@ -280,11 +289,8 @@ describe('served alone', () => {
   it("`serve` with METRICS_LISTEN: its own port, no token, the ingest worker's counters; none on the API port", async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-metrics-'));
     try {
-      const file = path.join(dataDir, 'shop.access.log');
       const name = `served-${process.pid}.example.com`;
-      const ingestConfig = path.join(dataDir, 'ingest.yaml');
-      fs.writeFileSync(ingestConfig, `sources:\n  - domain: ${name}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
-      append(file, accessLines(0, 30));
+      const { ingestConfig, source } = followedLog(dataDir, name, accessLines(0, 30));
       const [port, metricsPort] = [await freePort(), await freePort()];
       const proc = start(['serve'], {
         DATA_DIR: dataDir,
@@ -306,7 +312,6 @@ describe('served alone', () => {
       const { accessToken } = (await (await fetch(`${api}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: ADMIN_EMAIL, password: ADMIN_PASSWORD }) })).json()).data;
       const created = await fetch(`${api}/api/domains`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${accessToken}` }, body: JSON.stringify({ name }) });
       expect(created.status).toBe(201);
-      const source = { source: `access ${file}` };
       const text = await until(async () => {
         const res = await fetch(served);
         const body = await res.text();
@@ -326,18 +331,14 @@ describe('served alone', () => {
   it('`tailhouse ingest` alone: its counters on HOST:PORT behind METRICS_TOKEN', async () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-metrics-'));
     try {
-      const file = path.join(dataDir, 'shop.access.log');
       const name = `worker-${process.pid}.example.com`;
-      const ingestConfig = path.join(dataDir, 'ingest.yaml');
-      fs.writeFileSync(ingestConfig, `sources:\n  - domain: ${name}\n    access: ${JSON.stringify(file)}\n    format: ${JSON.stringify(FORMAT)}\n`);
-      append(file, `${accessLines(0, 20)}not a log line\n`);
+      const { ingestConfig, source } = followedLog(dataDir, name, `${accessLines(0, 20)}not a log line\n`);
       const vars = { DATA_DIR: dataDir, ADMIN_EMAIL, ADMIN_PASSWORD };
       const added = await run(['domains', 'add', name], vars);
       expect(added.code, added.stderr).toBe(0);
       const port = await freePort();
       const proc = start(['ingest', '--config', ingestConfig], { ...vars, HOST: '127.0.0.1', PORT: String(port), METRICS: 'true', METRICS_TOKEN: TOKEN });
       const url = `http://127.0.0.1:${port}/metrics`;
-      const source = { source: `access ${file}` };
       const text = await until(async () => {
         const res = await fetch(url, { headers: { authorization: `Bearer ${TOKEN}` } }).catch(() => null);
         const body = res?.status === 200 ? await res.text() : '';
