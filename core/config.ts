@@ -39,6 +39,12 @@ export const envSchema = z.object({
   MAIL_FROM: z.string().min(3).default('tailhouse <tailhouse@localhost>'),
   INGEST_CONFIG: z.string().min(1).optional(),
   INGEST_STATS_INTERVAL_MS: z.coerce.number({ message: 'must be a whole number of milliseconds, 0 for never' }).int().min(0).default(60_000),
+  INGEST_BATCH_MS: z.coerce
+    .number({ message: 'must be a whole number of milliseconds from 0 to 10000' })
+    .int({ message: 'must be a whole number of milliseconds from 0 to 10000' })
+    .min(0, { message: 'must be a whole number of milliseconds from 0 to 10000' })
+    .max(10_000, { message: 'must be a whole number of milliseconds from 0 to 10000' })
+    .default(1_000),
   ALERT_INTERVAL_S: positiveInt('a whole number of seconds above 0').default(30),
   EXPORT_TTL_S: positiveInt('a whole number of seconds above 0').default(86400),
   LOG_RETENTION_DAYS: positiveInt('a whole number of days above 0').default(90),
@@ -79,6 +85,8 @@ export interface Config {
   ingestConfig: string | undefined;
   /** How often the ingest worker logs its counters; 0: never. */
   ingestStatsIntervalMs: number;
+  /** How long followed files' chunks wait to share an insert (ingest/sinks/shared-batches.ts). */
+  ingestBatchMs: number;
   alertIntervalS: number;
   exportTtlS: number;
   logRetentionDays: number;
@@ -145,6 +153,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     mailFrom: e.MAIL_FROM,
     ingestConfig: e.INGEST_CONFIG,
     ingestStatsIntervalMs: e.INGEST_STATS_INTERVAL_MS,
+    ingestBatchMs: e.INGEST_BATCH_MS,
     alertIntervalS: e.ALERT_INTERVAL_S,
     exportTtlS: e.EXPORT_TTL_S,
     logRetentionDays: e.LOG_RETENTION_DAYS,

@@ -11,6 +11,11 @@
  * (`knownUntil`: each one written before it has an entry). A restart looks for generations written
  * since, which nobody claimed: rotated away while the worker was stopped, or before it had a look.
  * The follower advances it in memory as it looks; it goes to disk with the next write.
+ *
+ * And the manifests of the shared batches being written (sinks/shared-batches.ts): which chunks
+ * of which files an insert holds, under which deduplication token. A manifest is on disk before its
+ * insert is sent and leaves in the same write that moves its chunks' checkpoints, so a restart
+ * that finds one puts the same chunks together under the same token again.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -40,6 +45,24 @@ export interface Checkpoint {
 
 export type CheckpointUpdate = Omit<Checkpoint, 'updatedAt'>;
 
+/** One chunk of a shared batch: a byte range of a file of a source. */
+export interface BatchMember {
+  /** The checkpoint source (followed path) whose follower hands the chunk out. */
+  source: string;
+  identity: string;
+  start: number;
+  end: number;
+}
+
+/** A shared batch whose insert may have reached ClickHouse and whose chunks' checkpoints have not moved yet. */
+export interface BatchManifest {
+  /** The insert's deduplication token. */
+  token: string;
+  /** Order of recording: batches are written, and replayed, in this order. */
+  seq: number;
+  members: BatchMember[];
+}
+
 const FILE_NAME = 'checkpoints.json';
 const TEMP_NAME = `${FILE_NAME}.tmp`;
 
@@ -48,6 +71,16 @@ const fileSchema = z.object({
   version: z.literal(1),
   // Absent in files written before it existed.
   sources: z.record(z.string(), z.object({ knownUntil: z.string() })).optional(),
+  // Absent in files written before shared batches, and when none is being written.
+  batches: z
+    .array(
+      z.object({
+        token: z.string().min(1),
+        seq: z.number().int().nonnegative(),
+        members: z.array(z.object({ source: z.string(), identity: z.string().min(1), start: offset, end: offset })),
+      }),
+    )
+    .optional(),
   files: z.record(
     z.string().min(1),
     z.object({
@@ -65,13 +98,19 @@ const fileSchema = z.object({
 export class CheckpointStore {
   private writing: Promise<void> | null = null;
   private queued: Promise<void> | null = null;
+  /** Set while `together` runs: changes wait for the one write after it. */
+  private holding: { promise: Promise<void>; resolve(): void; reject(err: unknown): void } | null = null;
+  private readonly batches = new Map<string, BatchManifest>();
 
   private constructor(
     private readonly dir: string,
     private readonly entries: Map<string, Checkpoint>,
     private readonly sources: Map<string, { knownUntil: string }>,
     private readonly log: Logger,
-  ) {}
+    batches: BatchManifest[] = [],
+  ) {
+    for (const b of batches) this.batches.set(b.token, b);
+  }
 
   /**
    * Loads the store of `dir` (created when missing). A leftover temporary file is what a crash in
@@ -103,7 +142,7 @@ export class CheckpointStore {
         `checkpoint file ${file} is not valid (${(err as Error).message.split('\n')[0]}); move it away to start over, which reads every log file again from its beginning`,
       );
     }
-    return new CheckpointStore(dir, new Map(Object.entries(parsed.files)), new Map(Object.entries(parsed.sources ?? {})), log);
+    return new CheckpointStore(dir, new Map(Object.entries(parsed.files)), new Map(Object.entries(parsed.sources ?? {})), log, parsed.batches);
   }
 
   get(identity: string): Checkpoint | undefined {
@@ -129,6 +168,47 @@ export class CheckpointStore {
   /** Writes what changed in memory only (knownUntil); resolves once it is on disk. */
   flush(): Promise<void> {
     return this.persist();
+  }
+
+  /** The manifests on record, in the order they were recorded. */
+  pendingBatches(): BatchManifest[] {
+    return [...this.batches.values()].sort((a, b) => a.seq - b.seq);
+  }
+
+  /** Records a shared batch's manifest; resolves once it is on disk. */
+  recordBatch(manifest: BatchManifest): Promise<void> {
+    this.batches.set(manifest.token, { ...manifest, members: manifest.members.map((m) => ({ ...m })) });
+    return this.persist();
+  }
+
+  /** Forgets a manifest; written with the next write (call it inside `together` with its acknowledgements). */
+  forgetBatch(token: string): void {
+    this.batches.delete(token);
+  }
+
+  /**
+   * Runs `fn`, whose changes (`set`, `forgetBatch`, …) all go to disk in one write: a shared batch's
+   * checkpoints move together with the removal of its manifest, never some before the others.
+   * Resolves once that write is done.
+   */
+  together(fn: () => void): Promise<void> {
+    if (this.holding) throw new Error('checkpoint changes grouped inside a group');
+    let resolve!: () => void;
+    let reject!: (err: unknown) => void;
+    const promise = new Promise<void>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    promise.catch(() => {});
+    this.holding = { promise, resolve, reject };
+    try {
+      fn();
+    } finally {
+      this.holding = null;
+    }
+    const write = this.persist();
+    write.then(resolve, reject);
+    return write;
   }
 
   /** Records an entry; resolves once it is on disk. */
@@ -163,6 +243,7 @@ export class CheckpointStore {
 
   /** A write that starts after the caller's change: joins the queued one, or starts one, or queues one. */
   private persist(): Promise<void> {
+    if (this.holding) return this.holding.promise;
     if (this.queued) return this.queued;
     if (!this.writing) return this.startWrite();
     this.queued = this.writing
@@ -176,7 +257,8 @@ export class CheckpointStore {
 
   private startWrite(): Promise<void> {
     // The snapshot is taken now, synchronously: every change made before this call is in it.
-    const text = `${JSON.stringify({ version: 1, sources: Object.fromEntries(this.sources), files: Object.fromEntries(this.entries) })}\n`;
+    const batches = this.batches.size > 0 ? { batches: this.pendingBatches() } : {};
+    const text = `${JSON.stringify({ version: 1, sources: Object.fromEntries(this.sources), ...batches, files: Object.fromEntries(this.entries) })}\n`;
     const write = replaceFile(path.join(this.dir, FILE_NAME), path.join(this.dir, TEMP_NAME), text).finally(() => {
       this.writing = null;
     });

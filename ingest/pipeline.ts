@@ -13,6 +13,7 @@
  * cannot cure (ClickHouse refusing the data itself) stops the source and is reported.
  */
 import type { ClickHouseClient } from '../core/db/clickhouse.js';
+import type { BatchMember } from './checkpoints.js';
 import type { Logger } from '../core/log.js';
 import type { DomainDirectory } from './domains.js';
 import { UnknownDomainError, type IdAllocator } from './ids.js';
@@ -103,26 +104,39 @@ const describe = (err: unknown) => (err instanceof Error ? err.message : String(
 
 /**
  * Runs `attempt` until it succeeds, waiting with capped exponential back-off between failures
- * that `retryable` accepts; throws the first other error, or Stopped when the worker stops.
+ * that `retryable` accepts; throws the first other error, or Stopped when the worker stops. The
+ * state and errors are shown in the stats of every source the attempt serves (a shared batch
+ * serves many).
  */
-export async function retrying<T>(attempt: () => Promise<T>, what: string, stats: SourceStats, deps: PipelineDeps, retryable: (err: unknown) => boolean = () => true): Promise<T> {
+export async function retrying<T>(
+  attempt: () => Promise<T>,
+  what: string,
+  served: SourceStats | readonly SourceStats[],
+  deps: PipelineDeps,
+  retryable: (err: unknown) => boolean = () => true,
+): Promise<T> {
+  const all = Array.isArray(served) ? (served as readonly SourceStats[]) : [served as SourceStats];
   let delay = deps.backoff.initialMs;
   for (;;) {
     if (deps.signal.aborted) throw new Stopped();
     try {
       const result = await attempt();
-      if (stats.state === 'retrying') {
-        stats.state = 'running';
-        deps.log.info({ source: stats.name }, `${what}: succeeded again`);
+      for (const stats of all) {
+        if (stats.state === 'retrying') {
+          stats.state = 'running';
+          deps.log.info({ source: stats.name }, `${what}: succeeded again`);
+        }
+        stats.lastError = null;
       }
-      stats.lastError = null;
       return result;
     } catch (err) {
       if (err instanceof Stopped || !retryable(err)) throw err;
-      stats.retries++;
-      stats.lastError = `${what}: ${describe(err)}`;
-      stats.state = 'retrying';
-      deps.log.warn({ source: stats.name, err: describe(err), retryInMs: delay }, `${what} failed: retrying`);
+      for (const stats of all) {
+        stats.retries++;
+        stats.lastError = `${what}: ${describe(err)}`;
+        stats.state = 'retrying';
+      }
+      deps.log.warn({ source: all.length === 1 ? all[0]!.name : `${all.length} sources`, err: describe(err), retryInMs: delay }, `${what} failed: retrying`);
       if (!(await sleep(delay, deps.signal))) throw new Stopped();
       delay = Math.min(delay * 2, deps.backoff.maxMs);
     }
@@ -207,19 +221,29 @@ export async function prepareChunk(chunk: LineChunk, input: ChunkInput, stats: S
   return { rows, token: dedupToken(chunk.identity, chunk.startOffset, chunk.endOffset), lines: chunk.lines.length + chunk.overlong.length };
 }
 
-/** Writes a batch until ClickHouse accepts it; a refusal of the data itself is thrown. */
-export async function writeBatch(batch: Prepared, stats: SourceStats, deps: PipelineDeps): Promise<void> {
+/** Writes rows under `token` until ClickHouse accepts them; a refusal of the data itself is thrown. */
+export async function writeAccepted(rows: Rows, token: string, served: SourceStats | readonly SourceStats[], label: string, deps: PipelineDeps): Promise<void> {
   const write = async () => {
     const started = performance.now();
-    await writeRows(deps.clickhouse, batch.rows, batch.token);
-    deps.metrics?.insertTimed(stats.name, (performance.now() - started) / 1000);
+    await writeRows(deps.clickhouse, rows, token);
+    deps.metrics?.insertTimed(label, (performance.now() - started) / 1000);
   };
-  await retrying(write, 'writing to ClickHouse', stats, deps, isRetryableInsertError);
-  deps.log.debug({ source: stats.name, lines: batch.lines, token: batch.token }, 'batch written');
+  await retrying(write, 'writing to ClickHouse', served, deps, isRetryableInsertError);
+}
+
+/** Counts a written batch in its source's stats. */
+export function countWritten(batch: Prepared, stats: SourceStats): void {
   stats.read += batch.lines;
   stats.inserted += batch.rows.access.length + batch.rows.error.length;
   stats.rejected += batch.rows.rejects.length;
   for (const { cause } of batch.rows.rejects) stats.rejectedBy[cause] = (stats.rejectedBy[cause] ?? 0) + 1;
+}
+
+/** Writes a batch until ClickHouse accepts it; a refusal of the data itself is thrown. */
+export async function writeBatch(batch: Prepared, stats: SourceStats, deps: PipelineDeps): Promise<void> {
+  await writeAccepted(batch.rows, batch.token, stats, stats.name, deps);
+  deps.log.debug({ source: stats.name, lines: batch.lines, token: batch.token }, 'batch written');
+  countWritten(batch, stats);
 }
 
 /**
@@ -265,5 +289,66 @@ export async function pump<T>(
     // Stopped while preparing: the write under way still finishes (or stops) before the stores close.
     await writing?.catch(() => {});
     await committed.catch(() => {});
+  }
+}
+
+/** A prepared chunk handed to a sink that writes chunks of many sources together (sinks/shared-batches.ts). */
+export interface Submission extends BatchMember {
+  prepared: Prepared;
+  stats: SourceStats;
+  /**
+   * Moves the chunk's checkpoint (its follower's acknowledgement). Called once the insert holding
+   * the chunk was accepted, with the other chunks of that insert in one checkpoint write: it must
+   * make its change to the checkpoint store before it first awaits.
+   */
+  commit(): Promise<void>;
+}
+
+export interface BatchSink {
+  /** Resolves once the insert holding the chunk was accepted and its checkpoint written. */
+  submit(submission: Submission): Promise<void>;
+  /** The caller can read nothing more until its chunks are written: write without waiting for more. */
+  hurry(): void;
+}
+
+/**
+ * Drives `items` through prepare → a shared sink, which writes and commits. Several chunks of the
+ * source may wait in the sink at once, up to `window` (the source's own bound on unacknowledged
+ * chunks); when the source reaches it, the sink is hurried. Ends when the items end or the worker
+ * stops; the first error of a chunk ends it with that error.
+ */
+export async function pumpInto<T>(
+  items: AsyncIterable<T>,
+  steps: { prepare(item: T): Promise<Prepared>; submission(item: T, batch: Prepared): Submission },
+  sink: BatchSink,
+  window: number,
+): Promise<void> {
+  const iterator = items[Symbol.asyncIterator]();
+  let fail!: (err: unknown) => void;
+  // Rejects with the first chunk's error: the source stops even while it waits for lines or room.
+  const failed = new Promise<never>((_, reject) => (fail = reject));
+  failed.catch(() => {});
+  const unsettled = new Set<Promise<void>>();
+  try {
+    for (;;) {
+      const next = await Promise.race([iterator.next(), failed]);
+      if (next.done) break;
+      const batch = await Promise.race([steps.prepare(next.value), failed]);
+      const done = sink.submit(steps.submission(next.value, batch));
+      unsettled.add(done);
+      done.then(
+        () => unsettled.delete(done),
+        (err: unknown) => {
+          unsettled.delete(done);
+          fail(err);
+        },
+      );
+      if (unsettled.size >= window) sink.hurry();
+    }
+    await Promise.race([Promise.all(unsettled), failed]);
+  } catch (err) {
+    if (!(err instanceof Stopped)) throw err;
+  } finally {
+    await Promise.allSettled(unsettled);
   }
 }

@@ -1,7 +1,8 @@
 /**
  * The ingest worker: every input of an ingest config (docs/reference/ingest.md) running at once, each file and
  * the syslog listener through its own pump (pipeline.ts), sharing the checkpoint store, the domain
- * directory and the id allocator. `tailhouse ingest` runs it alone; `serve` runs it beside the API
+ * directory and the id allocator. The files' chunks are written together, in shared batches
+ * (sinks/shared-batches.ts): one insert a second or so, however many files are followed. `tailhouse ingest` runs it alone; `serve` runs it beside the API
  * when INGEST_CONFIG is set.
  *
  * A source that fails for good (ClickHouse refusing its data, a checkpoint that cannot be written)
@@ -16,11 +17,13 @@ import type { FileSource, IngestConfig, SyslogConfig, SyslogRoute } from './conf
 import { createDomainDirectory } from './domains.js';
 import { createIdAllocator } from './ids.js';
 import { compileAccessFormat, type AccessLineParser } from './parsers/access-format.js';
-import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, routingFor, withIds, type Backoff, type IngestMetrics, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
+import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, pumpInto, routingFor, withIds, type Backoff, type BatchSink, type IngestMetrics, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
 import { dedupToken } from './sinks/clickhouse.js';
+import { SharedBatches } from './sinks/shared-batches.js';
 import { FileTail } from './sources/file-tail.js';
 import { DEFAULT_CUT_LIMITS } from './sources/line-cutter.js';
 import { listenSyslog, type SyslogEvent, type SyslogListener, type SyslogMessage } from './sources/syslog.js';
+import type { LineChunk } from './types.js';
 import { accessDecoder, decodeLines, emptyDecoded, errorDecoder, rejectRow, type Decoded, type Decoder, type LogKind, type RejectCause } from './transforms/rows.js';
 
 export interface IngestWorkerOptions {
@@ -32,11 +35,21 @@ export interface IngestWorkerOptions {
   /** How often the counters are logged (`ingest stats`); 0 turns it off. */
   statsIntervalMs: number;
   backoff?: Backoff;
+  /** How long the files' chunks wait for others to share an insert with (INGEST_BATCH_MS). */
+  batchDelayMs?: number;
   /** File follower tuning, for tests. */
   pollMs?: number;
   rotatedIdleMs?: number;
   metrics?: IngestMetrics;
 }
+
+/** INGEST_BATCH_MS's default: about one insert a second per table, and lines in ClickHouse within about 1.5 s. */
+export const DEFAULT_BATCH_DELAY_MS = 1_000;
+// A shared batch is flushed before its deadline once it holds this much: large enough to be cheap
+// to merge, small enough that one insert block stays a few tens of megabytes.
+const SHARED_BATCH_BYTES = 8 << 20;
+// Chunks of one file that may wait unacknowledged: a batch being written, the next filling up.
+const FILE_WINDOW = 6;
 
 export interface IngestWorker {
   /** Counters per source. */
@@ -69,17 +82,15 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
     const done = supervise(runSyslog(listener, config.syslog, stats, deps), stats, log);
     running.push({ stats, done, close: () => listener.close() });
   }
-  for (const source of config.sources) {
-    for (const kind of ['access', 'error'] as const) {
-      const file = source[kind];
-      if (file === null) continue;
-      // Three chunks out: one being checkpointed, one being inserted, one being prepared (pipeline.ts).
-      const tail = new FileTail({ path: file, checkpoints, log, startAt: source.startAt, maxInFlight: 3, pollMs: options.pollMs, rotatedIdleMs: options.rotatedIdleMs, framing: kind === 'error' ? 'error-log' : 'line' });
-      const stats = newStats(`${kind} ${file}`);
-      const done = supervise(runFile(tail, source, kind, stats, deps), stats, log);
-      running.push({ stats, done, close: () => tail.close(), files: () => tail.stats() });
-    }
-  }
+  const files = config.sources.flatMap((source) => (['access', 'error'] as const).flatMap((kind) => (source[kind] === null ? [] : [{ source, kind, file: source[kind] }])));
+  const tails = files.map(({ source, kind, file }) => new FileTail({ path: file, checkpoints, log, startAt: source.startAt, maxInFlight: FILE_WINDOW, pollMs: options.pollMs, rotatedIdleMs: options.rotatedIdleMs, framing: kind === 'error' ? 'error-log' : 'line' }));
+  const shared = new SharedBatches(checkpoints, deps, { maxDelayMs: options.batchDelayMs ?? DEFAULT_BATCH_DELAY_MS, maxBytes: SHARED_BATCH_BYTES, sources: new Set(tails.map((t) => t.source)) });
+  files.forEach(({ source, kind, file }, i) => {
+    const tail = tails[i]!;
+    const stats = newStats(`${kind} ${file}`);
+    const done = supervise(runFile(tail, source, kind, shared, stats, deps), stats, log);
+    running.push({ stats, done, close: () => tail.close(), files: () => tail.stats() });
+  });
   log.info({ sources: running.map((r) => r.stats.name) }, 'ingest started');
 
   const snapshot = () =>
@@ -102,6 +113,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
       closing ??= (async () => {
         if (timer) clearInterval(timer);
         abort.abort();
+        await shared.close();
         await Promise.all(running.map((r) => r.close()));
         await Promise.all(running.map((r) => r.done));
         log.info({ sources: snapshot() }, 'ingest stopped');
@@ -135,14 +147,26 @@ function decoderOf(kind: LogKind, route: { format: string; timezone: string }): 
   return kind === 'access' ? accessDecoder(accessParser(route.format)) : errorDecoder(route.timezone);
 }
 
-async function runFile(tail: FileTail, source: FileSource, kind: LogKind, stats: SourceStats, deps: PipelineDeps): Promise<void> {
+async function runFile(tail: FileTail, source: FileSource, kind: LogKind, sink: BatchSink, stats: SourceStats, deps: PipelineDeps): Promise<void> {
   const input = { decoder: decoderOf(kind, source), domain: source.domain, maxLineBytes: DEFAULT_CUT_LIMITS.maxLineBytes };
   // The follower claims its files first (writes their checkpoints, reads nothing): a generation that
   // rotates away while the domain is still unregistered, or before a kill, is then known and read.
   await tail.start();
   // A source whose domain is not registered yet reads nothing until it is.
   await routingFor(source.domain, stats, deps);
-  await pump(tail, { prepare: (chunk) => prepareChunk(chunk, input, stats, deps), commit: (chunk) => tail.ack(chunk) }, stats, deps);
+  const steps = {
+    prepare: (chunk: LineChunk) => prepareChunk(chunk, input, stats, deps),
+    submission: (chunk: LineChunk, prepared: Prepared) => ({
+      source: tail.source,
+      identity: chunk.identity,
+      start: chunk.startOffset,
+      end: chunk.endOffset,
+      prepared,
+      stats,
+      commit: () => tail.ack(chunk),
+    }),
+  };
+  await pumpInto(tail, steps, sink, FILE_WINDOW);
 }
 
 /**

@@ -31,7 +31,7 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
   try {
     if (config.metricsListen && metrics) metricsListener = await startMetricsListener(config, metrics, log);
     if (ingestConfig) {
-      ingest = await startIngest(ingestConfig, { db: runtime.db, clickhouse: runtime.clickhouse, log, dataDir: config.dataDir, statsIntervalMs: config.ingestStatsIntervalMs, metrics });
+      ingest = await startIngest(ingestConfig, { db: runtime.db, clickhouse: runtime.clickhouse, log, dataDir: config.dataDir, statsIntervalMs: config.ingestStatsIntervalMs, batchDelayMs: config.ingestBatchMs, metrics });
     }
   } catch (err) {
     await metricsListener?.close();

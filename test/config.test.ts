@@ -31,6 +31,7 @@ describe('loadConfig defaults', () => {
       mailFrom: 'tailhouse <tailhouse@localhost>',
       ingestConfig: undefined,
       ingestStatsIntervalMs: 60_000,
+      ingestBatchMs: 1_000,
       alertIntervalS: 30,
       exportTtlS: 86400,
       logRetentionDays: 90,
@@ -71,6 +72,7 @@ describe('loadConfig defaults', () => {
       ADMIN_EMAIL: '  Ops@Example.COM ',
       ADMIN_PASSWORD: 'long-enough-password',
       LOG_LEVEL: 'warn',
+      INGEST_BATCH_MS: '250',
     });
     expect(config).toMatchObject({
       port: 8443,
@@ -83,6 +85,7 @@ describe('loadConfig defaults', () => {
       adminEmail: 'ops@example.com',
       adminPassword: 'long-enough-password',
       logLevel: 'warn',
+      ingestBatchMs: 250,
     });
   });
 
@@ -129,6 +132,9 @@ describe('loadConfig errors: one line naming the variable', () => {
     ['ADMIN_PASSWORD', 'short'],
     ['ADMIN_PASSWORD', 'p'.repeat(129)],
     ['LOG_LEVEL', 'loud'],
+    ['INGEST_BATCH_MS', '10001'],
+    ['INGEST_BATCH_MS', '-1'],
+    ['INGEST_BATCH_MS', '0.5'],
   ])('%s=%s', (name, value) => {
     const problems = problemsOf({ [name]: value });
     expect(problems).toHaveLength(1);

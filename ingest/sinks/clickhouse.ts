@@ -483,6 +483,19 @@ export class AccessTsv {
     this.buf = buf;
   }
 
+  /** One body of several, in order (a shared batch's, sinks/shared-batches.ts); the parts stay as they are. */
+  static concat(parts: readonly AccessTsv[]): AccessTsv {
+    const size = parts.reduce((n, p) => n + p.size, 0);
+    const buf = takeBytes(size);
+    const timestamps: number[] = [];
+    let pos = 0;
+    for (const p of parts) {
+      pos += p.bytes.copy(buf, pos);
+      for (const t of p.timestamps) timestamps.push(t);
+    }
+    return new AccessTsv(buf, size, timestamps);
+  }
+
   get length(): number {
     return this.timestamps.length;
   }

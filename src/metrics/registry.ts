@@ -50,7 +50,7 @@ export class Metrics {
   });
   readonly #insertSeconds = new Histogram({
     name: 'tailhouse_ingest_insert_duration_seconds',
-    help: 'Time of each batch ClickHouse accepted (all its tables), by ingest source',
+    help: 'Time of each batch ClickHouse accepted (all its tables), by ingest source; "files" for the followed files, whose chunks share inserts',
     labelNames: ['source'] as const,
     buckets: QUERY_BUCKETS,
     registers: [this.#registry],

@@ -32,8 +32,11 @@ export interface ClickhouseHttp {
   start(): Promise<void>;
   /** stop(), then closes the chDB session. */
   close(): Promise<void>;
-  /** Answers the next `count` requests with HTTP `status` (a proxy-style text body, no ClickHouse code), without running them. */
-  failNext(count: number, status?: number): void;
+  /**
+   * Answers the next `count` requests with HTTP `status` (a proxy-style text body, no ClickHouse
+   * code), without running them; with `only`, the next requests whose query it matches.
+   */
+  failNext(count: number, status?: number, only?: RegExp): void;
 }
 
 export async function startClickhouseHttp(options: { dataDir: string; port?: number }): Promise<ClickhouseHttp> {
@@ -49,7 +52,7 @@ export async function startClickhouseHttp(options: { dataDir: string; port?: num
   let port = options.port ?? 0;
   let requests = 0;
   let spoolSeq = 0;
-  const failing = { left: 0, status: 503 };
+  const failing: { left: number; status: number; only: RegExp | null } = { left: 0, status: 503, only: null };
   // One request at a time: settings and `database` are applied to the shared session with SET
   // and USE around a query, which concurrent requests would see.
   let queue: Promise<unknown> = Promise.resolve();
@@ -134,7 +137,7 @@ export async function startClickhouseHttp(options: { dataDir: string; port?: num
     try {
       // The whole body first, even for an answer that ignores it: the client is still sending.
       const body = decodeBody(await readAll(req), req.headers['content-encoding']);
-      if (failing.left > 0) {
+      if (failing.left > 0 && (failing.only === null || failing.only.test(search.get('query') ?? ''))) {
         failing.left--;
         reply = { status: failing.status, headers: { 'Content-Type': 'text/plain' }, body: Buffer.from(`${http.STATUS_CODES[failing.status] ?? 'Error'} (failNext)\n`) };
       } else if (url.pathname === '/ping' || (req.method === 'GET' && url.pathname === '/' && !search.has('query'))) {
@@ -209,9 +212,10 @@ export async function startClickhouseHttp(options: { dataDir: string; port?: num
       session.close();
       fs.rmSync(spool, { recursive: true, force: true });
     },
-    failNext(count, status = 503) {
+    failNext(count, status = 503, only) {
       failing.left = count;
       failing.status = status;
+      failing.only = only ?? null;
     },
   };
 }

@@ -62,7 +62,7 @@ export function registerProcessCommands(program: Command, host: CommandHost, ing
       try {
         // METRICS_LISTEN without a token, else HOST:PORT behind METRICS_TOKEN: the worker has no API port to share.
         metricsListener = metrics ? await startMetricsListener(config, metrics, log) : null;
-        const worker = await startIngest(ingestConfig, { db: stores.db, clickhouse: stores.clickhouse, log, dataDir: config.dataDir, statsIntervalMs: config.ingestStatsIntervalMs, metrics });
+        const worker = await startIngest(ingestConfig, { db: stores.db, clickhouse: stores.clickhouse, log, dataDir: config.dataDir, statsIntervalMs: config.ingestStatsIntervalMs, batchDelayMs: config.ingestBatchMs, metrics });
         stopOnSignals(log, async () => {
           await metricsListener?.close();
           await worker.close();
