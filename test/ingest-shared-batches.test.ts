@@ -1,0 +1,189 @@
+/**
+ * Shared batches (ingest/sinks/shared-batches.ts): a worker following 100 files writes their lines
+ * in a few common inserts, and stays exactly once when killed while those inserts are under way.
+ *
+ * - In process: 100 files of one domain, lines appended to each; the inserts are counted through
+ *   the worker's metrics hook (one call per accepted insert).
+ * - `tailhouse ingest` as a child, killed with SIGKILL right after a shared batch was accepted
+ *   (the `batch written` line comes before its checkpoints move) until two kills have left a batch
+ *   manifest on disk (so its replay is exercised), and once at a random moment; lines are appended
+ *   to random files between runs. At the end every line of every file is stored once.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../core/config.js';
+import { createLogger } from '../core/log.js';
+import { parseIngestConfig } from '../ingest/config.js';
+import { SHARED_BATCH_LABEL } from '../ingest/sinks/shared-batches.js';
+import { startIngest } from '../ingest/worker.js';
+import { findDomainByName } from '../src/domains/store.js';
+import { openStores, type Stores } from '../src/runtime.js';
+import { freshDatabase, JWT_SECRET } from './support/app.js';
+import { exitOf, killChildren, run, start, waitForOutput, type Proc } from './support/child.js';
+import { accessLine, FORMAT, newDomain, select, T0, until } from './support/ingest.js';
+import { prng } from './support/random.js';
+
+const FILES = 100;
+const SLOW = 300_000;
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+
+let dir: string;
+let database: { url: string | undefined; drop: () => Promise<void> };
+
+beforeAll(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-shared-'));
+  database = await freshDatabase();
+});
+
+afterAll(async () => {
+  await killChildren();
+  await database?.drop();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** Line `k` of file `i`: its URL names both, so every line of every file is told apart. */
+function fileLines(i: number, from: number, to: number): string {
+  let text = '';
+  for (let k = from; k < to; k++) text += `${accessLine(i * 100_000 + k, undefined, T0 + k * 1000 + i)}\n`;
+  return text;
+}
+
+/** An ingest config following `files` for `domain`. */
+function configText(domain: string, files: string[]): string {
+  return `sources:\n${files.map((f) => `  - domain: ${domain}\n    access: ${JSON.stringify(f)}\n    format: ${JSON.stringify(FORMAT)}\n`).join('')}`;
+}
+
+/** Rows of a domain: count, distinct urls, distinct ids, and urls stored more than once. */
+async function counted(stores: Stores, domainId: number) {
+  const [c] = await select<{ rows: string; urls: string; ids: string }>(stores.clickhouse, 'SELECT count() AS rows, uniqExact(url) AS urls, uniqExact(id) AS ids FROM access_logs WHERE domain_id = {d:UInt32}', { d: domainId });
+  const twice = await select<{ url: string }>(stores.clickhouse, 'SELECT url FROM access_logs WHERE domain_id = {d:UInt32} GROUP BY url HAVING count() > 1 LIMIT 10', { d: domainId });
+  return { rows: Number(c!.rows), urls: Number(c!.urls), ids: Number(c!.ids), twice: twice.map((r) => r.url) };
+}
+
+describe('a worker following 100 files', () => {
+  it('writes their lines in a few shared inserts, each line once', { timeout: 120_000 }, async () => {
+    const here = path.join(dir, 'in-process');
+    fs.mkdirSync(here);
+    const stores = await openStores(loadConfig({ DATA_DIR: path.join(here, 'data'), JWT_SECRET, ...(database.url ? { DATABASE_URL: database.url } : {}) }), log);
+    try {
+      const domain = await newDomain(stores.db, 'shared');
+      const files = Array.from({ length: FILES }, (_, i) => path.join(here, `site-${i}.access.log`));
+      for (const f of files) fs.writeFileSync(f, '');
+      const inserts: string[] = [];
+      const metrics = { followIngest() {}, insertTimed: (source: string) => void inserts.push(source) };
+      const worker = await startIngest(parseIngestConfig(configText(domain.name, files), path.join(here, 'ingest.yaml')), {
+        db: stores.db,
+        clickhouse: stores.clickhouse,
+        log,
+        dataDir: path.join(here, 'data'),
+        statsIntervalMs: 0,
+        pollMs: 50,
+        batchDelayMs: 1_000,
+        metrics,
+      });
+      try {
+        // Every follower has looked at its file (and claimed it) before the lines arrive.
+        await until(() => worker.stats().every((s) => s.state === 'running' && s.files === 1), 'the followers to start', 30_000);
+        files.forEach((f, i) => fs.appendFileSync(f, fileLines(i, 0, 20)));
+        await until(() => worker.stats().every((s) => s.inserted === 20), 'every line to be stored', 30_000);
+        expect(await counted(stores, domain.id)).toEqual({ rows: FILES * 20, urls: FILES * 20, ids: FILES * 20, twice: [] });
+        // One file at a time would be a hundred inserts; the deadline gathers them into one or two.
+        expect(inserts.every((s) => s === SHARED_BATCH_LABEL)).toBe(true);
+        expect(inserts.length).toBeLessThanOrEqual(3);
+      } finally {
+        await worker.close();
+      }
+      // Nothing left to replay once every batch's checkpoints moved.
+      const checkpoints = JSON.parse(fs.readFileSync(path.join(here, 'data', 'ingest', 'checkpoints.json'), 'utf8')) as { batches?: unknown[] };
+      expect(checkpoints.batches).toBeUndefined();
+    } finally {
+      await stores.close();
+    }
+  });
+
+  it('killed with SIGKILL while shared batches are written, loses and doubles no line of any file', { timeout: SLOW }, async () => {
+    const seed = Number(process.env.SHARED_SEED ?? Math.floor(Math.random() * 2 ** 31));
+    console.log(`shared batches kill test: SHARED_SEED=${seed}`);
+    const random = prng(seed);
+    const here = path.join(dir, 'killed');
+    fs.mkdirSync(here);
+    const vars = { DATA_DIR: path.join(here, 'data'), JWT_SECRET, LOG_LEVEL: 'debug', INGEST_STATS_INTERVAL_MS: '100', INGEST_BATCH_MS: '200', ...(database.url ? { DATABASE_URL: database.url } : {}) };
+    const domain = 'shared-kill.example.com';
+    const added = await run(['domains', 'add', domain], vars);
+    expect(added.code, added.stderr).toBe(0);
+
+    const files = Array.from({ length: FILES }, (_, i) => path.join(here, `site-${i}.access.log`));
+    const written = files.map(() => 0);
+    const appendTo = (i: number, n: number) => {
+      fs.appendFileSync(files[i]!, fileLines(i, written[i]!, written[i]! + n));
+      written[i]! += n;
+    };
+    files.forEach((_, i) => appendTo(i, 300));
+    const config = path.join(here, 'ingest.yaml');
+    fs.writeFileSync(config, configText(domain, files));
+    const checkpointFile = path.join(vars.DATA_DIR, 'ingest', 'checkpoints.json');
+    const pendingBatches = () => (fs.existsSync(checkpointFile) ? ((JSON.parse(fs.readFileSync(checkpointFile, 'utf8')) as { batches?: unknown[] }).batches?.length ?? 0) : 0);
+    const killed = async (proc: Proc) => {
+      proc.child.kill('SIGKILL');
+      expect((await exitOf(proc)).signal).toBe('SIGKILL');
+    };
+    // Lines for some files while no worker runs: the next start finds them beside its replays.
+    const appendSome = () => {
+      for (let n = 0; n < 30; n++) appendTo(Math.floor(random() * FILES), 1 + Math.floor(random() * 40));
+    };
+
+    // Right after a batch was accepted, before its checkpoints moved, until two kills have left a
+    // manifest behind (the settling write sometimes lands before the kill does).
+    let leftManifests = 0;
+    for (let kill = 0; leftManifests < 2; kill++) {
+      expect(kill, 'kills that left a manifest to replay').toBeLessThan(12);
+      const proc = start(['ingest', '--config', config], vars);
+      await waitForOutput(proc, new RegExp(`(?:"msg":"batch written"[\\s\\S]*){${1 + (kill % 3)}}`), 60_000);
+      await killed(proc);
+      if (pendingBatches() > 0) leftManifests++;
+      appendSome();
+    }
+    // At a moment of the operating system's choosing.
+    {
+      const proc = start(['ingest', '--config', config], vars);
+      await waitForOutput(proc, /"msg":"ingest started"/, 60_000);
+      await new Promise((r) => setTimeout(r, 100 + Math.floor(random() * 400)));
+      await killed(proc);
+      appendSome();
+    }
+
+    const last = start(['ingest', '--config', config], vars);
+    // Caught up: every follower has its file open and nothing of it waiting.
+    await until(
+      () => {
+        const lines = last.stdout.split('\n').filter((l) => l.includes('"msg":"ingest stats"'));
+        const stats = lines.length > 0 ? (JSON.parse(lines.at(-1)!) as { sources: { lagBytes: number; files: number }[] }).sources : [];
+        return stats.length === FILES && stats.every((s) => s.lagBytes === 0 && s.files === 1);
+      },
+      'the last worker to catch up',
+      120_000,
+      100,
+    );
+    last.child.kill('SIGTERM');
+    expect((await exitOf(last)).code).toBe(0);
+    expect(pendingBatches()).toBe(0);
+
+    const stores = await openStores(loadConfig(vars), log);
+    try {
+      const row = await findDomainByName(stores.db, domain);
+      const total = written.reduce((a, b) => a + b, 0);
+      expect(await counted(stores, row!.id)).toEqual({ rows: total, urls: total, ids: total, twice: [] });
+      // Per file: every line of it, and nothing else.
+      const perFile = await select<{ file: string; n: string }>(
+        stores.clickhouse,
+        "SELECT toString(intDiv(toUInt64(extract(url, '^/item/(\\\\d+)')), 100000)) AS file, count() AS n FROM access_logs WHERE domain_id = {d:UInt32} GROUP BY file",
+        { d: row!.id },
+      );
+      expect(Object.fromEntries(perFile.map((r) => [r.file, Number(r.n)]))).toEqual(Object.fromEntries(written.map((n, i) => [String(i), n])));
+    } finally {
+      await stores.close();
+    }
+  });
+});
