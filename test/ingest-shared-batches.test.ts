@@ -62,30 +62,53 @@ async function counted(stores: Stores, domainId: number) {
   return { rows: Number(c!.rows), urls: Number(c!.urls), ids: Number(c!.ids), twice: twice.map((r) => r.url) };
 }
 
+/** A worker in this process following `files` for `domain`, counting its inserts; `onInsert` runs as each is accepted, before its checkpoints move. */
+async function follow(stores: Stores, here: string, domain: string, files: string[], onInsert: () => void = () => {}) {
+  const inserts: string[] = [];
+  const metrics = {
+    followIngest() {},
+    insertTimed(source: string) {
+      inserts.push(source);
+      onInsert();
+    },
+  };
+  const worker = await startIngest(parseIngestConfig(configText(domain, files), path.join(here, 'ingest.yaml')), {
+    db: stores.db,
+    clickhouse: stores.clickhouse,
+    log,
+    dataDir: path.join(here, 'data'),
+    statsIntervalMs: 0,
+    pollMs: 50,
+    batchDelayMs: 1_000,
+    metrics,
+  });
+  // Every follower has looked at its file (and claimed it) before the caller writes lines.
+  await until(() => worker.stats().every((s) => s.state === 'running' && s.files === 1), 'the followers to start', 30_000);
+  return { worker, inserts };
+}
+
+/** Opens fresh stores on `here`/data, makes 100 empty files, runs `fn`, closes the stores. */
+async function withFiles(name: string, fn: (stores: Stores, here: string, domain: { id: number; name: string }, files: string[]) => Promise<void>): Promise<void> {
+  const here = path.join(dir, name);
+  fs.mkdirSync(here);
+  const stores = await openStores(loadConfig({ DATA_DIR: path.join(here, 'data'), JWT_SECRET, ...(database.url ? { DATABASE_URL: database.url } : {}) }), log);
+  try {
+    const domain = await newDomain(stores.db, 'shared');
+    const files = Array.from({ length: FILES }, (_, i) => path.join(here, `site-${i}.access.log`));
+    for (const f of files) fs.writeFileSync(f, '');
+    await fn(stores, here, domain, files);
+  } finally {
+    await stores.close();
+  }
+}
+
+const pendingIn = (here: string) => (JSON.parse(fs.readFileSync(path.join(here, 'data', 'ingest', 'checkpoints.json'), 'utf8')) as { batches?: unknown[] }).batches?.length ?? 0;
+
 describe('a worker following 100 files', () => {
   it('writes their lines in a few shared inserts, each line once', { timeout: 120_000 }, async () => {
-    const here = path.join(dir, 'in-process');
-    fs.mkdirSync(here);
-    const stores = await openStores(loadConfig({ DATA_DIR: path.join(here, 'data'), JWT_SECRET, ...(database.url ? { DATABASE_URL: database.url } : {}) }), log);
-    try {
-      const domain = await newDomain(stores.db, 'shared');
-      const files = Array.from({ length: FILES }, (_, i) => path.join(here, `site-${i}.access.log`));
-      for (const f of files) fs.writeFileSync(f, '');
-      const inserts: string[] = [];
-      const metrics = { followIngest() {}, insertTimed: (source: string) => void inserts.push(source) };
-      const worker = await startIngest(parseIngestConfig(configText(domain.name, files), path.join(here, 'ingest.yaml')), {
-        db: stores.db,
-        clickhouse: stores.clickhouse,
-        log,
-        dataDir: path.join(here, 'data'),
-        statsIntervalMs: 0,
-        pollMs: 50,
-        batchDelayMs: 1_000,
-        metrics,
-      });
+    await withFiles('few-inserts', async (stores, here, domain, files) => {
+      const { worker, inserts } = await follow(stores, here, domain.name, files);
       try {
-        // Every follower has looked at its file (and claimed it) before the lines arrive.
-        await until(() => worker.stats().every((s) => s.state === 'running' && s.files === 1), 'the followers to start', 30_000);
         files.forEach((f, i) => fs.appendFileSync(f, fileLines(i, 0, 20)));
         await until(() => worker.stats().every((s) => s.inserted === 20), 'every line to be stored', 30_000);
         expect(await counted(stores, domain.id)).toEqual({ rows: FILES * 20, urls: FILES * 20, ids: FILES * 20, twice: [] });
@@ -96,11 +119,35 @@ describe('a worker following 100 files', () => {
         await worker.close();
       }
       // Nothing left to replay once every batch's checkpoints moved.
-      const checkpoints = JSON.parse(fs.readFileSync(path.join(here, 'data', 'ingest', 'checkpoints.json'), 'utf8')) as { batches?: unknown[] };
-      expect(checkpoints.batches).toBeUndefined();
-    } finally {
-      await stores.close();
-    }
+      expect(pendingIn(here)).toBe(0);
+    });
+  });
+
+  it('a batch ClickHouse accepted whose checkpoints never moved is replayed under its token: nothing twice', { timeout: 120_000 }, async () => {
+    await withFiles('accepted-not-settled', async (stores, here, domain, files) => {
+      // The checkpoint store writes a temporary file and renames it: a directory in its place makes
+      // every write after the first accepted insert fail (even for root), as a kill at that moment would.
+      const blocker = path.join(here, 'data', 'ingest', 'checkpoints.json.tmp');
+      const first = await follow(stores, here, domain.name, files, () => fs.mkdirSync(blocker, { recursive: true }));
+      files.forEach((f, i) => fs.appendFileSync(f, fileLines(i, 0, 20)));
+      await until(() => first.inserts.length > 0 && first.worker.stats().some((s) => s.state === 'failed'), 'the insert, then its checkpoints to fail', 30_000);
+      await first.worker.close();
+      // On disk: the lines in ClickHouse, the checkpoints before them, the manifest naming them.
+      const landed = (await counted(stores, domain.id)).rows;
+      expect(landed).toBeGreaterThan(0);
+      expect(pendingIn(here)).toBe(1);
+
+      fs.rmdirSync(blocker);
+      files.forEach((f, i) => fs.appendFileSync(f, fileLines(i, 20, 25)));
+      const second = await follow(stores, here, domain.name, files);
+      try {
+        await until(async () => (await counted(stores, domain.id)).rows >= FILES * 25 && second.worker.stats().every((s) => s.lagBytes === 0), 'the replay and the new lines', 30_000);
+        expect(await counted(stores, domain.id)).toEqual({ rows: FILES * 25, urls: FILES * 25, ids: FILES * 25, twice: [] });
+      } finally {
+        await second.worker.close();
+      }
+      expect(pendingIn(here)).toBe(0);
+    });
   });
 
   it('killed with SIGKILL while shared batches are written, loses and doubles no line of any file', { timeout: SLOW }, async () => {
