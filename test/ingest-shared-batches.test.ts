@@ -109,7 +109,11 @@ describe('a worker following 100 files', () => {
     await withFiles('few-inserts', async (stores, here, domain, files) => {
       const { worker, inserts } = await follow(stores, here, domain.name, files);
       try {
-        files.forEach((f, i) => fs.appendFileSync(f, fileLines(i, 0, 20)));
+        // Lines arrive over about a second, a file at a time, as from sites with little traffic.
+        for (const [i, f] of files.entries()) {
+          fs.appendFileSync(f, fileLines(i, 0, 20));
+          await new Promise((r) => setTimeout(r, 10));
+        }
         await until(() => worker.stats().every((s) => s.inserted === 20), 'every line to be stored', 30_000);
         expect(await counted(stores, domain.id)).toEqual({ rows: FILES * 20, urls: FILES * 20, ids: FILES * 20, twice: [] });
         // One file at a time would be a hundred inserts; the deadline gathers them into one or two.
