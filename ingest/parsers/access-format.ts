@@ -239,6 +239,15 @@ const TIME_PARSERS: [name: string, parse: (s: string) => number][] = [
 ];
 
 /** nginx logs `-` for a variable that has no value. */
+/**
+ * A value of its own variable ($request_method, $request_uri, $server_protocol), or what $request
+ * gave when the format has $request and the variable is `-` or empty. A function of the module, not
+ * a closure made per line: creating one per line cost about 4 % of an import's CPU.
+ */
+function orFromRequest(logged: string, fromRequest: string, hasRequest: boolean, value: (logged: string) => string): string {
+  return hasRequest && (logged === '-' || logged === '') ? fromRequest : value(logged);
+}
+
 const text = (logged: string) => (logged === '-' ? '' : unescapeNginx(logged));
 /** `text` of a value with nothing to unescape. */
 const dashless = (logged: string) => (logged === '-' ? '' : logged);
@@ -339,16 +348,15 @@ export function compileAccessFormat(format: string): AccessLineParser {
     // For a request line nginx refused these are `-` (400) or empty ($server_protocol of a 505 for
     // `HTTP/9.9`) while $request still holds the line: with $request in the format, they leave
     // what $request gave.
-    const part = (group: number, fromRequest: string) => (requestGroup && (m[group] === '-' || m[group] === '') ? fromRequest : value(m[group]!));
-    if (methodGroup) method = part(methodGroup, method);
-    if (uriGroup) url = part(uriGroup, url);
+    if (methodGroup) method = orFromRequest(m[methodGroup]!, method, requestGroup !== 0, value);
+    if (uriGroup) url = orFromRequest(m[uriGroup]!, url, requestGroup !== 0, value);
     else if (pathGroup && !requestGroup) {
       // url from $uri and $args when the format has neither $request_uri nor $request.
       const path = value(m[pathGroup]!);
       const args = argsGroup ? value(m[argsGroup]!) : '';
       url = args === '' ? path : `${path}?${args}`;
     }
-    if (protocolGroup) protocol = part(protocolGroup, protocol);
+    if (protocolGroup) protocol = orFromRequest(m[protocolGroup]!, protocol, requestGroup !== 0, value);
     const size = sizeGroup ? m[sizeGroup]! : '-';
     const requestTime = requestTimeGroup ? m[requestTimeGroup]! : '-';
     f.timestamp = timestamp;
