@@ -79,6 +79,7 @@ import type { CheckpointStore, CheckpointUpdate } from '../checkpoints.js';
 import type { LineChunk } from '../types.js';
 import { DEFAULT_CUT_LIMITS, LineCutter, type Cut, type Framing, type OverlongScan } from './line-cutter.js';
 import { IDENTITY_BYTES, inspectPath, isMissing, readIdentity, relate, type FoundFile } from './file-identity.js';
+import { watchName } from './directory-watch.js';
 import { GzipText, gzipTextLength, type TextFile } from './gzip-text.js';
 
 export interface FileTailOptions {
@@ -224,7 +225,8 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private firstStartAt: number | null = null;
   private dirty = false;
   private waker: (() => void) | null = null;
-  private watcher: fs.FSWatcher | null = null;
+  /** Stops the directory watch's calls (directory-watch.ts); null when not watching. */
+  private unwatch: (() => void) | null = null;
   private watchTriedAt = -Infinity;
   /** Date.now() of the previous look at the path; null before the first. */
   private previousLookAt: number | null = null;
@@ -320,8 +322,8 @@ export class FileTail implements AsyncIterable<LineChunk> {
       this.closing = (async () => {
         await this.starting?.catch(() => {});
         await this.queue;
-        this.watcher?.close();
-        this.watcher = null;
+        this.unwatch?.();
+        this.unwatch = null;
         for (const t of this.files.splice(0)) await t.fh.close();
         this.current = null;
       })();
@@ -873,19 +875,17 @@ export class FileTail implements AsyncIterable<LineChunk> {
 
   /** Watches the directory (creation, rename, append); polling covers whatever it misses. */
   private ensureWatch(): void {
-    if (this.watcher || this.closed || Date.now() - this.watchTriedAt < WATCH_RETRY_MS) return;
+    if (this.unwatch || this.closed || Date.now() - this.watchTriedAt < WATCH_RETRY_MS) return;
     this.watchTriedAt = Date.now();
-    const base = path.basename(this.path);
     try {
-      const watcher = fs.watch(path.dirname(this.path), { persistent: false }, (_event, name) => {
-        if (name === null || name.startsWith(base)) this.wake();
+      this.unwatch = watchName(path.dirname(this.path), {
+        base: path.basename(this.path),
+        changed: () => this.wake(),
+        failed: (err) => {
+          this.log.warn({ err }, 'directory watch failed: polling only');
+          this.unwatch = null;
+        },
       });
-      watcher.on('error', (err) => {
-        this.log.warn({ err }, 'directory watch failed: polling only');
-        watcher.close();
-        if (this.watcher === watcher) this.watcher = null;
-      });
-      this.watcher = watcher;
     } catch (err) {
       if (!isMissing(err)) this.log.warn({ err }, 'cannot watch the directory: polling only');
     }
