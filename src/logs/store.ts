@@ -1,8 +1,8 @@
 import type { AccessEntry as ParsedAccessEntry, ErrorEntry as ParsedErrorEntry } from '../../core/entries.js';
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import { timeRangesCondition } from '../rollups/plan.js';
 import type { HourCountsQuery } from './hour-counts.js';
 import { likeEscape, Params, timeConditions, type Level, type SqlFilter } from './filters.js';
-import { timeRangesCondition } from '../rollups/plan.js';
 
 // ---------------------------------------------------------------------------------------------
 // Entries as the API returns them (docs/reference/logs.md)
@@ -275,7 +275,7 @@ export const searchPattern = (query: string) => `%${likeEscape(query)}%`;
  */
 export const searchMatches = (expression: string, pattern: string) => `lowerUTF8(${expression}) LIKE lowerUTF8(${pattern})`;
 
-/** A table's search conditions, or null when none of the fields is one of its columns (or no time of it can match). */
+/** A table's search conditions, or null when none of the fields is one of its columns or, for access_logs, accessRanges is empty. */
 function searchWhere(table: Table, request: SearchRequest, prefix: string): SqlFilter | null {
   const columns = [...new Set(request.fields.flatMap((f) => SEARCH_COLUMNS[table][f] ?? []))];
   if (columns.length === 0) return null;
