@@ -1,50 +1,112 @@
 /**
- * Which search fields can match at all, for the two without a text index whose values are keys of
- * the rollups (src/rollups/builder.ts): the user agent and the referrer.
+ * What a search must read, from the fields whose values are keys of the rollups
+ * (src/rollups/builder.ts): the URL, the user agent and the referrer.
  *
- * A search on them reads every row of its range (0.4–0.7 s for 30 days of 10 million rows here).
- * But each value they hold in a built day or hour is one of that bucket's top-list keys in
- * access_rollups, so whether any row of the range can match is answered by the keys of its built
- * buckets and the raw rows of the rest, as the stats plan reads them (src/rollups/plan.ts): a few thousand key
- * rows and the partial hours at the range's ends. A field no row can match is left out of the
- * search, and a search left without fields reads nothing. The check only ever removes a field
- * that cannot match; what is searched is searched as before.
+ * access_logs has no text index on them (an ngrams index on url made every insert about 70 %
+ * slower: sql/clickhouse/013_drop_url_search_index.sql), so a search on them would read every row
+ * of its range. But every value they hold in a built day or hour is one of that bucket's keys in
+ * access_rollups: the lists there hold each distinct value of the bucket's rows (the short top
+ * lists of access_tops are the ones cut to a top 100). So the keys of the range's built buckets,
+ * and the raw rows of the rest as the stats plan reads them (src/rollups/plan.ts: the partial hours
+ * at the range's ends, and the hours not built or written to since), tell
+ *
+ * - which fields can match at all: a field no row can match is left out of the search, and a
+ *   search left without fields reads nothing;
+ * - where access rows can match: the built buckets holding a matching key and, when a raw row
+ *   matches, the raw ranges; the access rows are read there only. That holds only while every
+ *   access field searched is keyed: a row matching `ipAddress` may lie in any hour, so with it the
+ *   access rows of the whole range are read.
+ *
+ * The answer only ever leaves out what cannot match; what is searched is matched as before.
  */
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { unionAll } from '../rollups/shared-sql.js';
-import { planConditions, planWindow, queryBuildState, windowBuckets } from '../rollups/plan.js';
+import { DAY_MS, HOUR_MS, planConditions, planWindow, queryBuildState, windowBuckets } from '../rollups/plan.js';
 import { SEARCH_COLUMNS, searchMatches, searchPattern, type SearchField, type SearchRequest } from './store.js';
 
 /** The rollup list (access_rollups.dim) of each field the check knows. */
-const KEYED_DIMS: Partial<Record<SearchField, string>> = { userAgent: 'agent', referrer: 'referrer' };
+const KEYED_DIMS: Partial<Record<SearchField, string>> = { url: 'url', userAgent: 'agent', referrer: 'referrer' };
 
-/** The request's fields less the keyed ones no row of its range can match. */
-export async function searchableFields(clickhouse: ClickHouseClient, request: SearchRequest): Promise<SearchField[]> {
+/**
+ * Time ranges of access_logs read at most: beyond this many, the nearest ones are joined (reading
+ * the hours between them too). Each range is two parameters and a condition repeated in each of the
+ * search's subqueries; a range is a run of matching days or hours, so a rare needle over a month
+ * of built days stays far below.
+ */
+const MAX_RANGES = 64;
+
+/** What a search reads: its fields, and where in access_logs (both as SearchRequest takes them). */
+export type SearchScope = Pick<SearchRequest, 'fields' | 'accessRanges'>;
+
+/** The request's fields less the keyed ones no row of its range can match, and the ranges of access_logs that can hold a match. */
+export async function searchScope(clickhouse: ClickHouseClient, request: SearchRequest): Promise<SearchScope> {
+  const everything: SearchScope = { fields: [...request.fields], accessRanges: null };
   const keyed = [...new Set(request.fields)].flatMap((f) => {
     const dim = KEYED_DIMS[f];
     return dim ? [{ dim, column: SEARCH_COLUMNS.access_logs[f]! }] : [];
   });
-  if (keyed.length === 0) return [...request.fields];
+  if (keyed.length === 0) return everything;
   const start = request.startDate.getTime();
   const end = request.endDate.getTime();
   // Without a whole hour built, the check would read what the search reads.
   const whole = windowBuckets(start, end);
-  if (whole.hourFrom >= whole.hourTo) return [...request.fields];
+  if (whole.hourFrom >= whole.hourTo) return everything;
   const plan = planWindow(start, end, await queryBuildState(clickhouse, request.domainId, start, end));
-  if (plan.days.length + plan.hours.length === 0) return [...request.fields];
+  if (plan.days.length + plan.hours.length === 0) return everything;
   const c = planConditions({ ...plan, listed: [] });
   const matches = (expression: string) => searchMatches(expression, '{pattern:String}');
+  // (list, unit, start) of each built bucket with a matching key; (list, 'raw', 0) when a raw row
+  // matches. Named apart from the columns: an alias would shadow its column in WHERE.
   const query = unionAll([
     c.built &&
-      `SELECT DISTINCT toString(dim) AS dim FROM access_rollups
+      `SELECT DISTINCT toString(dim) AS list, toString(span) AS unit, toUnixTimestamp(bucket) AS start FROM access_rollups
   WHERE domain_id = {domainId:UInt32} AND dim IN {dims:Array(String)} AND (${c.built}) AND ${matches('key')}`,
     ...keyed.map(
       (k) =>
         c.raw &&
-        `SELECT '${k.dim}' AS dim FROM (SELECT 1 FROM access_logs WHERE domain_id = {domainId:UInt32} AND (${c.raw}) AND ${matches(k.column)} LIMIT 1)`,
+        `SELECT '${k.dim}' AS list, 'raw' AS unit, toUInt32(0) AS start FROM (SELECT 1 FROM access_logs WHERE domain_id = {domainId:UInt32} AND (${c.raw}) AND ${matches(k.column)} LIMIT 1)`,
     ),
   ]);
   const params = { ...c.params, domainId: request.domainId, dims: keyed.map((k) => k.dim), pattern: searchPattern(request.query) };
-  const found = new Set((await selectRows<{ dim: string }>(clickhouse, query, params)).map((r) => r.dim));
-  return request.fields.filter((f) => !KEYED_DIMS[f] || found.has(KEYED_DIMS[f]));
+  const found = await selectRows<{ list: string; unit: 'day' | 'hour' | 'raw'; start: number | string }>(clickhouse, query, params);
+  const dims = new Set(found.map((r) => r.list));
+  const fields = request.fields.filter((f) => !KEYED_DIMS[f] || dims.has(KEYED_DIMS[f]));
+  if (fields.some((f) => SEARCH_COLUMNS.access_logs[f] && !KEYED_DIMS[f])) return { fields, accessRanges: null };
+  const ranges = found.flatMap(({ unit, start }): [number, number][] => {
+    if (unit === 'raw') return plan.raw;
+    const from = Number(start) * 1000;
+    return [[from, from + (unit === 'day' ? DAY_MS : HOUR_MS)]];
+  });
+  return { fields, accessRanges: atMost(MAX_RANGES, union(ranges)) };
+}
+
+/** The union of half-open ranges, as disjoint ranges in time order (touching ones joined). */
+function union(ranges: [number, number][]): [number, number][] {
+  const out: [number, number][] = [];
+  for (const [from, to] of [...ranges].sort((a, b) => a[0] - b[0])) {
+    const last = out[out.length - 1];
+    if (last && from <= last[1]) last[1] = Math.max(last[1], to);
+    else out.push([from, to]);
+  }
+  return out;
+}
+
+/** Disjoint ranges in time order, at most `max` of them: the smallest gaps between them closed. */
+function atMost(max: number, ranges: [number, number][]): [number, number][] {
+  if (ranges.length <= max) return ranges;
+  // Gap i lies after range i; the max − 1 widest stay open.
+  const open = new Set(
+    ranges
+      .slice(1)
+      .map((r, i) => ({ i, gap: r[0] - ranges[i]![1] }))
+      .sort((a, b) => b.gap - a.gap)
+      .slice(0, max - 1)
+      .map((g) => g.i),
+  );
+  const out: [number, number][] = [];
+  ranges.forEach(([from, to], i) => {
+    if (i === 0 || open.has(i - 1)) out.push([from, to]);
+    else out[out.length - 1]![1] = to;
+  });
+  return out;
 }

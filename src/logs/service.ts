@@ -4,7 +4,7 @@ import { pagination, type Pagination } from '../http/envelope.js';
 import { timeQuery } from '../metrics/registry.js';
 import { accessFiltersSet, accessWhere, errorFiltersSet, errorWhere } from './filters.js';
 import { statusCountsQuery } from './hour-counts.js';
-import { searchableFields } from './search-fields.js';
+import { searchScope } from './search-fields.js';
 import type { AccessListQuery, ErrorListQuery, SearchBody } from './schemas.js';
 import { listAccessEntries, listErrorEntries, searchEntries, type AccessEntry, type ErrorEntry, type SearchEntry } from './store.js';
 
@@ -43,9 +43,9 @@ export async function searchLogs(deps: Deps, principal: Principal, domainId: num
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
   const request = { domainId, query: body.query, fields: body.fields, startDate: body.startDate, endDate: body.endDate ?? now };
   const { rows, total } = await timeQuery(deps.metrics, 'search', async () => {
-    // Fields no row of the range can match are not searched (search-fields.ts).
-    const fields = await searchableFields(deps.clickhouse, request);
-    return searchEntries(deps.clickhouse, { ...request, fields }, { offset: offsetOf(body), limit: body.limit });
+    // Fields no row of the range can match are not searched, nor access rows where none can (search-fields.ts).
+    const scope = await searchScope(deps.clickhouse, request);
+    return searchEntries(deps.clickhouse, { ...request, ...scope }, { offset: offsetOf(body), limit: body.limit });
   });
   return { logs: rows, pagination: pagination(body.page, body.limit, total) };
 }

@@ -1,5 +1,6 @@
 import type { AccessEntry as ParsedAccessEntry, ErrorEntry as ParsedErrorEntry } from '../../core/entries.js';
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import { timeRangesCondition } from '../rollups/plan.js';
 import type { HourCountsQuery } from './hour-counts.js';
 import { likeEscape, Params, timeConditions, type Level, type SqlFilter } from './filters.js';
 
@@ -256,6 +257,11 @@ export interface SearchRequest {
   fields: readonly SearchField[];
   startDate: Date;
   endDate: Date;
+  /**
+   * Where in the range access_logs can hold a match, as half-open ranges [from, to) of epoch ms
+   * (search-fields.ts); null or absent: anywhere.
+   */
+  accessRanges?: readonly [number, number][] | null;
 }
 
 /** The search's needle as one LIKE pattern: `%…%` with its own `%`, `_` and `\` escaped. */
@@ -263,17 +269,23 @@ export const searchPattern = (query: string) => `%${likeEscape(query)}%`;
 
 /**
  * `expression` holds the needle (`pattern`, the placeholder of a searchPattern), case-insensitively:
- * `lowerUTF8(column) LIKE lowerUTF8(pattern)`, the expression of the text indexes of
- * sql/clickhouse/003_search_index.sql, so ClickHouse skips the granules that cannot match.
+ * `lowerUTF8(column) LIKE lowerUTF8(pattern)`, the expression of the message index of
+ * sql/clickhouse/003_search_index.sql (ClickHouse skips the granules that cannot match), and the
+ * one search-fields.ts matches the rollups' keys with.
  */
 export const searchMatches = (expression: string, pattern: string) => `lowerUTF8(${expression}) LIKE lowerUTF8(${pattern})`;
 
-/** A table's search conditions, or null when none of the fields is one of its columns. */
+/** A table's search conditions, or null when none of the fields is one of its columns or, for access_logs, accessRanges is empty. */
 function searchWhere(table: Table, request: SearchRequest, prefix: string): SqlFilter | null {
   const columns = [...new Set(request.fields.flatMap((f) => SEARCH_COLUMNS[table][f] ?? []))];
   if (columns.length === 0) return null;
   const p = new Params(prefix);
   const conditions = [`domain_id = ${p.bind('UInt32', request.domainId)}`, ...timeConditions(request, p)];
+  if (table === 'access_logs' && request.accessRanges) {
+    const ranges = timeRangesCondition(`${prefix}r`, request.accessRanges, p.values);
+    if (!ranges) return null;
+    conditions.push(`(${ranges})`);
+  }
   const pattern = p.bind('String', searchPattern(request.query));
   const matches = columns.map((c) => searchMatches(c, pattern));
   conditions.push(matches.length === 1 ? matches[0]! : `(${matches.join(' OR ')})`);

@@ -336,13 +336,24 @@ function bucketsCondition(name: string, set: BucketSet, params: Record<string, u
   return anyOf(parts);
 }
 
+/**
+ * Half-open time ranges [from, to) (epoch ms) as a condition on `timestamp`, with their parameters
+ * (named after `name`) added to `params`; null for none. The plan's raw part, and the search's
+ * read of access_logs (src/logs/search-fields.ts).
+ */
+export function timeRangesCondition(name: string, ranges: readonly [number, number][], params: Record<string, unknown>): string | null {
+  ranges.forEach(([from, to], i) => Object.assign(params, { [`${name}${i}from`]: from, [`${name}${i}to`]: to }));
+  return anyOf(
+    ranges.map((_, i) => `timestamp >= fromUnixTimestamp64Milli({${name}${i}from:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({${name}${i}to:Int64}, 'UTC')`),
+  );
+}
+
 export function planConditions(plan: WindowPlan): PlanConditions {
   const params: Record<string, unknown> = {};
-  plan.raw.forEach(([from, to], i) => Object.assign(params, { [`raw${i}from`]: from, [`raw${i}to`]: to }));
   const listed = bucketSetOf(plan.listed);
   const unlisted = { days: plan.days.filter((d) => !listed.days.includes(d)), hours: plan.hours.filter((h) => !listed.hours.includes(h)) };
   return {
-    raw: anyOf(plan.raw.map((_, i) => `timestamp >= fromUnixTimestamp64Milli({raw${i}from:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({raw${i}to:Int64}, 'UTC')`)),
+    raw: timeRangesCondition('raw', plan.raw, params),
     built: bucketsCondition('built', plan, params),
     listed: bucketsCondition('listed', listed, params),
     unlisted: bucketsCondition('unlisted', unlisted, params),
