@@ -315,8 +315,13 @@ function giveBack(body: BodyWriter): void {
   giveBackBytes(body.buf);
 }
 
+// A body this small gets a buffer of its own size: the chunks of a thousand quiet files each wait
+// in a shared batch for up to a second, and a pooled megabyte each would be a gigabyte.
+const SMALL_BODY = 64 << 10;
+
 /** A spare buffer of at least `size` bytes, or a new one. */
 function takeBytes(size: number): Buffer {
+  if (size <= SMALL_BODY) return Buffer.allocUnsafe(size);
   const i = spare.findIndex((b) => b.length >= size);
   return i === -1 ? Buffer.allocUnsafe(Math.max(size, INITIAL_BYTES)) : spare.splice(i, 1)[0]!;
 }
