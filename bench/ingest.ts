@@ -42,7 +42,8 @@ import { createLogger } from '../core/log.js';
 import { freshDatabase } from '../test/support/app.js';
 import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
 import { checkoutBaseline, describeCheckout, median } from './lib/baseline.js';
-import { killAll, spawnMeasured, stopMeasured, type Measured, type MeasuredChild } from './lib/measure.js';
+import { spawnClickhouseHttp } from './lib/clickhouse-http-child.js';
+import { killAll, spawnMeasured, stopMeasured, type Measured } from './lib/measure.js';
 
 const LINES = Number(process.env.BENCH_LINES ?? 1_000_000);
 const STEPS = new Set((process.env.BENCH_STEPS ?? 'goaccess,regexp,import,server-import,live').split(',').map((s) => s.trim()));
@@ -59,7 +60,6 @@ const DATABASE_URL = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = path.resolve(path.dirname(SELF), '..');
 const BIN = path.join(ROOT, 'bin', 'tailhouse.js');
-const CLICKHOUSE_HTTP = path.join(ROOT, 'bench', 'lib', 'clickhouse-http-server.ts');
 const DOMAIN = 'shop.example.com';
 /** How often the live worker reports its counters: the resolution of the measured lag. */
 const STATS_INTERVAL_MS = 250;
@@ -297,22 +297,6 @@ async function benchServerImport(log: string, dir: string, reference?: Fingerpri
     check: `exit ${shim.code ?? shim.signal} after SIGTERM`,
   };
   return [...figures, server];
-}
-
-/** bench/lib/clickhouse-http-server.ts on `dataDir`, measured from spawn to exit, once it has printed its URL. */
-async function spawnClickhouseHttp(dataDir: string): Promise<{ url: string; server: MeasuredChild }> {
-  let announce: (url: string) => void = () => {};
-  const url = new Promise<string>((resolve) => (announce = resolve));
-  const server = spawnMeasured(process.execPath, [...process.execArgv, CLICKHOUSE_HTTP, dataDir], {
-    cwd: ROOT,
-    onLine: (line) => {
-      if (line.startsWith('URL ')) announce(line.slice(4));
-    },
-  });
-  const exited = server.done.then((m) => {
-    throw new Error(`the ClickHouse HTTP interface exited (${m.code ?? m.signal}) before it listened: ${tail(m.stderr || m.stdout)}`);
-  });
-  return { url: await Promise.race([url, exited]), server };
 }
 
 /**

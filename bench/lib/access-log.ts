@@ -84,7 +84,7 @@ function clients(rnd: () => number): string[] {
 const pad2 = (n: number) => (n < 10 ? `0${n}` : String(n));
 
 /** `$time_local` of epoch ms `t`, written in TIME_OFFSET. */
-function timeLocal(t: number): string {
+export function timeLocal(t: number): string {
   const d = new Date(t + 3_600_000); // TIME_OFFSET is one hour east of UTC
   return `${pad2(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())}:${pad2(d.getUTCSeconds())} ${TIME_OFFSET}`;
 }
