@@ -181,6 +181,38 @@ function expectExactlyOnce(consumer: Consumer, total: number): void {
   expectContiguous(consumer.chunks);
 }
 
+describe('gathering a file written a line at a time', () => {
+  it('after a chunk that reached the end of the file, lines appended within gatherMs make one chunk', async () => {
+    fs.writeFileSync(file, 'first\n');
+    const consumer = new Consumer(await openTail({ gatherMs: 1_500 }));
+    expect((await consumer.pull())!.lines.map((l) => l.text)).toEqual(['first']);
+    // The next chunk is asked for before the lines come: without gathering, the first append
+    // (the directory watch wakes the follower) would be a chunk of its own.
+    const second = consumer.pull();
+    for (let n = 0; n < 5; n++) {
+      fs.appendFileSync(file, `line ${n}\n`);
+      await new Promise((resolve) => setTimeout(resolve, 60));
+    }
+    expect((await second)!.lines.map((l) => l.text)).toEqual(['line 0', 'line 1', 'line 2', 'line 3', 'line 4']);
+    expectContiguous(consumer.chunks);
+  });
+
+  it('stops gathering at close', async () => {
+    fs.writeFileSync(file, 'first\n');
+    const tail = await openTail({ gatherMs: 60_000 });
+    const consumer = new Consumer(tail);
+    await consumer.pull();
+    const next = tail.next();
+    fs.appendFileSync(file, 'second\n');
+    // Gathering: the line is not handed out at once.
+    expect(await Promise.race([next.then(() => 'handed out'), new Promise((resolve) => setTimeout(() => resolve('held'), 300))])).toBe('held');
+    const started = Date.now();
+    await tail.close();
+    expect((await next).done).toBe(true);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+});
+
 describe('file identity', () => {
   it('is the first line, at most IDENTITY_BYTES of it, and unknown before that', () => {
     expect(fingerprintLength(Buffer.from('abc'))).toBeNull();

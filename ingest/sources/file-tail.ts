@@ -5,7 +5,9 @@
  *
  * What is followed:
  * - a file that does not exist yet: picked up when it appears (directory watch, polling fallback);
- * - appends: read as soon as the directory watch fires, at the latest after `pollMs`;
+ * - appends: read as soon as the directory watch fires, at the latest after `pollMs`; after a chunk
+ *   that took everything the file held, the next read waits `gatherMs`, so that a file written a
+ *   line at a time makes a chunk per `gatherMs`, not one per line;
  * - rename-and-create rotation, and delete-and-recreate: the old file stays open and is read to its
  *   end before the new one (lines the writer still appends through its old descriptor are read
  *   too); it is closed once it has been idle at its end for `rotatedIdleMs`;
@@ -101,6 +103,8 @@ export interface FileTailOptions {
   maxInFlight?: number;
   /** Polling interval, the fallback when the directory watch misses or is unavailable (≤ 250 ms). */
   pollMs?: number;
+  /** After a chunk cut at the end of the file, the next read waits this long (default 0). */
+  gatherMs?: number;
   /** A rotated-away file idle at its end for this long is done and closed. */
   rotatedIdleMs?: number;
   /** Checkpoints of files that are gone are dropped after this long without change. */
@@ -205,6 +209,9 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private readonly cutter: LineCutter;
   private readonly maxInFlight: number;
   private readonly pollMs: number;
+  private readonly gatherMs: number;
+  /** When the last chunk that reached the end of its file was handed out. */
+  private reachedEndAt = -Infinity;
   private readonly rotatedIdleMs: number;
   private readonly pruneAfterMs: number;
 
@@ -256,6 +263,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
     }, options.framing);
     this.maxInFlight = options.maxInFlight ?? 2;
     this.pollMs = options.pollMs ?? 200;
+    this.gatherMs = options.gatherMs ?? 0;
     this.rotatedIdleMs = options.rotatedIdleMs ?? 5_000;
     this.pruneAfterMs = options.pruneAfterMs ?? 24 * 3600_000;
   }
@@ -336,6 +344,11 @@ export class FileTail implements AsyncIterable<LineChunk> {
     for (;;) {
       if (this.closed) return DONE;
       if (this.outstanding.size < this.maxInFlight) {
+        const gathering = this.reachedEndAt + this.gatherMs - Date.now();
+        if (gathering > 0) {
+          await this.hold(gathering);
+          continue;
+        }
         await this.refresh();
         const chunk = await this.readNext();
         if (chunk) return { done: false, value: chunk };
@@ -810,6 +823,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
       t.lineStart = scan.lineStart;
       t.overlong = scan.pending;
       t.drained = scan.eof;
+      if (scan.eof) this.reachedEndAt = Date.now();
       p.handedOut.push(chunk);
       this.outstanding.set(chunk, false);
       return chunk;
@@ -865,6 +879,21 @@ export class FileTail implements AsyncIterable<LineChunk> {
       };
       const timer = setTimeout(done, this.pollMs);
       this.waker = done;
+    });
+  }
+
+  /** Resolves after `ms`, or at close; directory events and acknowledgements are left for the read after it. */
+  private hold(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waker = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.waker = () => {
+        if (this.closed) done();
+      };
     });
   }
 
