@@ -307,8 +307,12 @@ class BodyWriter {
 
 const ROWS_PER_WRITE = 256;
 
+// A body started without a spare begins this small and doubles as it fills: a thousand quiet
+// files' chunks are prepared at once, and a megabyte each would be a gigabyte for a few lines.
+const FIRST_BYTES = 16 << 10;
+
 function takeBuffer(): BodyWriter {
-  return new BodyWriter(spare.pop() ?? Buffer.allocUnsafe(INITIAL_BYTES));
+  return new BodyWriter(spare.pop() ?? Buffer.allocUnsafe(FIRST_BYTES));
 }
 
 function giveBack(body: BodyWriter): void {
