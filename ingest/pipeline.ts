@@ -324,16 +324,23 @@ export async function pumpInto<T>(
   window: number,
 ): Promise<void> {
   const iterator = items[Symbol.asyncIterator]();
-  let fail!: (err: unknown) => void;
-  // Rejects with the first chunk's error: the source stops even while it waits for lines or room.
-  const failed = new Promise<never>((_, reject) => (fail = reject));
-  failed.catch(() => {});
+  // The first chunk's error. It ends the source even while it waits for lines or room: the
+  // iterator is ended (a follower closes), so the read it waits in returns. (Racing every read
+  // against a promise of the failure instead kept each read's result alive as long as the source ran.)
+  const failure: { happened: boolean; err: unknown } = { happened: false, err: undefined };
   const unsettled = new Set<Promise<void>>();
+  const fail = (err: unknown) => {
+    if (failure.happened) return;
+    Object.assign(failure, { happened: true, err });
+    void iterator.return?.();
+  };
   try {
     for (;;) {
-      const next = await Promise.race([iterator.next(), failed]);
+      const next = await iterator.next();
+      if (failure.happened) throw failure.err;
       if (next.done) break;
-      const batch = await Promise.race([steps.prepare(next.value), failed]);
+      const batch = await steps.prepare(next.value);
+      if (failure.happened) throw failure.err;
       const done = sink.submit(steps.submission(next.value, batch));
       unsettled.add(done);
       done.then(
@@ -345,7 +352,7 @@ export async function pumpInto<T>(
       );
       if (unsettled.size >= window) sink.hurry();
     }
-    await Promise.race([Promise.all(unsettled), failed]);
+    await Promise.all(unsettled);
   } catch (err) {
     if (!(err instanceof Stopped)) throw err;
   } finally {
