@@ -221,7 +221,9 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private readonly progress = new Map<string, Progress>();
   /** Chunks handed out → whether their acknowledgement is being written. */
   private readonly outstanding = new Map<LineChunk, boolean>();
-  private readonly buffer = Buffer.alloc(READ_BUFFER_BYTES);
+  // Not zero-filled: its pages become resident only as reads fill them (a thousand followers of
+  // quiet files would otherwise hold 256 KiB each before reading a line); only what a read filled is looked at.
+  private readonly buffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
   private queue: Promise<unknown> = Promise.resolve();
   private starting: Promise<void> | null = null;
   private closed = false;
