@@ -56,11 +56,18 @@ export function createIdAllocator(db: Db): IdAllocator {
   const cache = new Map<string, number>();
   const key = (domainId: number, identity: string, segment: number) => `${domainId}\0${identity}\0${segment}`;
 
+  // Numbers not in the cache are read or allocated one at a time: a thousand followers starting at
+  // once would otherwise open a thousand transactions together, which postgres.js's pool has been
+  // seen to mishandle (UNSAFE_TRANSACTION), and which would queue on the domain's row lock anyway.
+  let lookups: Promise<unknown> = Promise.resolve();
+
   async function number(domainId: number, identity: string, segment: number): Promise<number> {
     const k = key(domainId, identity, segment);
     const known = cache.get(k);
     if (known !== undefined) return known;
-    const n = await segmentNumber(db, domainId, identity, segment);
+    const lookup = lookups.then(() => cache.get(k) ?? segmentNumber(db, domainId, identity, segment));
+    lookups = lookup.catch(() => {});
+    const n = await lookup;
     if (cache.size >= CACHE_MAX) cache.clear();
     cache.set(k, n);
     return n;
