@@ -51,23 +51,37 @@ export interface IdAllocator {
 // Numbers already read or allocated, by `domain\0identity\0segment`. Bounded: a long-running
 // worker meets new files every rotation; forgetting only costs a lookup.
 const CACHE_MAX = 10_000;
+// Below the server pool's 10 connections (core/db/postgres.ts), which the API shares in `serve`.
+const LOOKUPS_AT_ONCE = 4;
 
 export function createIdAllocator(db: Db): IdAllocator {
   const cache = new Map<string, number>();
   const key = (domainId: number, identity: string, segment: number) => `${domainId}\0${identity}\0${segment}`;
 
-  // Numbers not in the cache are read or allocated one at a time: a thousand followers starting at
-  // once would otherwise open a thousand transactions together, which postgres.js's pool has been
-  // seen to mishandle (UNSAFE_TRANSACTION), and which would queue on the domain's row lock anyway.
-  let lookups: Promise<unknown> = Promise.resolve();
+  // Numbers not in the cache are read or allocated LOOKUPS_AT_ONCE at a time: a thousand followers
+  // starting together would otherwise open a thousand transactions at once, more than the pool's
+  // connections, which postgres.js has been seen to mishandle (UNSAFE_TRANSACTION); one at a time
+  // made a thousand new files wait ten seconds for their first ids.
+  const waiting: (() => void)[] = [];
+  let running = 0;
+  const lookup = async <T>(work: () => Promise<T>): Promise<T> => {
+    // A slot is taken, or handed over by the lookup that ends.
+    if (running < LOOKUPS_AT_ONCE) running++;
+    else await new Promise<void>((resolve) => waiting.push(resolve));
+    try {
+      return await work();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else running--;
+    }
+  };
 
   async function number(domainId: number, identity: string, segment: number): Promise<number> {
     const k = key(domainId, identity, segment);
     const known = cache.get(k);
     if (known !== undefined) return known;
-    const lookup = lookups.then(() => cache.get(k) ?? segmentNumber(db, domainId, identity, segment));
-    lookups = lookup.catch(() => {});
-    const n = await lookup;
+    const n = await lookup(async () => cache.get(k) ?? segmentNumber(db, domainId, identity, segment));
     if (cache.size >= CACHE_MAX) cache.clear();
     cache.set(k, n);
     return n;
