@@ -3,9 +3,11 @@
  * each follower hears about its own file and its rotated generations, not about its neighbours.
  */
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { listDirectory } from '../ingest/sources/directory-listing.js';
 import { watchName } from '../ingest/sources/directory-watch.js';
 import { until } from './support/ingest.js';
 
@@ -60,6 +62,31 @@ describe('a directory watch shared by followers', () => {
       fs.appendFileSync(path.join(dir, 'a.log'), 'y\n');
       await until(() => again.length > 0, 'a new watch of the directory');
     } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a directory listing shared by followers', () => {
+  it('serves the calls made while a listing is read with one listing begun after them', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-dirlist-'));
+    const readdir = vi.spyOn(fsp, 'readdir');
+    try {
+      for (let i = 0; i < 50; i++) fs.writeFileSync(path.join(dir, `site-${i}.log`), '');
+      const first = listDirectory(dir);
+      // Made after the first listing began: every later call must see it.
+      fs.writeFileSync(path.join(dir, 'late.log'), '');
+      const later = await Promise.all(Array.from({ length: 100 }, () => listDirectory(dir)));
+      await first;
+      expect(readdir).toHaveBeenCalledTimes(2);
+      for (const names of later) expect(names).toContain('late.log');
+      expect(later.every((names) => names.length === 51)).toBe(true);
+      // Once idle, a call reads the directory afresh.
+      fs.writeFileSync(path.join(dir, 'later.log'), '');
+      expect(await listDirectory(dir)).toContain('later.log');
+      expect(readdir).toHaveBeenCalledTimes(3);
+    } finally {
+      readdir.mockRestore();
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -81,6 +81,7 @@ import type { CheckpointStore, CheckpointUpdate } from '../checkpoints.js';
 import type { LineChunk } from '../types.js';
 import { DEFAULT_CUT_LIMITS, LineCutter, type Cut, type Framing, type OverlongScan } from './line-cutter.js';
 import { IDENTITY_BYTES, inspectPath, isMissing, readIdentity, relate, type FoundFile } from './file-identity.js';
+import { listDirectory } from './directory-listing.js';
 import { watchName } from './directory-watch.js';
 import { GzipText, gzipTextLength, type TextFile } from './gzip-text.js';
 
@@ -795,7 +796,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private async siblingNames(): Promise<string[]> {
     const base = path.basename(this.path);
     try {
-      return (await fsp.readdir(path.dirname(this.path))).filter((name) => name.startsWith(`${base}.`) || name.startsWith(`${base}-`));
+      return (await listDirectory(path.dirname(this.path))).filter((name) => name.startsWith(`${base}.`) || name.startsWith(`${base}-`));
     } catch (err) {
       if (isMissing(err)) return [];
       throw err;
