@@ -154,6 +154,34 @@ describe('a worker following 100 files', () => {
     });
   });
 
+  it('a batch ClickHouse refuses for one file\'s data is written file by file: only that source stops, and replays once the refusal is lifted', { timeout: 120_000 }, async () => {
+    await withFiles('refused', async (stores, here, domain, files) => {
+      // A real refusal of the data: a CHECK constraint on the rows, which no retry can satisfy.
+      await stores.clickhouse.command({ query: "ALTER TABLE access_logs ADD CONSTRAINT refuse_marked CHECK position(url, 'refuse-me') = 0" });
+      const refused = 7;
+      try {
+        const first = await follow(stores, here, domain.name, files);
+        files.forEach((f, i) => fs.appendFileSync(f, i === refused ? fileLines(i, 0, 5).replace('/item/', '/refuse-me/') : fileLines(i, 0, 5)));
+        await until(() => first.worker.stats().every((s, i) => (i === refused ? s.state === 'failed' : s.inserted === 5)), 'the other files stored, the marked one stopped', 30_000);
+        expect(first.worker.stats()[refused]!.lastError).toMatch(/refuse_marked|constraint/i);
+        expect((await counted(stores, domain.id)).rows).toBe((FILES - 1) * 5);
+        await first.worker.close();
+        // The refused file's own batch stays on record, to be sent again.
+        expect(pendingIn(here)).toBe(1);
+      } finally {
+        await stores.clickhouse.command({ query: 'ALTER TABLE access_logs DROP CONSTRAINT refuse_marked' });
+      }
+      const second = await follow(stores, here, domain.name, files);
+      try {
+        await until(async () => (await counted(stores, domain.id)).rows >= FILES * 5 && second.worker.stats().every((s) => s.lagBytes === 0), 'the refused lines, sent again', 30_000);
+        expect(await counted(stores, domain.id)).toEqual({ rows: FILES * 5, urls: FILES * 5, ids: FILES * 5, twice: [] });
+      } finally {
+        await second.worker.close();
+      }
+      expect(pendingIn(here)).toBe(0);
+    });
+  });
+
   it('killed with SIGKILL while shared batches are written, loses and doubles no line of any file', { timeout: SLOW }, async () => {
     const seed = Number(process.env.SHARED_SEED ?? Math.floor(Math.random() * 2 ** 31));
     console.log(`shared batches kill test: SHARED_SEED=${seed}`);

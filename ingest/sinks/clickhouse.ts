@@ -162,8 +162,9 @@ export function isRetryableInsertError(err: unknown): boolean {
 // CANNOT_PARSE_QUOTED_STRING (26), CANNOT_PARSE_INPUT_ASSERTION_FAILED (27), CANNOT_PARSE_DATE (38),
 // CANNOT_PARSE_DATETIME (41), TYPE_MISMATCH (53), SYNTAX_ERROR (62), ARGUMENT_OUT_OF_BOUND (69),
 // CANNOT_CONVERT_TYPE (70), CANNOT_PARSE_NUMBER (72), INCORRECT_DATA (117),
-// TOO_LARGE_STRING_SIZE (131), VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE (321).
-const DATA_ERRORS = new Set([6, 26, 27, 38, 41, 53, 62, 69, 70, 72, 117, 131, 321]);
+// TOO_LARGE_STRING_SIZE (131), VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE (321), and VIOLATED_CONSTRAINT
+// (469: a CHECK constraint an operator added refuses these rows, every time they are sent).
+const DATA_ERRORS = new Set([6, 26, 27, 38, 41, 53, 62, 69, 70, 72, 117, 131, 321, 469]);
 
 /** chDB errors carry `clickhouseCode`; `@clickhouse/client`'s ClickHouseError a numeric `code` string. */
 function clickhouseCode(err: unknown): number | undefined {
