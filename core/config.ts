@@ -85,7 +85,7 @@ export interface Config {
   ingestConfig: string | undefined;
   /** How often the ingest worker logs its counters; 0: never. */
   ingestStatsIntervalMs: number;
-  /** How long followed files' chunks wait to share an insert (ingest/sinks/shared-batches.ts). */
+  /** How long followed files' chunks wait to share an insert (ingest/shared-batches.ts). */
   ingestBatchMs: number;
   alertIntervalS: number;
   exportTtlS: number;

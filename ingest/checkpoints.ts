@@ -12,7 +12,7 @@
  * since, which nobody claimed: rotated away while the worker was stopped, or before it had a look.
  * The follower advances it in memory as it looks; it goes to disk with the next write.
  *
- * And the manifests of the shared batches being written (sinks/shared-batches.ts): which chunks
+ * And the manifests of the shared batches being written (shared-batches.ts): which chunks
  * of which files an insert holds, under which deduplication token. A manifest is on disk before its
  * insert is sent and leaves in the same write that moves its chunks' checkpoints, so a restart
  * that finds one puts the same chunks together under the same token again.

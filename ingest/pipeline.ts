@@ -292,7 +292,7 @@ export async function pump<T>(
   }
 }
 
-/** A prepared chunk handed to a sink that writes chunks of many sources together (sinks/shared-batches.ts). */
+/** A prepared chunk handed to a sink that writes chunks of many sources together (shared-batches.ts). */
 export interface Submission extends BatchMember {
   prepared: Prepared;
   stats: SourceStats;

@@ -2,8 +2,8 @@
  * The ingest worker: every input of an ingest config (docs/reference/ingest.md) running at once, each file and
  * the syslog listener through its own pump (pipeline.ts), sharing the checkpoint store, the domain
  * directory and the id allocator. The files' chunks are written together, in shared batches
- * (sinks/shared-batches.ts): one insert a second or so, however many files are followed. `tailhouse ingest` runs it alone; `serve` runs it beside the API
- * when INGEST_CONFIG is set.
+ * (shared-batches.ts): one insert a second or so, however many files are followed.
+ * `tailhouse ingest` runs it alone; `serve` runs it beside the API when INGEST_CONFIG is set.
  *
  * A source that fails for good (ClickHouse refusing its data, a checkpoint that cannot be written)
  * stops alone and says so in the log and in its stats; the others go on.
@@ -19,7 +19,7 @@ import { createIdAllocator } from './ids.js';
 import { compileAccessFormat, type AccessLineParser } from './parsers/access-format.js';
 import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, pumpInto, routingFor, withIds, type Backoff, type BatchSink, type IngestMetrics, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
 import { dedupToken } from './sinks/clickhouse.js';
-import { SharedBatches } from './sinks/shared-batches.js';
+import { SharedBatches } from './shared-batches.js';
 import { FileTail } from './sources/file-tail.js';
 import { DEFAULT_CUT_LIMITS } from './sources/line-cutter.js';
 import { listenSyslog, type SyslogEvent, type SyslogListener, type SyslogMessage } from './sources/syslog.js';

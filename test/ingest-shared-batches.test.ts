@@ -1,5 +1,5 @@
 /**
- * Shared batches (ingest/sinks/shared-batches.ts): a worker following 100 files writes their lines
+ * Shared batches (ingest/shared-batches.ts): a worker following 100 files writes their lines
  * in a few common inserts, and stays exactly once when killed while those inserts are under way.
  *
  * - In process: 100 files of one domain, lines appended to each; the inserts are counted through
@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../core/config.js';
 import { createLogger } from '../core/log.js';
 import { parseIngestConfig } from '../ingest/config.js';
-import { SHARED_BATCH_LABEL } from '../ingest/sinks/shared-batches.js';
+import { SHARED_BATCH_LABEL } from '../ingest/shared-batches.js';
 import { startIngest } from '../ingest/worker.js';
 import { findDomainByName } from '../src/domains/store.js';
 import { openStores, type Stores } from '../src/runtime.js';

@@ -188,7 +188,7 @@ describe('the ingest worker', () => {
     expect(sampleOf(text, 'tailhouse_ingest_retries_total', source)).toBe(0);
     expect(sampleOf(text, 'tailhouse_ingest_source_state', { ...source, state: 'running' })).toBe(1);
     expect(text).not.toMatch(/tailhouse_ingest_source_state\{[^}]*state="(?!running)/);
-    // The followed files' inserts are shared (ingest/sinks/shared-batches.ts): one series for them all.
+    // The followed files' inserts are shared (ingest/shared-batches.ts): one series for them all.
     const inserts = sampleOf(text, 'tailhouse_ingest_insert_duration_seconds_count', { source: 'files' })!;
     expect(inserts).toBeGreaterThanOrEqual(1);
 

@@ -493,7 +493,7 @@ export class AccessTsv {
     this.buf = buf;
   }
 
-  /** One body of several, in order (a shared batch's, sinks/shared-batches.ts); the parts stay as they are. */
+  /** One body of several, in order (a shared batch's, shared-batches.ts); the parts stay as they are. */
   static concat(parts: readonly AccessTsv[]): AccessTsv {
     const size = parts.reduce((n, p) => n + p.size, 0);
     const buf = takeBytes(size);

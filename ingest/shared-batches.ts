@@ -26,10 +26,10 @@
  * data is refused stops.
  */
 import { createHash } from 'node:crypto';
-import type { BatchManifest, BatchMember, CheckpointStore } from '../checkpoints.js';
-import { countWritten, Stopped, writeAccepted, type BatchSink, type PipelineDeps, type Prepared, type Submission } from '../pipeline.js';
-import type { Rows } from '../transforms/rows.js';
-import { AccessTsv } from './clickhouse.js';
+import type { BatchManifest, BatchMember, CheckpointStore } from './checkpoints.js';
+import { countWritten, Stopped, writeAccepted, type BatchSink, type PipelineDeps, type Prepared, type Submission } from './pipeline.js';
+import type { Rows } from './transforms/rows.js';
+import { AccessTsv } from './sinks/clickhouse.js';
 
 export interface SharedBatchOptions {
   /** Flush once the oldest chunk waiting has waited this long. */
