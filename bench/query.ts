@@ -359,7 +359,7 @@ async function main(): Promise<void> {
     const since = new Date(Date.now() - 30 * DAY_MS).toISOString();
     await step(`search "${NEEDLE}" (rare), 30 days`, 'POST', `${d}/search`, { query: NEEDLE, startDate: since }, total, 300);
     await step(`search "${COMMON}" (common), 30 days`, 'POST', `${d}/search`, { query: COMMON, startDate: since }, total);
-    // Beyond the default fields: a user agent no row holds (answered from the rollups' keys), and all five fields at once.
+    // The unindexed fields: a user agent no row holds (answered from the rollups' keys), and all five fields at once.
     await step(`search "${NEEDLE}" in userAgent, 30 days`, 'POST', `${d}/search`, { query: NEEDLE, fields: ['userAgent'], startDate: since }, total);
     await step(`search "${NEEDLE}" in all five fields, 30 days`, 'POST', `${d}/search`, { query: NEEDLE, fields: ['url', 'message', 'userAgent', 'referrer', 'ipAddress'], startDate: since }, total);
     const queryMs = performance.now() - queryStarted;

@@ -1,10 +1,9 @@
 /**
  * What a search must read, from the fields whose values are keys of the rollups
- * (src/rollups/builder.ts): the URL, the user agent and the referrer.
+ * (src/rollups/builder.ts) and that have no text index: the user agent and the referrer.
  *
- * access_logs has no text index on them (an ngrams index on url made every insert about 70 %
- * slower: sql/clickhouse/013_drop_url_search_index.sql), so a search on them would read every row
- * of its range. But every value they hold in a built day or hour is one of that bucket's keys in
+ * A search on them would read every access row of its range (0.4–0.7 s for 30 days of 10 million
+ * rows here). But every value they hold in a built day or hour is one of that bucket's keys in
  * access_rollups: the lists there hold each distinct value of the bucket's rows (the short top
  * lists of access_tops are the ones cut to a top 100). So the keys of the range's built buckets,
  * and the raw rows of the rest as the stats plan reads them (src/rollups/plan.ts: the partial hours
@@ -14,8 +13,12 @@
  *   search left without fields reads nothing;
  * - where access rows can match: the built buckets holding a matching key and, when a raw row
  *   matches, the raw ranges; the access rows are read there only. That holds only while every
- *   access field searched is keyed: a row matching `ipAddress` may lie in any hour, so with it the
- *   access rows of the whole range are read.
+ *   access field searched is keyed: a row matching `url` (searched through its text index,
+ *   sql/clickhouse/003) or `ipAddress` may lie in any hour, so with them the access rows of the
+ *   whole range are read.
+ *
+ * The url is a key of the rollups too, but its keys are about as many as its rows (most URLs are
+ * seen once), and reading them took longer than the text index takes (bench/README, "Issue 17").
  *
  * The answer only ever leaves out what cannot match; what is searched is matched as before.
  */
@@ -25,7 +28,7 @@ import { DAY_MS, HOUR_MS, planConditions, planWindow, queryBuildState, windowBuc
 import { SEARCH_COLUMNS, searchMatches, searchPattern, type SearchField, type SearchRequest } from './store.js';
 
 /** The rollup list (access_rollups.dim) of each field the check knows. */
-const KEYED_DIMS: Partial<Record<SearchField, string>> = { url: 'url', userAgent: 'agent', referrer: 'referrer' };
+const KEYED_DIMS: Partial<Record<SearchField, string>> = { userAgent: 'agent', referrer: 'referrer' };
 
 /**
  * Time ranges of access_logs read at most: beyond this many, the nearest ones are joined (reading

@@ -269,7 +269,7 @@ export const searchPattern = (query: string) => `%${likeEscape(query)}%`;
 
 /**
  * `expression` holds the needle (`pattern`, the placeholder of a searchPattern), case-insensitively:
- * `lowerUTF8(column) LIKE lowerUTF8(pattern)`, the expression of the message index of
+ * `lowerUTF8(column) LIKE lowerUTF8(pattern)`, the expression of the text indexes of
  * sql/clickhouse/003_search_index.sql (ClickHouse skips the granules that cannot match), and the
  * one search-fields.ts matches the rollups' keys with.
  */
