@@ -64,6 +64,8 @@ interface Replay {
 }
 
 const keyOf = (m: BatchMember) => `${m.identity}\0${m.start}\0${m.end}`;
+// Access rows are a body already; error rows and rejects are objects until written, counted at a
+// typical line's size.
 const bytesOf = (p: Prepared) => (p.rows.access instanceof AccessTsv ? p.rows.access.bytes.length : 0) + (p.rows.error.length + p.rows.rejects.length) * 256;
 
 export class SharedBatches implements BatchSink {
@@ -91,7 +93,8 @@ export class SharedBatches implements BatchSink {
     this.replayDeadline = Date.now() + (options.replayTimeoutMs ?? 30_000);
     for (const manifest of pending) {
       const members = manifest.members.filter((m) => {
-        // Moved already (cannot happen through `together`, but a hand-edited file could say so).
+        // Moved already (not through `together`, but a hand-edited file could say so), or a file
+        // whose checkpoint was pruned (no file holds it any more): nothing of it can come back.
         if ((checkpoints.get(m.identity)?.offset ?? Infinity) >= m.end) return false;
         if (options.sources.has(m.source)) return true;
         deps.log.warn({ source: m.source, identity: m.identity, start: m.start, end: m.end, token: manifest.token }, 'a batch to replay holds a chunk of a source no longer configured: replayed without it');
