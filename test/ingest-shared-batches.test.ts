@@ -63,7 +63,7 @@ async function counted(stores: Stores, domainId: number) {
 }
 
 /** A worker in this process following `files` for `domain`, counting its inserts; `onInsert` runs as each is accepted, before its checkpoints move. */
-async function follow(stores: Stores, here: string, domain: string, files: string[], onInsert: () => void = () => {}) {
+async function follow(stores: Stores, here: string, domain: string, files: string[], onInsert: () => void = () => {}, batchDelayMs = 1_000) {
   const inserts: string[] = [];
   const metrics = {
     followIngest() {},
@@ -79,11 +79,11 @@ async function follow(stores: Stores, here: string, domain: string, files: strin
     dataDir: path.join(here, 'data'),
     statsIntervalMs: 0,
     pollMs: 50,
-    batchDelayMs: 1_000,
+    batchDelayMs,
     metrics,
   });
   // Every follower has looked at its file (and claimed it) before the caller writes lines.
-  await until(() => worker.stats().every((s) => s.state === 'running' && s.files === 1), 'the followers to start', 30_000);
+  await until(() => worker.stats().every((s) => s.state === 'running' && s.files >= 1), 'the followers to start', 30_000);
   return { worker, inserts };
 }
 
@@ -180,6 +180,48 @@ describe('a worker following 100 files', () => {
       }
       expect(pendingIn(here)).toBe(0);
     });
+  });
+
+  it('a batch to replay with chunks of two generations of one file comes back whole, however much the older one grew since', { timeout: 180_000 }, async () => {
+    const here = path.join(dir, 'generations');
+    fs.mkdirSync(path.join(here, 'data', 'ingest'), { recursive: true });
+    const stores = await openStores(loadConfig({ DATA_DIR: path.join(here, 'data'), JWT_SECRET, ...(database.url ? { DATABASE_URL: database.url } : {}) }), log);
+    try {
+      const domain = await newDomain(stores.db, 'generations');
+      const file = path.join(here, 'access.log');
+      fs.writeFileSync(file, fileLines(0, 0, 10));
+      // After the first insert: every checkpoint write fails (see the test above), as a kill would leave it.
+      let armed = false;
+      const blocker = path.join(here, 'data', 'ingest', 'checkpoints.json.tmp');
+      const first = await follow(stores, here, domain.name, [file], () => armed && fs.mkdirSync(blocker, { recursive: true }), 3_000);
+      await until(() => first.worker.stats()[0]!.inserted === 10, 'the first lines');
+      armed = true;
+      // More lines in this generation, a rotation, lines in the next: one batch (3 s) holds a chunk of each.
+      fs.appendFileSync(file, fileLines(0, 10, 20));
+      fs.renameSync(file, `${file}.1`);
+      fs.writeFileSync(file, fileLines(5, 0, 10));
+      await until(() => first.worker.stats()[0]!.state === 'failed', 'the insert, then its checkpoints to fail', 30_000);
+      await first.worker.close();
+      const manifests = (JSON.parse(fs.readFileSync(path.join(here, 'data', 'ingest', 'checkpoints.json'), 'utf8')) as { batches: { members: { identity: string }[] }[] }).batches;
+      expect(new Set(manifests.flatMap((b) => b.members.map((m) => m.identity))).size).toBe(2);
+      fs.rmdirSync(blocker);
+      // The old generation grows by more than the follower's window of chunks (nginx still writing
+      // through its old descriptor): read oldest first, it would fill the window before the newer
+      // generation's chunk, which the replay waits for, came back.
+      const more = 130_000;
+      fs.appendFileSync(`${file}.1`, fileLines(0, 20, 20 + more));
+      const second = await follow(stores, here, domain.name, [file]);
+      try {
+        const total = 20 + more + 10;
+        await until(async () => (await counted(stores, domain.id)).rows >= total && second.worker.stats()[0]!.lagBytes === 0, 'every line', 90_000);
+        expect(await counted(stores, domain.id)).toEqual({ rows: total, urls: total, ids: total, twice: [] });
+      } finally {
+        await second.worker.close();
+      }
+      expect(pendingIn(here)).toBe(0);
+    } finally {
+      await stores.close();
+    }
   });
 
   it('killed with SIGKILL while shared batches are written, loses and doubles no line of any file', { timeout: SLOW }, async () => {

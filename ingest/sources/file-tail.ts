@@ -220,6 +220,14 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private readonly files: Tracked[] = [];
   private current: Tracked | null = null;
   private readonly progress = new Map<string, Progress>();
+  /**
+   * Where chunks of this source's files that a shared batch recorded before a stop begin
+   * (identity → starts; checkpoints.ts's manifests), read before anything else: that batch is
+   * sent again only once all its chunks are back, and the chunks after them wait for it, so
+   * reading on in another file first could fill the window of unacknowledged chunks with chunks
+   * that wait for a replay that waits for them.
+   */
+  private readonly replayFirst = new Map<string, Set<number>>();
   /** Chunks handed out → whether their acknowledgement is being written. */
   private readonly outstanding = new Map<LineChunk, boolean>();
   // Not zero-filled: its pages become resident only as reads fill them (a thousand followers of
@@ -374,6 +382,14 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private async begin(): Promise<void> {
     const startedAt = Date.now();
     const entries = this.store.list(this.source);
+    for (const batch of this.store.pendingBatches()) {
+      for (const m of batch.members) {
+        if (m.source !== this.source) continue;
+        let starts = this.replayFirst.get(m.identity);
+        if (!starts) this.replayFirst.set(m.identity, (starts = new Set()));
+        starts.add(m.start);
+      }
+    }
     // Written by this version (knownUntil), or else the last change of a checkpoint.
     const knownUntil = this.store.knownUntil(this.source) ?? (entries.length > 0 ? Math.max(...entries.map(([, e]) => Date.parse(e.updatedAt))) : undefined);
     const firstStart = knownUntil === undefined;
@@ -805,7 +821,10 @@ export class FileTail implements AsyncIterable<LineChunk> {
 
   /** The next chunk of the first file (oldest first) that has a complete line. */
   private async readNext(): Promise<LineChunk | null> {
-    for (const t of this.files) {
+    // The chunks a replay waits for first (replayFirst), then the files oldest first.
+    const wanted = (t: Tracked) => (t.identity !== null && this.replayFirst.get(t.identity)?.has(t.lineStart)) === true;
+    const order = this.replayFirst.size === 0 ? this.files : [...this.files.filter(wanted), ...this.files.filter((t) => !wanted(t))];
+    for (const t of order) {
       if (t.identity === null || t.drained) continue;
       const p = this.progress.get(t.identity)!;
       const scan = await this.scan(t, p.cuts.find((c) => c > t.lineStart) ?? Infinity);
@@ -827,6 +846,8 @@ export class FileTail implements AsyncIterable<LineChunk> {
       t.overlong = scan.pending;
       t.drained = scan.eof;
       if (scan.eof) this.reachedEndAt = Date.now();
+      const starts = this.replayFirst.get(t.identity);
+      if (starts?.delete(chunk.startOffset) && starts.size === 0) this.replayFirst.delete(t.identity);
       p.handedOut.push(chunk);
       this.outstanding.set(chunk, false);
       return chunk;
