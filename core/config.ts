@@ -10,6 +10,9 @@ const boolFromEnv = z
 
 const positiveInt = (what: string) =>
   z.coerce.number({ message: `must be ${what}` }).int({ message: `must be ${what}` }).positive({ message: `must be ${what}` });
+/** A whole number from `min` (to `max`), with one message for every way to miss it. */
+const wholeNumber = (what: string, min: number, max = Infinity) =>
+  z.coerce.number({ message: `must be ${what}` }).int({ message: `must be ${what}` }).min(min, { message: `must be ${what}` }).max(max, { message: `must be ${what}` });
 
 const urlWithProtocols = (protocols: string[]) =>
   z.string().refine(
@@ -39,16 +42,11 @@ export const envSchema = z.object({
   MAIL_FROM: z.string().min(3).default('tailhouse <tailhouse@localhost>'),
   INGEST_CONFIG: z.string().min(1).optional(),
   INGEST_STATS_INTERVAL_MS: z.coerce.number({ message: 'must be a whole number of milliseconds, 0 for never' }).int().min(0).default(60_000),
-  INGEST_BATCH_MS: z.coerce
-    .number({ message: 'must be a whole number of milliseconds from 0 to 10000' })
-    .int({ message: 'must be a whole number of milliseconds from 0 to 10000' })
-    .min(0, { message: 'must be a whole number of milliseconds from 0 to 10000' })
-    .max(10_000, { message: 'must be a whole number of milliseconds from 0 to 10000' })
-    .default(1_000),
+  INGEST_BATCH_MS: wholeNumber('a whole number of milliseconds from 0 to 10000', 0, 10_000).default(1_000),
   ALERT_INTERVAL_S: positiveInt('a whole number of seconds above 0').default(30),
   EXPORT_TTL_S: positiveInt('a whole number of seconds above 0').default(86400),
   LOG_RETENTION_DAYS: positiveInt('a whole number of days above 0').default(90),
-  STATS_ROLLUP_MIN_ROWS: z.coerce.number({ message: 'must be a whole number of rows, 0 or more' }).int({ message: 'must be a whole number of rows, 0 or more' }).min(0, { message: 'must be a whole number of rows, 0 or more' }).default(32),
+  STATS_ROLLUP_MIN_ROWS: wholeNumber('a whole number of rows, 0 or more', 0).default(32),
   TRUST_PROXY: boolFromEnv.default(false),
   ADMIN_EMAIL: z.string().trim().toLowerCase().regex(EMAIL_ADDRESS, { message: 'must be an e-mail address' }).default('admin@localhost'),
   ADMIN_PASSWORD: z.string().min(8, { message: 'must be 8 to 128 characters' }).max(128, { message: 'must be 8 to 128 characters' }).optional(),
