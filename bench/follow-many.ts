@@ -56,7 +56,7 @@ import { freshDatabase } from '../test/support/app.js';
 import { accessLogBlocks, timeLocal } from './lib/access-log.js';
 import { median } from './lib/baseline.js';
 import { spawnClickhouseHttp } from './lib/clickhouse-http-child.js';
-import { killAll, machineBusyTicks, spawnMeasured, stopMeasured, type Measured, type MeasuredChild } from './lib/measure.js';
+import { benchDirectory, killAll, machineBusyTicks, spawnMeasured, stopMeasured, type Measured, type MeasuredChild } from './lib/measure.js';
 import { BIN, ROOT, childEnv, cpuTicks, statusMb } from './lib/serve-child.js';
 import { fmt, load, sleep, tail } from './lib/util.js';
 
@@ -605,15 +605,7 @@ function printTable(runs: { r: RunResult; f: Figures }[]): void {
 // --- main --------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-bench-follow-'));
-  const cleanUp = () => {
-    killAll();
-    if (!KEEP) fs.rmSync(dir, { recursive: true, force: true });
-  };
-  process.once('SIGINT', () => {
-    cleanUp();
-    process.exit(130);
-  });
+  const { dir, cleanUp } = benchDirectory('tailhouse-bench-follow-', KEEP);
   try {
     const pool = linePool();
     const avg = pool.reduce((s, l) => s + l.head.length + l.rest.length + 26, 0) / pool.length;

@@ -43,7 +43,7 @@ import { freshDatabase } from '../test/support/app.js';
 import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
 import { checkoutBaseline, describeCheckout, median } from './lib/baseline.js';
 import { spawnClickhouseHttp } from './lib/clickhouse-http-child.js';
-import { killAll, spawnMeasured, stopMeasured, type Measured } from './lib/measure.js';
+import { benchDirectory, spawnMeasured, stopMeasured, type Measured } from './lib/measure.js';
 
 const LINES = Number(process.env.BENCH_LINES ?? 1_000_000);
 const STEPS = new Set((process.env.BENCH_STEPS ?? 'goaccess,regexp,import,server-import,live').split(',').map((s) => s.trim()));
@@ -472,15 +472,7 @@ function ratio(label: string, ours: Figure | undefined, theirs: Figure | undefin
 // --- main --------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-bench-ingest-'));
-  const cleanUp = () => {
-    killAll();
-    if (!KEEP) fs.rmSync(dir, { recursive: true, force: true });
-  };
-  process.once('SIGINT', () => {
-    cleanUp();
-    process.exit(130);
-  });
+  const { dir, cleanUp } = benchDirectory('tailhouse-bench-ingest-', KEEP);
   try {
     const log = path.join(dir, 'access.log');
     const started = performance.now();

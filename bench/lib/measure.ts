@@ -4,6 +4,8 @@
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 
 export interface Measured {
   code: number | null;
@@ -195,4 +197,21 @@ export function spawnMeasured(
   });
   poll();
   return { child, done };
+}
+
+/**
+ * A bench's temporary directory, and what removes it (unless `keep`) and ends the children this
+ * process spawned: called at the end, and on Ctrl-C before exiting with 130.
+ */
+export function benchDirectory(prefix: string, keep: boolean): { dir: string; cleanUp: () => void } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const cleanUp = () => {
+    killAll();
+    if (!keep) fs.rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('SIGINT', () => {
+    cleanUp();
+    process.exit(130);
+  });
+  return { dir, cleanUp };
 }
