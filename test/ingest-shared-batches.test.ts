@@ -87,19 +87,34 @@ async function follow(stores: Stores, here: string, domain: string, files: strin
   return { worker, inserts };
 }
 
-/** Opens fresh stores on `here`/data, makes 100 empty files, runs `fn`, closes the stores. */
-async function withFiles(name: string, fn: (stores: Stores, here: string, domain: { id: number; name: string }, files: string[]) => Promise<void>): Promise<void> {
+/** Opens fresh stores on `here`/data, makes `count` empty files, runs `fn`, closes the stores. */
+async function withFiles(name: string, fn: (stores: Stores, here: string, domain: { id: number; name: string }, files: string[]) => Promise<void>, count = FILES): Promise<void> {
   const here = path.join(dir, name);
   fs.mkdirSync(here);
   const stores = await openStores(loadConfig({ DATA_DIR: path.join(here, 'data'), JWT_SECRET, ...(database.url ? { DATABASE_URL: database.url } : {}) }), log);
   try {
     const domain = await newDomain(stores.db, 'shared');
-    const files = Array.from({ length: FILES }, (_, i) => path.join(here, `site-${i}.access.log`));
+    const files = Array.from({ length: count }, (_, i) => path.join(here, `site-${i}.access.log`));
     for (const f of files) fs.writeFileSync(f, '');
     await fn(stores, here, domain, files);
   } finally {
     await stores.close();
   }
+}
+
+/**
+ * Follows `files` again until `total` rows are stored and nothing is behind; then every line is
+ * there once, and no batch is left to replay.
+ */
+async function expectEveryLineOnce(stores: Stores, here: string, domain: { id: number; name: string }, files: string[], total: number, deadlineMs = 30_000): Promise<void> {
+  const again = await follow(stores, here, domain.name, files);
+  try {
+    await until(async () => (await counted(stores, domain.id)).rows >= total && again.worker.stats().every((s) => s.lagBytes === 0), `${total} lines stored`, deadlineMs);
+    expect(await counted(stores, domain.id)).toEqual({ rows: total, urls: total, ids: total, twice: [] });
+  } finally {
+    await again.worker.close();
+  }
+  expect(pendingIn(here)).toBe(0);
 }
 
 const pendingIn = (here: string) => (JSON.parse(fs.readFileSync(path.join(here, 'data', 'ingest', 'checkpoints.json'), 'utf8')) as { batches?: unknown[] }).batches?.length ?? 0;
@@ -143,14 +158,7 @@ describe('a worker following 100 files', () => {
 
       fs.rmdirSync(blocker);
       files.forEach((f, i) => fs.appendFileSync(f, fileLines(i, 20, 25)));
-      const second = await follow(stores, here, domain.name, files);
-      try {
-        await until(async () => (await counted(stores, domain.id)).rows >= FILES * 25 && second.worker.stats().every((s) => s.lagBytes === 0), 'the replay and the new lines', 30_000);
-        expect(await counted(stores, domain.id)).toEqual({ rows: FILES * 25, urls: FILES * 25, ids: FILES * 25, twice: [] });
-      } finally {
-        await second.worker.close();
-      }
-      expect(pendingIn(here)).toBe(0);
+      await expectEveryLineOnce(stores, here, domain, files, FILES * 25);
     });
   });
 
@@ -171,57 +179,40 @@ describe('a worker following 100 files', () => {
       } finally {
         await stores.clickhouse.command({ query: 'ALTER TABLE access_logs DROP CONSTRAINT refuse_marked' });
       }
-      const second = await follow(stores, here, domain.name, files);
-      try {
-        await until(async () => (await counted(stores, domain.id)).rows >= FILES * 5 && second.worker.stats().every((s) => s.lagBytes === 0), 'the refused lines, sent again', 30_000);
-        expect(await counted(stores, domain.id)).toEqual({ rows: FILES * 5, urls: FILES * 5, ids: FILES * 5, twice: [] });
-      } finally {
-        await second.worker.close();
-      }
-      expect(pendingIn(here)).toBe(0);
+      await expectEveryLineOnce(stores, here, domain, files, FILES * 5);
     });
   });
 
   it('a batch to replay with chunks of two generations of one file comes back whole, however much the older one grew since', { timeout: 180_000 }, async () => {
-    const here = path.join(dir, 'generations');
-    fs.mkdirSync(path.join(here, 'data', 'ingest'), { recursive: true });
-    const stores = await openStores(loadConfig({ DATA_DIR: path.join(here, 'data'), JWT_SECRET, ...(database.url ? { DATABASE_URL: database.url } : {}) }), log);
-    try {
-      const domain = await newDomain(stores.db, 'generations');
-      const file = path.join(here, 'access.log');
-      fs.writeFileSync(file, fileLines(0, 0, 10));
-      // After the first insert: every checkpoint write fails (see the test above), as a kill would leave it.
-      let armed = false;
-      const blocker = path.join(here, 'data', 'ingest', 'checkpoints.json.tmp');
-      const first = await follow(stores, here, domain.name, [file], () => armed && fs.mkdirSync(blocker, { recursive: true }), 3_000);
-      await until(() => first.worker.stats()[0]!.inserted === 10, 'the first lines');
-      armed = true;
-      // More lines in this generation, a rotation, lines in the next: one batch (3 s) holds a chunk of each.
-      fs.appendFileSync(file, fileLines(0, 10, 20));
-      fs.renameSync(file, `${file}.1`);
-      fs.writeFileSync(file, fileLines(5, 0, 10));
-      await until(() => first.worker.stats()[0]!.state === 'failed', 'the insert, then its checkpoints to fail', 30_000);
-      await first.worker.close();
-      const manifests = (JSON.parse(fs.readFileSync(path.join(here, 'data', 'ingest', 'checkpoints.json'), 'utf8')) as { batches: { members: { identity: string }[] }[] }).batches;
-      expect(new Set(manifests.flatMap((b) => b.members.map((m) => m.identity))).size).toBe(2);
-      fs.rmdirSync(blocker);
-      // The old generation grows by more than the follower's window of chunks (nginx still writing
-      // through its old descriptor): read oldest first, it would fill the window before the newer
-      // generation's chunk, which the replay waits for, came back.
-      const more = 130_000;
-      fs.appendFileSync(`${file}.1`, fileLines(0, 20, 20 + more));
-      const second = await follow(stores, here, domain.name, [file]);
-      try {
-        const total = 20 + more + 10;
-        await until(async () => (await counted(stores, domain.id)).rows >= total && second.worker.stats()[0]!.lagBytes === 0, 'every line', 90_000);
-        expect(await counted(stores, domain.id)).toEqual({ rows: total, urls: total, ids: total, twice: [] });
-      } finally {
-        await second.worker.close();
-      }
-      expect(pendingIn(here)).toBe(0);
-    } finally {
-      await stores.close();
-    }
+    await withFiles(
+      'generations',
+      async (stores, here, domain, files) => {
+        const file = files[0]!;
+        fs.writeFileSync(file, fileLines(0, 0, 10));
+        // After the first insert: every checkpoint write fails (see the test above), as a kill would leave it.
+        let armed = false;
+        const blocker = path.join(here, 'data', 'ingest', 'checkpoints.json.tmp');
+        const first = await follow(stores, here, domain.name, [file], () => armed && fs.mkdirSync(blocker, { recursive: true }), 3_000);
+        await until(() => first.worker.stats()[0]!.inserted === 10, 'the first lines');
+        armed = true;
+        // More lines in this generation, a rotation, lines in the next: one batch (3 s) holds a chunk of each.
+        fs.appendFileSync(file, fileLines(0, 10, 20));
+        fs.renameSync(file, `${file}.1`);
+        fs.writeFileSync(file, fileLines(5, 0, 10));
+        await until(() => first.worker.stats()[0]!.state === 'failed', 'the insert, then its checkpoints to fail', 30_000);
+        await first.worker.close();
+        const manifests = (JSON.parse(fs.readFileSync(path.join(here, 'data', 'ingest', 'checkpoints.json'), 'utf8')) as { batches: { members: { identity: string }[] }[] }).batches;
+        expect(new Set(manifests.flatMap((b) => b.members.map((m) => m.identity))).size).toBe(2);
+        fs.rmdirSync(blocker);
+        // The old generation grows by more than the follower's window of chunks (nginx still writing
+        // through its old descriptor): read oldest first, it would fill the window before the newer
+        // generation's chunk, which the replay waits for, came back.
+        const more = 130_000;
+        fs.appendFileSync(`${file}.1`, fileLines(0, 20, 20 + more));
+        await expectEveryLineOnce(stores, here, domain, [file], 20 + more + 10, 90_000);
+      },
+      1,
+    );
   });
 
   it('killed with SIGKILL while shared batches are written, loses and doubles no line of any file', { timeout: SLOW }, async () => {
