@@ -116,16 +116,16 @@ export async function retrying<T>(
   retryable: (err: unknown) => boolean = () => true,
 ): Promise<T> {
   const all = Array.isArray(served) ? (served as readonly SourceStats[]) : [served as SourceStats];
+  // One log line per attempt whatever the number of sources: a shared batch serves a thousand.
+  const sources = all.length === 1 ? all[0]!.name : `${all.length} sources`;
   let delay = deps.backoff.initialMs;
   for (;;) {
     if (deps.signal.aborted) throw new Stopped();
     try {
       const result = await attempt();
+      if (all.some((stats) => stats.state === 'retrying')) deps.log.info({ source: sources }, `${what}: succeeded again`);
       for (const stats of all) {
-        if (stats.state === 'retrying') {
-          stats.state = 'running';
-          deps.log.info({ source: stats.name }, `${what}: succeeded again`);
-        }
+        if (stats.state === 'retrying') stats.state = 'running';
         stats.lastError = null;
       }
       return result;
@@ -136,7 +136,7 @@ export async function retrying<T>(
         stats.lastError = `${what}: ${describe(err)}`;
         stats.state = 'retrying';
       }
-      deps.log.warn({ source: all.length === 1 ? all[0]!.name : `${all.length} sources`, err: describe(err), retryInMs: delay }, `${what} failed: retrying`);
+      deps.log.warn({ source: sources, err: describe(err), retryInMs: delay }, `${what} failed: retrying`);
       if (!(await sleep(delay, deps.signal))) throw new Stopped();
       delay = Math.min(delay * 2, deps.backoff.maxMs);
     }
