@@ -20,7 +20,7 @@ import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
 import type { Metrics } from '../metrics/registry.js';
 import { PARTIALS, rawPartial, ROLLUP_LISTS, rollupPartial, type PartialState } from '../stats/registry.js';
-import { topsVersions } from './shared-sql.js';
+import { countedPerList, topsVersions } from './shared-sql.js';
 
 export interface RollupOptions {
   /** Only hours touched by an insert in the last `lookbackS` seconds, or of the last 3 hours; null: all. */
@@ -158,10 +158,10 @@ WHERE fresh.p_requests > held.p_requests
 ${BUILD_SETTINGS}`;
 
 /**
- * The rows of the hours being built (with `join`, an ARRAY JOIN of theirs): the time range lets the
- * primary key narrow the read, the hour list picks the hours within it.
+ * The rows of the hours being built: the time range lets the primary key narrow the read, the hour
+ * list picks the hours within it.
  */
-const hourRows = (join = '') => `access_logs${join}
+const HOUR_ROWS = `access_logs
   WHERE timestamp >= fromUnixTimestamp64Milli({fromMs:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Milli({toMs:Int64}, 'UTC')
     AND ${inGroup('toUnixTimestamp(toStartOfHour(timestamp))')}`;
 
@@ -205,15 +205,13 @@ const BUILD = {
     writeDifference(
       'hour',
       'lists',
-      `SELECT domain_id, ${HOUR} AS bucket, toInt8(k.1) AS dim, k.2 AS key, ${rawPartial(PARTIALS.requests)}
-  FROM ${hourRows(`\n  ARRAY JOIN [${ROLLUP_LISTS.map((l) => `(${l.number}, ${l.key})`).join(', ')}] AS k`)}
-    AND NOT (k.1 IN (${ROLLUP_LISTS.filter((l) => l.skipEmpty).map((l) => l.number).join(', ')}) AND k.2 = '')
-  GROUP BY domain_id, bucket, dim, key`,
+      `SELECT domain_id, bucket, list AS dim, key, requests AS p_${PARTIALS.requests.name}
+  FROM (${countedPerList(ROLLUP_LISTS, { domain_id: 'domain_id', bucket: HOUR }, HOUR_ROWS)})`,
     ),
     writeDifference(
       'hour',
       'totals',
-      boundedByLists('hour', `SELECT domain_id, ${HOUR} AS bucket, toInt8(0) AS dim, '' AS key, ${ROWS.totals.partials.map(rawPartial).join(', ')} FROM ${hourRows()} GROUP BY domain_id, bucket`),
+      boundedByLists('hour', `SELECT domain_id, ${HOUR} AS bucket, toInt8(0) AS dim, '' AS key, ${ROWS.totals.partials.map(rawPartial).join(', ')} FROM ${HOUR_ROWS} GROUP BY domain_id, bucket`),
     ),
   ],
   // A day reads its built hours, which the builder writes before it; the bound holds all the same

@@ -27,12 +27,12 @@ import {
   type StateParts,
   type WindowPlan,
 } from '../rollups/plan.js';
-import { unionAll } from '../rollups/shared-sql.js';
+import { countedPerList, unionAll } from '../rollups/shared-sql.js';
 import { Params, type SqlFilter } from '../logs/filters.js';
 import type { QueryFilter } from './query/filters.js';
 import { filterConditions } from './query/where.js';
 import { windowAt, type StatsPeriod, type StatsWindow } from './periods.js';
-import { mergedPartial, metricByName, PARTIALS, sourcePartial } from './registry.js';
+import { mergedPartial, metricByName, PARTIALS, ROLLUP_LISTS, sourcePartial } from './registry.js';
 import { listedCounts, shortListSums } from '../rollups/short-lists.js';
 
 /** How many entries a top list holds at most. */
@@ -59,14 +59,12 @@ export type WindowStats = Omit<LogStats, 'period'>;
 
 const DOMAIN = 'domain_id = {domainId:UInt32}';
 
-// The top lists: access_rollups.dim (also as its name, which the primary key narrows on), and the raw column each counts.
-const DIMENSIONS = [
-  { dim: 1, name: 'url', column: 'url' },
-  { dim: 2, name: 'status', column: 'toString(status_code)' },
-  { dim: 3, name: 'agent', column: 'user_agent' },
-  { dim: 4, name: 'referrer', column: 'referrer' },
-] as const;
+// The stats' top lists: entries of the registry's rollup lists (access_rollups.dim as `dim`, which the
+// primary key narrows on, its Enum value as `number`, the raw key as `key`).
+const DIMENSIONS = (['url', 'status', 'agent', 'referrer'] as const).map((name) => ROLLUP_LISTS.find((l) => l.dim === name)!);
 type Dimension = (typeof DIMENSIONS)[number];
+/** The lists' names as an SQL tuple (the registry's constants, not input). */
+const dimNames = (dims: readonly Dimension[]) => `(${dims.map((d) => `'${d.dim}'`).join(', ')})`;
 
 /** How many keys a list's short form (access_tops) proposes for the exact count. */
 const CANDIDATES = 30;
@@ -86,7 +84,7 @@ const CANDIDATES = 30;
  * requests (tie-break: status codes as numbers, the others by their bytes). Without `short` that
  * is the exact top list; with it, the candidates.
  */
-const listsQuery = (c: PlanConditions, short: boolean, limit: number) => `
+const listsQuery = (c: PlanConditions, short: boolean, limit: number, dims: readonly Dimension[] = DIMENSIONS) => `
 SELECT list AS dim, key, sum(in_short) + sum(in_edge) AS requests, sum(in_edge) AS edge, sum(holders) AS listed_in,
        ${noTotals()}
 FROM (
@@ -97,12 +95,9 @@ FROM (
   FROM (SELECT arrayJoin(arrayZip({shortLists:Array(Int8)}, {shortKeys:Array(String)}, {shortCounts:Array(UInt64)}, {shortHolders:Array(UInt64)})) AS e)`,
     (short ? c.unlisted : c.built) &&
       `SELECT CAST(dim, 'Int8') AS list, key, toUInt64(0) AS in_short, requests AS in_edge, toUInt64(0) AS holders FROM access_rollups
-  WHERE ${DOMAIN} AND dim IN {dimNames:Array(String)} AND (${short ? c.unlisted : c.built})`,
+  WHERE ${DOMAIN} AND dim IN ${dimNames(dims)} AND (${short ? c.unlisted : c.built})`,
     c.raw &&
-      `SELECT k.1 AS list, k.2 AS key, toUInt64(0) AS in_short, count() AS in_edge, toUInt64(0) AS holders FROM access_logs
-  ARRAY JOIN [${DIMENSIONS.map((d) => `(${d.dim}, ${d.column})`).join(', ')}] AS k
-  WHERE ${DOMAIN} AND (${c.raw}) AND k.1 IN {lists:Array(Int8)} AND NOT (k.1 = 4 AND k.2 = '')
-  GROUP BY k.1, k.2`,
+      `SELECT list, key, toUInt64(0) AS in_short, requests AS in_edge, toUInt64(0) AS holders FROM (${countedPerList(dims, {}, `access_logs WHERE ${DOMAIN} AND (${c.raw})`)})`,
   ])}
 )
 GROUP BY list, key
@@ -213,7 +208,7 @@ export function provenTop(candidates: Candidates, listedCounts: Map<string, numb
   return exact.length === TOP_LIMIT && bound < exact[TOP_LIMIT - 1]!.count ? exact : null;
 }
 
-const NUMERIC = (d: Dimension) => d.name === 'status';
+const NUMERIC = (d: Dimension) => d.dim === 'status';
 
 /**
  * The statistics of a planned window for one domain, and with `state` those parts of the window's
@@ -235,8 +230,6 @@ async function statsOfPlan(
   const conditions = filter && unfiltered.raw ? { ...unfiltered, raw: `(${unfiltered.raw}) AND ${filter.where}`, params: { ...unfiltered.params, ...filter.params } } : unfiltered;
   const params = {
     ...buildStateParams(domainId, plan.start, plan.end),
-    lists: DIMENSIONS.map((d) => d.dim),
-    dimNames: DIMENSIONS.map((d) => d.name),
     ...conditions.params,
     ...sums?.params,
   };
@@ -246,8 +239,8 @@ async function statsOfPlan(
   const query = statsQuery(conditions, short, state);
   const rows = query ? await select(query) : [];
   const stateRows: BuildStateRow[] = [];
-  const lists = new Map<number, TopEntry[]>(DIMENSIONS.map((d) => [d.dim, []]));
-  const candidates = new Map<number, Candidates>(DIMENSIONS.map((d) => [d.dim, { proposed: [], threshold: 0 }]));
+  const lists = new Map<number, TopEntry[]>(DIMENSIONS.map((d) => [d.number, []]));
+  const candidates = new Map<number, Candidates>(DIMENSIONS.map((d) => [d.number, { proposed: [], threshold: 0 }]));
   let totals: StatsRow | undefined;
   for (const row of rows) {
     const dim = Number(row.dim);
@@ -263,8 +256,8 @@ async function statsOfPlan(
     // A candidate in every listed bucket's short list has its exact count there already (its
     // short-list sum); only the others are looked up in those buckets' full rows, and usually
     // there are none.
-    const inListed = new Map<number, Map<string, number>>(DIMENSIONS.map((d) => [d.dim, new Map()]));
-    const lookups = new Map<number, string[]>(DIMENSIONS.map((d) => [d.dim, []]));
+    const inListed = new Map<number, Map<string, number>>(DIMENSIONS.map((d) => [d.number, new Map()]));
+    const lookups = new Map<number, string[]>(DIMENSIONS.map((d) => [d.number, []]));
     for (const [dim, c] of candidates) {
       for (const k of c.proposed.slice(0, CANDIDATES)) {
         if (k.listedIn === listedBuckets) inListed.get(dim)!.set(k.key, k.proposed - k.edge);
@@ -275,20 +268,20 @@ async function statsOfPlan(
     for (const [dim, counts] of await listedCounts(clickhouse, domainId, covered, lookups)) for (const [key, n] of counts) inListed.get(dim)!.set(key, n);
     const unproven: Dimension[] = [];
     for (const d of DIMENSIONS) {
-      const top = provenTop(candidates.get(d.dim)!, inListed.get(d.dim)!, NUMERIC(d));
-      if (top) lists.set(d.dim, top);
+      const top = provenTop(candidates.get(d.number)!, inListed.get(d.number)!, NUMERIC(d));
+      if (top) lists.set(d.number, top);
       else unproven.push(d);
     }
     // Rare (a flat distribution): these lists sum the buckets' full rows after all.
     if (unproven.length > 0) {
-      const rows = await select(listsQuery(conditions, false, TOP_LIMIT), { lists: unproven.map((d) => d.dim), dimNames: unproven.map((d) => d.name) });
+      const rows = await select(listsQuery(conditions, false, TOP_LIMIT, unproven));
       for (const row of rows) lists.get(Number(row.dim))!.push({ key: row.key, count: Number(row.requests) });
     }
   }
   const total = Number(totals?.requests ?? 0);
   const share = (count: number) => percentageOf(count, total);
-  const list = (d: Dimension) => topOf(lists.get(d.dim)!, NUMERIC(d));
-  const [url, status, agent, referrer] = DIMENSIONS;
+  const list = (d: Dimension) => topOf(lists.get(d.number)!, NUMERIC(d));
+  const [url, status, agent, referrer] = DIMENSIONS as [Dimension, Dimension, Dimension, Dimension];
   const answer: WindowStats = {
     totalRequests: total,
     uniqueVisitors: Number(totals?.visitors ?? 0),
