@@ -10,6 +10,8 @@ COPY src ./src
 COPY sql ./sql
 COPY web ./web
 COPY tsconfig.json ./
+# The CLI's bundle of the sources (bin/bundle.js), built here so that no container builds it at start.
+RUN node bin/bundle.js
 ENV NODE_ENV=production DATA_DIR=/data
 VOLUME /data
 EXPOSE 3000

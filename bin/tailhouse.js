@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The TypeScript sources run through tsx's loader: `npm install` is the only set-up step.
-import { register } from 'tsx/esm/api';
+// `npm install` is the only set-up step: the TypeScript sources run from a bundle built when they
+// change (bin/bundle.js), or through tsx's loader when it cannot be built.
+import { runCli } from './bundle.js';
 
-register();
-await import('../src/cli.ts');
+await runCli();

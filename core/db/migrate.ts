@@ -1,8 +1,8 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { ROOT } from '../paths.js';
 
-export const SQL_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sql');
+export const SQL_DIR = path.join(ROOT, 'sql');
 
 export interface Migration {
   version: number;

@@ -4,10 +4,10 @@
  * build step for the user, and nothing fetched from elsewhere (Preact is bundled in).
  */
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { ROOT } from '../../core/paths.js';
 
-export const WEB_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../web');
+export const WEB_DIR = path.join(ROOT, 'web');
 
 export interface WebFile {
   body: Uint8Array;
