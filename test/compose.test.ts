@@ -17,7 +17,6 @@ import { envSchema, loadConfig } from '../core/config.js';
 import { loadIngestConfig } from '../ingest/config.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
 
 /** The parts of a compose file this test reads; whatever else a service holds is compose's business. */
 const serviceSchema = z.looseObject({
@@ -118,8 +117,7 @@ describe('compose.yaml', () => {
     expect(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1]).toBe('["node", "bin/tailhouse.js"]');
     for (const [name, service] of tailhouse) {
       const { words, options } = commandOf(service);
-      // bin/tailhouse.js runs src/cli.ts through tsx's loader, as this does.
-      const help = spawnSync(TSX, ['src/cli.ts', ...words, '--help'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+      const help = spawnSync(process.execPath, ['bin/tailhouse.js', ...words, '--help'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
       expect(help.status, `${name}: tailhouse ${words.join(' ')} --help\n${help.stderr}`).toBe(0);
       // commander answers an unknown command's --help with the program's help, also with 0.
       expect(help.stdout, `${name}: tailhouse ${words.join(' ')} is a command`).toContain(`Usage: tailhouse ${words.join(' ')} [options]`);
