@@ -881,6 +881,9 @@ export class FileTail implements AsyncIterable<LineChunk> {
       this.readBytes += bytesRead;
       if (cutter.feed(this.buffer.subarray(0, bytesRead), pos) !== -1) return { ...cutter.cut(), pending: null, eof: false };
       pos += bytesRead;
+      // The end the look before this read saw (inspect): reached without reading again to find it
+      // empty, one read in five of a followed file's cycle. What was appended since wakes the follower.
+      if (t.size >= 0 && pos >= t.size) return { ...cutter.cut(), pending: cutter.pendingOverlong(pos), eof: true };
     }
   }
 
