@@ -38,6 +38,7 @@
  *   BENCH_SECONDS  how long the writer writes (default 60)
  *   BENCH_TICK_MS  how often each file gets its share (default 100)
  *   BENCH_PEER     0: skip the INGEST_BATCH_MS=0 run (default 1)
+ *   BENCH_TIMELINE_MS  the step of the printed timeline (default 10000)
  *   BENCH_STATS_MS the worker's INGEST_STATS_INTERVAL_MS (default 250; each stats line lists every source)
  *   BENCH_WORKER_NODE_ARGS  node arguments for the worker only (e.g. --cpu-prof --cpu-prof-dir=DIR)
  *   BENCH_DATABASE_URL  the PostgreSQL server (default postgres://postgres@127.0.0.1:5432/test)
@@ -70,6 +71,7 @@ const DATABASE_URL = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.
 
 /** How often the worker reports its counters: the resolution of the lag (each line lists every source). */
 const STATS_INTERVAL_MS = Number(process.env.BENCH_STATS_MS ?? 250);
+const TIMELINE_MS = Number(process.env.BENCH_TIMELINE_MS ?? 10_000);
 /** Extra node arguments for the worker alone, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to see where its time goes. */
 const WORKER_NODE_ARGS = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
 /** The first seconds of writing are left out of the steady insert rate (the worker's first batches). */
@@ -570,11 +572,11 @@ function printRun(r: RunResult, f: Figures): void {
   if (retries > 0) console.log(`**the worker retried writes ${retries} times**`);
   for (const [msg, { count, first }] of r.warnings) console.log(`worker logged ${count}× at warn or above: ${msg}: ${first}`);
   for (const line of r.otherOutput) console.log(`other output: ${line}`);
-  // A coarse timeline: every 10 s of writing and draining, what the stats showed.
+  // A timeline: every BENCH_TIMELINE_MS of writing and draining, what the stats showed.
   const points: string[] = [];
-  for (let t = 0; ; t += 10_000) {
+  for (let t = 0; ; t += TIMELINE_MS) {
     const at = r.writer.startedAt + t;
-    if (at > r.allInAt + 10_000) break;
+    if (at > r.allInAt + TIMELINE_MS) break;
     const s = r.samples.filter((x) => x.at <= at).at(-1);
     const rss = r.rss.filter((x) => x.at <= at).at(-1);
     if (s) points.push(`${t / 1000}s: inserted ${fmt(s.inserted)}, lag ${seconds(s.lagMs)}, RSS ${rss ? mb(rss.worker) : '–'}`);

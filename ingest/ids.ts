@@ -51,40 +51,67 @@ export interface IdAllocator {
 // Numbers already read or allocated, by `domain\0identity\0segment`. Bounded: a long-running
 // worker meets new files every rotation; forgetting only costs a lookup.
 const CACHE_MAX = 10_000;
-// Below the server pool's 10 connections (core/db/postgres.ts), which the API shares in `serve`.
-const LOOKUPS_AT_ONCE = 4;
+// Segments looked up or allocated in one go at most (one read, or one transaction of four statements).
+const LOOKUP_BATCH = 1_000;
+
+interface SegmentKey {
+  domainId: number;
+  identity: string;
+  segment: number;
+}
+
+interface Lookup extends SegmentKey {
+  waiters: { resolve: (n: number) => void; reject: (err: unknown) => void }[];
+}
 
 export function createIdAllocator(db: Db): IdAllocator {
   const cache = new Map<string, number>();
-  const key = (domainId: number, identity: string, segment: number) => `${domainId}\0${identity}\0${segment}`;
+  const key = (k: SegmentKey) => `${k.domainId}\0${k.identity}\0${k.segment}`;
 
-  // Numbers not in the cache are read or allocated LOOKUPS_AT_ONCE at a time: a thousand followers
-  // starting together would otherwise open a thousand transactions at once, more than the pool's
-  // connections, which postgres.js has been seen to mishandle (UNSAFE_TRANSACTION); one at a time
-  // made a thousand new files wait ten seconds for their first ids.
-  const waiting: (() => void)[] = [];
-  let running = 0;
-  const lookup = async <T>(work: () => Promise<T>): Promise<T> => {
-    // A slot is taken, or handed over by the lookup that ends.
-    if (running < LOOKUPS_AT_ONCE) running++;
-    else await new Promise<void>((resolve) => waiting.push(resolve));
+  // Numbers not in the cache are looked up together: those asked for while a lookup runs go in
+  // the next one. A thousand followers starting at once made a thousand lookups, four at a time
+  // (more transactions at once than the pool's connections is what postgres.js has been seen to
+  // mishandle, UNSAFE_TRANSACTION), and the last files waited seconds for their first ids; now
+  // they are one read and one transaction.
+  const pending = new Map<string, Lookup>();
+  let draining = false;
+
+  async function drain(): Promise<void> {
+    draining = true;
     try {
-      return await work();
+      while (pending.size > 0) {
+        const batch = [...pending.values()].slice(0, LOOKUP_BATCH);
+        for (const lookup of batch) pending.delete(key(lookup));
+        const found = await segmentNumbers(db, batch).catch((err: unknown) => batch.map(() => err));
+        for (const [i, lookup] of batch.entries()) {
+          const n = found[i];
+          if (typeof n !== 'number') {
+            for (const w of lookup.waiters) w.reject(n ?? new Error(`segment ${lookup.segment} of ${lookup.identity} for domain ${lookup.domainId} was not allocated`));
+          } else {
+            if (cache.size >= CACHE_MAX) cache.clear();
+            cache.set(key(lookup), n);
+            for (const w of lookup.waiters) w.resolve(n);
+          }
+        }
+      }
     } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else running--;
+      draining = false;
     }
-  };
+  }
 
-  async function number(domainId: number, identity: string, segment: number): Promise<number> {
-    const k = key(domainId, identity, segment);
-    const known = cache.get(k);
+  function number(k: SegmentKey): Promise<number> | number {
+    const known = cache.get(key(k));
     if (known !== undefined) return known;
-    const n = await lookup(async () => cache.get(k) ?? segmentNumber(db, domainId, identity, segment));
-    if (cache.size >= CACHE_MAX) cache.clear();
-    cache.set(k, n);
-    return n;
+    return new Promise<number>((resolve, reject) => {
+      const lookup = pending.get(key(k)) ?? { ...k, waiters: [] };
+      lookup.waiters.push({ resolve, reject });
+      pending.set(key(k), lookup);
+      // Started on the next tick, so that the followers of one event loop turn share the lookup.
+      if (!draining) {
+        draining = true;
+        setImmediate(() => void drain());
+      }
+    });
   }
 
   return {
@@ -97,11 +124,13 @@ export function createIdAllocator(db: Db): IdAllocator {
       // Per domain, the numbers of the batch's segments from `first` on: the id function runs once
       // per line, so it does two array/map lookups and builds no key strings.
       const numbers = new Map<number, number[]>();
-      for (const domainId of new Set(domainIds)) {
-        const segments: number[] = [];
-        for (let segment = first; segment <= last; segment++) segments.push(await number(domainId, identity, segment));
-        numbers.set(domainId, segments);
-      }
+      await Promise.all(
+        [...new Set(domainIds)].map(async (domainId) => {
+          const segments: Promise<number>[] = [];
+          for (let segment = first; segment <= last; segment++) segments.push(Promise.resolve(number({ domainId, identity, segment })));
+          numbers.set(domainId, await Promise.all(segments));
+        }),
+      );
       return (domainId, offset) => {
         const n = offset >= startOffset && offset < endOffset ? numbers.get(domainId)?.[segmentIndex(offset) - first] : undefined;
         if (n === undefined) {
@@ -114,9 +143,54 @@ export function createIdAllocator(db: Db): IdAllocator {
 }
 
 /**
- * The number of a segment, allocated on first sight as the domain's highest plus one. Allocation
- * locks the domain's row, so two workers (server mode) never hand out one number twice, and it
- * fails for a domain that no longer exists, or (the table's check) one past MAX_SEGMENT_NUMBER.
+ * The numbers of `keys`' segments, in their order (an error in place of a number for a domain that
+ * no longer exists): read in one query, and those not there yet allocated in one transaction, in
+ * the order asked, after each domain's highest. Allocation locks the domains' rows, in id order
+ * so that two workers (server mode) neither deadlock nor hand out one number twice. When it fails
+ * for the whole batch (the table's check: a domain past MAX_SEGMENT_NUMBER), each segment is
+ * allocated alone, so that only the domain concerned fails.
+ */
+async function segmentNumbers(db: Db, keys: SegmentKey[]): Promise<(number | unknown)[]> {
+  const numbers: (number | unknown)[] = keys.map(() => undefined);
+  const missing = () => keys.map((k, ord) => ({ k, ord })).filter(({ ord }) => numbers[ord] === undefined);
+  // The keys as rows (ord: the place in `keys`), one bound parameter whatever their number.
+  const asked = (of: { k: SegmentKey; ord: number }[]) =>
+    sql`jsonb_to_recordset(${JSON.stringify(of.map(({ k, ord }) => ({ ord, domain_id: k.domainId, source_identity: k.identity, segment_index: k.segment })))}::text::jsonb)
+      as k(ord integer, domain_id integer, source_identity text, segment_index integer)`;
+  const find = async (handle: Db, of: { k: SegmentKey; ord: number }[]) => {
+    const rows = await handle.query<{ ord: number; number: number }>(sql`select k.ord, s.number from ${asked(of)} join ingest_segments s using (domain_id, source_identity, segment_index)`);
+    for (const row of rows) numbers[row.ord] = row.number;
+  };
+  await find(db, missing());
+  const unknown = missing();
+  if (unknown.length === 0) return numbers;
+  try {
+    await db.transaction(async (tx) => {
+      const domainIds = [...new Set(unknown.map(({ k }) => k.domainId))].sort((a, b) => a - b);
+      const locked = await tx.query<{ id: number }>(
+        sql`select id from domains where id in (select (jsonb_array_elements_text(${JSON.stringify(domainIds)}::text::jsonb))::integer) order by id for update`,
+      );
+      const existing = new Set(locked.map((d) => d.id));
+      const allocatable = unknown.filter(({ k }) => existing.has(k.domainId));
+      await tx.query(sql`
+        insert into ingest_segments (domain_id, source_identity, segment_index, number)
+        select k.domain_id, k.source_identity, k.segment_index,
+               coalesce((select max(s.number) from ingest_segments s where s.domain_id = k.domain_id), 0) + row_number() over (partition by k.domain_id order by k.ord)
+        from ${asked(allocatable)}
+        where not exists (select 1 from ingest_segments s where s.domain_id = k.domain_id and s.source_identity = k.source_identity and s.segment_index = k.segment_index)`);
+      await find(tx, allocatable);
+      for (const { k, ord } of unknown) if (!existing.has(k.domainId)) numbers[ord] = new UnknownDomainError(k.domainId);
+    });
+  } catch (err) {
+    if (unknown.length === 1) numbers[unknown[0]!.ord] = err;
+    else for (const { k, ord } of unknown) numbers[ord] = await segmentNumber(db, k.domainId, k.identity, k.segment).catch((e: unknown) => e);
+  }
+  return numbers;
+}
+
+/**
+ * The number of one segment, allocated on first sight as the domain's highest plus one, like
+ * segmentNumbers (which falls back on it one segment at a time).
  */
 async function segmentNumber(db: Db, domainId: number, identity: string, segment: number): Promise<number> {
   const find = async (handle: Db) =>

@@ -87,7 +87,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
   // A file's chunk waits in the shared batch anyway: reading a busy file more often than four times
   // per batch would only make more, smaller chunks (a thousand files, each written a line at a time,
   // made thousands a second), each with its own parse, checkpoint entry and acknowledgement.
-  const gatherMs = Math.floor(batchDelayMs / 4);
+  const gatherMs = Math.floor(batchDelayMs / 2);
   const tails = files.map(({ source, kind, file }) => new FileTail({ path: file, checkpoints, log, startAt: source.startAt, maxInFlight: FILE_WINDOW, pollMs: options.pollMs, gatherMs, rotatedIdleMs: options.rotatedIdleMs, framing: kind === 'error' ? 'error-log' : 'line' }));
   const shared = new SharedBatches(checkpoints, deps, { maxDelayMs: batchDelayMs, maxBytes: SHARED_BATCH_BYTES, sources: new Set(tails.map((t) => t.source)) });
   files.forEach(({ source, kind, file }, i) => {

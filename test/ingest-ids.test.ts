@@ -100,6 +100,48 @@ describe('entry ids', () => {
     expect((await segments(d)).map((s) => s.number)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
   });
 
+  it('look up the first segments of many files starting at once together: one read, one transaction', async () => {
+    const [row] = await db.query<{ id: number }>(sql`insert into domains (name) values ('many.example') returning id`);
+    const d = row!.id;
+    const statements: string[] = [];
+    // The allocator's statements, counted: those of a transaction by its handle too.
+    const counted = (handle: Db): Db => ({
+      ...handle,
+      kind: handle.kind,
+      query: (fragment) => {
+        statements.push(fragment.strings.join('?').trim().split(/\s+/)[0]!);
+        return handle.query(fragment);
+      },
+      transaction: (work) => handle.transaction((tx) => work(counted(tx))),
+    });
+    const ids = createIdAllocator(counted(db));
+    const files = Array.from({ length: 1000 }, (_, i) => `many-${i}`);
+    const first = await Promise.all(files.map(async (f) => (await ids.forBatch(f, [d], 0, 10))(d, 0)));
+    expect(statements).toEqual(['select', 'select', 'insert', 'select']);
+    // Numbered in the order the files asked, as one at a time would have.
+    expect(first).toEqual(files.map((_, i) => entryId(i + 1, 0)));
+    expect((await segments(d)).map((s) => s.source_identity)).toEqual(files);
+    // Known now: the same files again ask nothing more.
+    await Promise.all(files.map((f) => ids.forBatch(f, [d], 0, 10)));
+    expect(statements).toHaveLength(4);
+  });
+
+  it('in a batch with a domain that cannot take a number, allocate the others', async () => {
+    const [full, other] = await db.query<{ id: number }>(sql`insert into domains (name) values ('full-batch.example'), ('other-batch.example') returning id`);
+    await db.query(sql`insert into ingest_segments (domain_id, source_identity, segment_index, number) values (${full!.id}, 'last', 0, ${MAX_SEGMENT_NUMBER})`);
+    const ids = createIdAllocator(db);
+    const [a, b, c, gone] = await Promise.allSettled([
+      ids.forBatch('batch-1', [other!.id], 0, 10),
+      ids.forBatch('batch-2', [full!.id], 0, 10),
+      ids.forBatch('batch-3', [other!.id], 0, 10),
+      ids.forBatch('batch-4', [999_999], 0, 10),
+    ]);
+    expect(a.status === 'fulfilled' && a.value(other!.id, 0)).toBe(entryId(1, 0));
+    expect(b.status === 'rejected' && String(b.reason)).toMatch(/ingest_segments_number_range/);
+    expect(c.status === 'fulfilled' && c.value(other!.id, 0)).toBe(entryId(2, 0));
+    expect(gone.status === 'rejected' && String(gone.reason)).toMatch(/does not exist/);
+  });
+
   it('refuse offsets outside the batch, bad ranges and unknown domains', async () => {
     const [d] = domains;
     const ids = createIdAllocator(db);
