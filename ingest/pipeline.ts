@@ -296,6 +296,8 @@ export async function pump<T>(
 export interface Submission extends BatchMember {
   prepared: Prepared;
   stats: SourceStats;
+  /** Since when the chunk's lines have been waiting at the latest (LineChunk.waitingSince); absent: since it is submitted. */
+  waitingSince?: number;
   /**
    * Moves the chunk's checkpoint (its follower's acknowledgement). Called once the insert holding
    * the chunk was accepted, with the other chunks of that insert in one checkpoint write: it must

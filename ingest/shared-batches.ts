@@ -32,7 +32,7 @@ import type { Rows } from './transforms/rows.js';
 import { AccessTsv } from './sinks/clickhouse.js';
 
 export interface SharedBatchOptions {
-  /** Flush once the oldest chunk waiting has waited this long. */
+  /** Flush once the oldest line waiting has waited this long (since its chunk was submitted, or its Submission.waitingSince). */
   maxDelayMs: number;
   /** Flush once the chunks waiting hold this many bytes of rows. */
   maxBytes: number;
@@ -122,7 +122,10 @@ export class SharedBatches implements BatchSink {
         this.replayKeys.delete(key);
         replay.slots.set(key, waiting);
       } else {
-        if (this.open.length === 0) this.openedAt = Date.now();
+        // The deadline counts from the oldest line's wait, not its chunk's: a file is read again
+        // only half the batch's delay after it was read to its end (worker.ts, gatherMs).
+        const since = Math.min(Date.now(), submission.waitingSince ?? Infinity);
+        this.openedAt = this.open.length === 0 ? since : Math.min(this.openedAt, since);
         this.open.push(waiting);
         this.openBytes += bytesOf(submission.prepared);
       }

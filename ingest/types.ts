@@ -25,4 +25,9 @@ export interface LineChunk {
   lines: SourceLine[];
   /** Lines longer than the limit, not in `lines`: they go to the rejects with their offsets. */
   overlong: { offset: number; length: number; head: string }[];
+  /**
+   * Date.now() of the first sign (a directory event) that the file held more than had been read,
+   * when one prompted this read: the chunk's lines have been waiting since then at the latest.
+   */
+  waitingSince?: number;
 }

@@ -168,6 +168,7 @@ async function runFile(tail: FileTail, source: FileSource, kind: LogKind, sink: 
       identity: chunk.identity,
       start: chunk.startOffset,
       end: chunk.endOffset,
+      waitingSince: chunk.waitingSince,
       prepared,
       stats,
       commit: () => tail.ack(chunk),

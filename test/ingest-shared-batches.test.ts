@@ -142,6 +142,32 @@ describe('a worker following 100 files', () => {
     });
   });
 
+  it("a batch's deadline counts from when its oldest line was appended, not from when its file was read again", { timeout: 120_000 }, async () => {
+    // INGEST_BATCH_MS 6 s: a file read to its end is read again 3 s later at the soonest.
+    await withFiles('deadline-from-append', async (stores, here, domain, files) => {
+      const { worker } = await follow(stores, here, domain.name, files, () => {}, 6_000);
+      const inserted = () => worker.stats()[0]!.inserted;
+      const file = files[0]!;
+      try {
+        // Line 0 opens a batch (sent at 6 s); line 1 at 4.5 s is read at once and joins it.
+        fs.appendFileSync(file, fileLines(0, 0, 1));
+        await new Promise((r) => setTimeout(r, 4_500));
+        fs.appendFileSync(file, fileLines(0, 1, 2));
+        await new Promise((r) => setTimeout(r, 100));
+        // Line 2 comes just after that read: it is read 3 s later, after the first batch went, and
+        // opens the next one. From the read, that batch would be sent about 9 s after the line was
+        // appended; from the append, about 6 s.
+        const appended = Date.now();
+        fs.appendFileSync(file, fileLines(0, 2, 3));
+        await until(() => inserted() === 3, 'the third line to be stored', 30_000);
+        expect(Date.now() - appended).toBeLessThan(7_500);
+        expect(await counted(stores, domain.id)).toEqual({ rows: 3, urls: 3, ids: 3, twice: [] });
+      } finally {
+        await worker.close();
+      }
+    }, 1);
+  });
+
   it('a batch ClickHouse accepted whose checkpoints never moved is replayed under its token: nothing twice', { timeout: 120_000 }, async () => {
     await withFiles('accepted-not-settled', async (stores, here, domain, files) => {
       // The checkpoint store writes a temporary file and renames it: a directory in its place makes

@@ -213,6 +213,8 @@ export class FileTail implements AsyncIterable<LineChunk> {
   private readonly gatherMs: number;
   /** When the last chunk that reached the end of its file was handed out. */
   private reachedEndAt = -Infinity;
+  /** Date.now() of the first directory event since the follower last read a file to its end; null: none. */
+  private changedAt: number | null = null;
   private readonly rotatedIdleMs: number;
   private readonly pruneAfterMs: number;
 
@@ -841,11 +843,15 @@ export class FileTail implements AsyncIterable<LineChunk> {
         continue;
       }
       const chunk: LineChunk = { identity: t.identity, path: t.path, startOffset: t.lineStart, endOffset: scan.lineStart, lines: scan.lines, overlong: scan.overlong };
+      if (this.changedAt !== null) chunk.waitingSince = this.changedAt;
       if (scan.eof && !p.cuts.includes(chunk.endOffset)) await this.recordCut(t.identity, p, chunk.endOffset);
       t.lineStart = scan.lineStart;
       t.overlong = scan.pending;
       t.drained = scan.eof;
-      if (scan.eof) this.reachedEndAt = Date.now();
+      if (scan.eof) {
+        this.reachedEndAt = Date.now();
+        this.changedAt = null;
+      }
       const starts = this.replayFirst.get(t.identity);
       if (starts?.delete(chunk.startOffset) && starts.size === 0) this.replayFirst.delete(t.identity);
       p.handedOut.push(chunk);
@@ -936,7 +942,10 @@ export class FileTail implements AsyncIterable<LineChunk> {
     try {
       this.unwatch = watchName(path.dirname(this.path), {
         base: path.basename(this.path),
-        changed: () => this.wake(),
+        changed: () => {
+          this.changedAt ??= Date.now();
+          this.wake();
+        },
         failed: (err) => {
           this.log.warn({ err }, 'directory watch failed: polling only');
           this.unwatch = null;
