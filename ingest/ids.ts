@@ -76,8 +76,8 @@ export function createIdAllocator(db: Db): IdAllocator {
   const pending = new Map<string, Lookup>();
   let draining = false;
 
+  // Runs while `draining` (set by the first lookup that found none running).
   async function drain(): Promise<void> {
-    draining = true;
     try {
       while (pending.size > 0) {
         const batch = [...pending.values()].slice(0, LOOKUP_BATCH);
@@ -99,9 +99,9 @@ export function createIdAllocator(db: Db): IdAllocator {
     }
   }
 
-  function number(k: SegmentKey): Promise<number> | number {
+  function number(k: SegmentKey): Promise<number> {
     const known = cache.get(key(k));
-    if (known !== undefined) return known;
+    if (known !== undefined) return Promise.resolve(known);
     return new Promise<number>((resolve, reject) => {
       const lookup = pending.get(key(k)) ?? { ...k, waiters: [] };
       lookup.waiters.push({ resolve, reject });
@@ -127,7 +127,7 @@ export function createIdAllocator(db: Db): IdAllocator {
       await Promise.all(
         [...new Set(domainIds)].map(async (domainId) => {
           const segments: Promise<number>[] = [];
-          for (let segment = first; segment <= last; segment++) segments.push(Promise.resolve(number({ domainId, identity, segment })));
+          for (let segment = first; segment <= last; segment++) segments.push(number({ domainId, identity, segment }));
           numbers.set(domainId, await Promise.all(segments));
         }),
       );
@@ -150,8 +150,9 @@ export function createIdAllocator(db: Db): IdAllocator {
  * for the whole batch (the table's check: a domain past MAX_SEGMENT_NUMBER), each segment is
  * allocated alone, so that only the domain concerned fails.
  */
-async function segmentNumbers(db: Db, keys: SegmentKey[]): Promise<(number | unknown)[]> {
-  const numbers: (number | unknown)[] = keys.map(() => undefined);
+async function segmentNumbers(db: Db, keys: SegmentKey[]): Promise<unknown[]> {
+  // A number, an error, or undefined while not known yet.
+  const numbers: unknown[] = keys.map(() => undefined);
   const missing = () => keys.map((k, ord) => ({ k, ord })).filter(({ ord }) => numbers[ord] === undefined);
   // The keys as rows (ord: the place in `keys`), one bound parameter whatever their number.
   const asked = (of: { k: SegmentKey; ord: number }[]) =>
@@ -166,10 +167,7 @@ async function segmentNumbers(db: Db, keys: SegmentKey[]): Promise<(number | unk
   if (unknown.length === 0) return numbers;
   try {
     await db.transaction(async (tx) => {
-      const domainIds = [...new Set(unknown.map(({ k }) => k.domainId))].sort((a, b) => a - b);
-      const locked = await tx.query<{ id: number }>(
-        sql`select id from domains where id in (select (jsonb_array_elements_text(${JSON.stringify(domainIds)}::text::jsonb))::integer) order by id for update`,
-      );
+      const locked = await tx.query<{ id: number }>(sql`select id from domains where id in (select domain_id from ${asked(unknown)}) order by id for update`);
       const existing = new Set(locked.map((d) => d.id));
       const allocatable = unknown.filter(({ k }) => existing.has(k.domainId));
       await tx.query(sql`
@@ -183,33 +181,7 @@ async function segmentNumbers(db: Db, keys: SegmentKey[]): Promise<(number | unk
     });
   } catch (err) {
     if (unknown.length === 1) numbers[unknown[0]!.ord] = err;
-    else for (const { k, ord } of unknown) numbers[ord] = await segmentNumber(db, k.domainId, k.identity, k.segment).catch((e: unknown) => e);
+    else for (const { k, ord } of unknown) numbers[ord] = (await segmentNumbers(db, [k]))[0];
   }
   return numbers;
-}
-
-/**
- * The number of one segment, allocated on first sight as the domain's highest plus one, like
- * segmentNumbers (which falls back on it one segment at a time).
- */
-async function segmentNumber(db: Db, domainId: number, identity: string, segment: number): Promise<number> {
-  const find = async (handle: Db) =>
-    (
-      await handle.query<{ number: number }>(
-        sql`select number from ingest_segments where domain_id = ${domainId} and source_identity = ${identity} and segment_index = ${segment}`,
-      )
-    )[0]?.number;
-  const known = await find(db);
-  if (known !== undefined) return known;
-  return db.transaction(async (tx) => {
-    const [domain] = await tx.query(sql`select id from domains where id = ${domainId} for update`);
-    if (!domain) throw new UnknownDomainError(domainId);
-    const again = await find(tx);
-    if (again !== undefined) return again;
-    const [row] = await tx.query<{ number: number }>(sql`
-      insert into ingest_segments (domain_id, source_identity, segment_index, number)
-      select ${domainId}, ${identity}, ${segment}, coalesce(max(number), 0) + 1 from ingest_segments where domain_id = ${domainId}
-      returning number`);
-    return row!.number;
-  });
 }
