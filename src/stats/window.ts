@@ -61,7 +61,12 @@ const DOMAIN = 'domain_id = {domainId:UInt32}';
 
 // The stats' top lists: entries of the registry's rollup lists (access_rollups.dim as `dim`, which the
 // primary key narrows on, its Enum value as `number`, the raw key as `key`).
-const DIMENSIONS = (['url', 'status', 'agent', 'referrer'] as const).map((name) => ROLLUP_LISTS.find((l) => l.dim === name)!);
+const listNamed = (name: 'url' | 'status' | 'agent' | 'referrer') => ROLLUP_LISTS.find((l) => l.dim === name)!;
+const URL_LIST = listNamed('url');
+const STATUS_LIST = listNamed('status');
+const AGENT_LIST = listNamed('agent');
+const REFERRER_LIST = listNamed('referrer');
+const DIMENSIONS = [URL_LIST, STATUS_LIST, AGENT_LIST, REFERRER_LIST];
 type Dimension = (typeof DIMENSIONS)[number];
 /** The lists' names as an SQL tuple (the registry's constants, not input). */
 const dimNames = (dims: readonly Dimension[]) => `(${dims.map((d) => `'${d.dim}'`).join(', ')})`;
@@ -208,7 +213,7 @@ export function provenTop(candidates: Candidates, listedCounts: Map<string, numb
   return exact.length === TOP_LIMIT && bound < exact[TOP_LIMIT - 1]!.count ? exact : null;
 }
 
-const NUMERIC = (d: Dimension) => d.dim === 'status';
+const NUMERIC = (d: Dimension) => d === STATUS_LIST;
 
 /**
  * The statistics of a planned window for one domain, and with `state` those parts of the window's
@@ -281,16 +286,15 @@ async function statsOfPlan(
   const total = Number(totals?.requests ?? 0);
   const share = (count: number) => percentageOf(count, total);
   const list = (d: Dimension) => topOf(lists.get(d.number)!, NUMERIC(d));
-  const [url, status, agent, referrer] = DIMENSIONS as [Dimension, Dimension, Dimension, Dimension];
   const answer: WindowStats = {
     totalRequests: total,
     uniqueVisitors: Number(totals?.visitors ?? 0),
     averageResponseTime: meanOf(Number(totals?.rt_sum ?? 0), Number(totals?.rt_count ?? 0)),
     errorRate: fractionOf(Number(totals?.errors ?? 0), total),
-    topUrls: list(url).map((e) => ({ url: e.key, requests: e.count, percentage: share(e.count) })),
-    topStatusCodes: list(status).map((e) => ({ code: Number(e.key), count: e.count, percentage: share(e.count) })),
-    topUserAgents: list(agent).map((e) => ({ userAgent: e.key, requests: e.count, percentage: share(e.count) })),
-    topReferrers: list(referrer).map((e) => ({ referrer: e.key, requests: e.count, percentage: share(e.count) })),
+    topUrls: list(URL_LIST).map((e) => ({ url: e.key, requests: e.count, percentage: share(e.count) })),
+    topStatusCodes: list(STATUS_LIST).map((e) => ({ code: Number(e.key), count: e.count, percentage: share(e.count) })),
+    topUserAgents: list(AGENT_LIST).map((e) => ({ userAgent: e.key, requests: e.count, percentage: share(e.count) })),
+    topReferrers: list(REFERRER_LIST).map((e) => ({ referrer: e.key, requests: e.count, percentage: share(e.count) })),
     bandwidth: Number(totals?.bytes ?? 0),
     responseTimePercentiles: { p50: numberOrNull(totals?.p50), p95: numberOrNull(totals?.p95), p99: numberOrNull(totals?.p99) },
   };
