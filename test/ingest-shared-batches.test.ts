@@ -27,6 +27,8 @@ import { prng } from './support/random.js';
 
 const FILES = 100;
 const SLOW = 300_000;
+/** INGEST_BATCH_MS of the workers here unless a test says otherwise. */
+const BATCH_MS = 1_000;
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 
 let dir: string;
@@ -63,7 +65,7 @@ async function counted(stores: Stores, domainId: number) {
 }
 
 /** A worker in this process following `files` for `domain`, counting its inserts; `onInsert` runs as each is accepted, before its checkpoints move. */
-async function follow(stores: Stores, here: string, domain: string, files: string[], onInsert: () => void = () => {}, batchDelayMs = 1_000) {
+async function follow(stores: Stores, here: string, domain: string, files: string[], onInsert: () => void = () => {}, batchDelayMs = BATCH_MS) {
   const inserts: string[] = [];
   const metrics = {
     followIngest() {},
@@ -125,15 +127,19 @@ describe('a worker following 100 files', () => {
       const { worker, inserts } = await follow(stores, here, domain.name, files);
       try {
         // Lines arrive over about a second, a file at a time, as from sites with little traffic.
+        const firstAppend = Date.now();
         for (const [i, f] of files.entries()) {
           fs.appendFileSync(f, fileLines(i, 0, 20));
           await new Promise((r) => setTimeout(r, 10));
         }
+        // On a loaded machine the appends stretch (the worker shares this event loop), so the bound
+        // follows how long they took: one insert per INGEST_BATCH_MS of appending, and one more.
+        const appendingMs = Date.now() - firstAppend;
         await until(() => worker.stats().every((s) => s.inserted === 20), 'every line to be stored', 30_000);
         expect(await counted(stores, domain.id)).toEqual({ rows: FILES * 20, urls: FILES * 20, ids: FILES * 20, twice: [] });
         // One file at a time would be a hundred inserts; the deadline gathers them into one or two.
         expect(inserts.every((s) => s === SHARED_BATCH_LABEL)).toBe(true);
-        expect(inserts.length).toBeLessThanOrEqual(3);
+        expect(inserts.length, `inserts for ${appendingMs} ms of appending`).toBeLessThanOrEqual(Math.ceil(appendingMs / BATCH_MS) + 1);
       } finally {
         await worker.close();
       }

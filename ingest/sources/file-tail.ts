@@ -826,6 +826,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
     // The chunks a replay waits for first (replayFirst), then the files oldest first.
     const wanted = (t: Tracked) => (t.identity !== null && this.replayFirst.get(t.identity)?.has(t.lineStart)) === true;
     const order = this.replayFirst.size === 0 ? this.files : [...this.files.filter(wanted), ...this.files.filter((t) => !wanted(t))];
+    const changedAt = this.changedAt;
     for (const t of order) {
       if (t.identity === null || t.drained) continue;
       const p = this.progress.get(t.identity)!;
@@ -858,6 +859,9 @@ export class FileTail implements AsyncIterable<LineChunk> {
       this.outstanding.set(chunk, false);
       return chunk;
     }
+    // Nothing was waiting (a change that added no line): the next line waits from its own change,
+    // unless one came during this look.
+    if (this.changedAt === changedAt) this.changedAt = null;
     return null;
   }
 
