@@ -2,10 +2,9 @@
  * Runs a Query's SQL (sql.ts): where rollup rows may serve it (Query.rollup), first the build
  * state of its windows for all its domains at once, planned bucket by bucket (src/rollups/plan.ts);
  * then one query per window (chDB runs one query at a time per process, so each round trip
- * counts), and a count of groups only when a page lies past the last group (the page's own rows
- * carry the count otherwise).
+ * counts), a page's count of groups counted by the engine beside it (selectPage).
  */
-import { selectRows, type ClickHouseClient } from '../../../core/db/clickhouse.js';
+import { selectPage, selectRows, type ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { invalidField } from '../../http/errors.js';
 import { knownDomainsBuildState } from '../../rollups/known-plans.js';
 import { planConditions, planWindow, sparseHoursUnbuilt } from '../../rollups/plan.js';
@@ -16,7 +15,7 @@ import { readWindow } from './where.js';
 /** Beyond this many groups of a time series (or filled rows, shape.ts) the query is refused. */
 export const MAX_SERIES_GROUPS = 100_000;
 
-/** A result row as the SQL gives it: d0…, m0…, and on a page `total`. */
+/** A result row as the SQL gives it: d0…, m0…. */
 export type SqlRow = Record<string, unknown>;
 
 export interface RunResult {
@@ -61,12 +60,8 @@ export async function runQuery(clickhouse: ClickHouseClient, query: Query, rollu
     const rows = await series(clickhouse, query, query.window, reads!);
     return { rows, total: 0, previous: query.previous ? await series(clickhouse, query, query.previous, previousReads!) : null };
   }
-  const rows = await select(clickhouse, groupsSql(query, query.window, reads!, { kind: 'page' }));
-  let total = Number(rows[0]?.total ?? 0);
-  if (rows.length === 0 && query.page > 1) {
-    // Past the last group, or no dimension (one row) on a later page.
-    total = query.dimensions.length === 0 ? 1 : Number((await select(clickhouse, groupsSql(query, query.window, reads!, { kind: 'count' })))[0]?.total ?? 0);
-  }
+  const page = groupsSql(query, query.window, reads!, { kind: 'page' });
+  const { rows, total } = await selectPage<SqlRow>(clickhouse, page.query, page.params);
   let previous: SqlRow[] | null = null;
   if (query.previous) {
     const keys = rows.map((row) => keyOf(query, row));

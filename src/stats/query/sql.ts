@@ -13,7 +13,7 @@ import { TupleParam } from '@clickhouse/client';
 import { Params } from '../../logs/filters.js';
 import type { PlanConditions } from '../../rollups/plan.js';
 import { unionAll } from '../../rollups/shared-sql.js';
-import { mergedPartial, sourcePartial, type PartialState } from '../registry.js';
+import { alonePartial, mergedPartial, sourcePartial, type PartialState } from '../registry.js';
 import type { OrderTerm, Query, QueryDimension, Window } from './parse.js';
 import { whereOf, type Source } from './where.js';
 
@@ -26,16 +26,15 @@ export interface BuiltQuery {
 export type GroupKey = unknown[];
 
 /**
- * What the outer SELECT gives: one page in the query's order with the count of all groups
- * (`total`); every group, up to `cap` + 1 (the caller orders them); or only the count of groups.
+ * What the outer SELECT gives: one page in the query's order (its LIMIT lets the engine count the
+ * groups: selectPage); or every group, up to `cap` + 1 (the caller orders them).
  */
-export type Selection = { kind: 'page' } | { kind: 'all'; cap: number } | { kind: 'count' };
+export type Selection = { kind: 'page' } | { kind: 'all'; cap: number };
 
 const dim = (i: number) => `d${i}`;
 
 /** The partials the query's metrics need, each once. */
-const partialsOf = (query: Query, selection: Selection): PartialState[] =>
-  selection.kind === 'count' ? [] : [...new Set(query.metrics.flatMap((m) => m.partials))];
+const partialsOf = (query: Query): PartialState[] => [...new Set(query.metrics.flatMap((m) => m.partials))];
 
 /** A UTF-16 code unit moved so that code units compare in code point order (surrogates above U+E000–U+FFFF). */
 const codePointRank = (unit: number) => (unit >= 0xe000 ? unit - 0x800 : unit >= 0xd800 ? unit + 0x2000 : unit);
@@ -84,12 +83,12 @@ function amongKeys(query: Query, keys: GroupKey[], p: Params, source: Source): s
 export type Reads = PlanConditions | null;
 
 /**
- * One source's rows of the window (those of `reads` for it) aggregated into partials per group. A
- * partial read by key from raw rows (PartialState.byKey: the histogram) is a source of its own
- * beside the others, its rows counted per group and key first; each of the two gives the other's
- * partials empty (PartialState.neutral), and the groups merge them (groupsSql).
+ * One source's rows of the window (those of `reads` for it) aggregated into partials per group, as
+ * one SELECT per part. A partial read by key from raw rows (PartialState.byKey: the histogram) is a
+ * part of its own beside the others, its rows counted per group and key first; each of the two
+ * gives the other's partials empty (PartialState.neutral), and the groups merge them (groupsSql).
  */
-function sourceSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, source: Source, part: string | null): string {
+function sourceSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, source: Source, part: string | null): string[] {
   const dims = query.dimensions.map((_, i) => dim(i));
   const dimensionColumns = query.dimensions.map((d, i) => `${dimensionSql(d, source)} AS ${dim(i)}`);
   const where = [whereOf(query, window, p, source), ...(part ? [`(${part})`] : []), ...(keys ? [amongKeys(query, keys, p, source)] : [])].join(' AND ');
@@ -98,24 +97,34 @@ function sourceSql(query: Query, window: Window, partials: PartialState[], p: Pa
   const byKey = source === 'raw' ? partials.filter((x) => x.byKey) : [];
   const partial = (x: PartialState) => (byKey.includes(x) ? `${x.neutral} AS p_${x.name}` : sourcePartial(x, source));
   const rows = `SELECT ${[...dimensionColumns, ...partials.map(partial)].join(', ')}\nFROM ${table}\nWHERE ${where}${groupBy}`;
-  return unionAll([
+  return [
     rows,
     ...byKey.map((keyed) => {
       const counted = `SELECT ${[...dimensionColumns, `${keyed.byKey!.key} AS k`, 'toInt64(count()) AS c'].join(', ')}\nFROM ${table}\nWHERE ${where} AND ${keyed.byKey!.rows}\nGROUP BY ${[...dims, 'k'].join(', ')}`;
       const columns = partials.map((x) => (x === keyed ? `${keyed.byKey!.collect} AS p_${x.name}` : `${x.neutral} AS p_${x.name}`));
       return `SELECT ${[...dims, ...columns].join(', ')}\nFROM (\n${counted}\n)${groupBy}`;
     }),
-  ]);
+  ];
 }
 
-/** The sources of a window: raw rows where the plan has raw ranges (or has nothing at all: one part must give the empty groups), rollups where it has built buckets. */
-function sourcesSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, reads: Reads): string {
+/** The SELECTs of a window's sources: raw rows where the plan has raw ranges (or has nothing at all: one part must give the empty groups), rollups where it has built buckets. */
+function sourcesSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, reads: Reads): string[] {
   if (!reads) return sourceSql(query, window, partials, p, keys, 'raw', null);
   Object.assign(p.values, reads.params);
-  return unionAll([
-    (reads.raw !== null || reads.built === null) && sourceSql(query, window, partials, p, keys, 'raw', reads.raw ?? '0'),
-    reads.built !== null && sourceSql(query, window, partials, p, keys, 'rollup', reads.built),
-  ]);
+  return [
+    ...(reads.raw !== null || reads.built === null ? sourceSql(query, window, partials, p, keys, 'raw', reads.raw ?? '0') : []),
+    ...(reads.built !== null ? sourceSql(query, window, partials, p, keys, 'rollup', reads.built) : []),
+  ];
+}
+
+/**
+ * Each group's partials merged over the sources' SELECTs. Where one SELECT gives every group (one
+ * row each) and each partial can be read alone, without a second GROUP BY.
+ */
+function mergedSql(dims: string[], partials: PartialState[], sources: string[]): string {
+  const alone = sources.length === 1 ? partials.map(alonePartial) : null;
+  if (alone?.every((column): column is string => column !== null)) return `SELECT ${[...dims, ...alone].join(', ')}\nFROM (\n${sources[0]}\n)`;
+  return `SELECT ${[...dims, ...partials.map((x) => mergedPartial(x))].join(', ')}\nFROM (\n${unionAll(sources)}\n)` + (dims.length ? `\nGROUP BY ${dims.join(', ')}` : '');
 }
 
 /**
@@ -124,13 +133,9 @@ function sourcesSql(query: Query, window: Window, partials: PartialState[], p: P
  */
 export function groupsSql(query: Query, window: Window, reads: Reads, selection: Selection, keys?: GroupKey[]): BuiltQuery {
   const p = new Params('q');
-  const partials = partialsOf(query, selection);
+  const partials = partialsOf(query);
   const dims = query.dimensions.map((_, i) => dim(i));
-  const sources = sourcesSql(query, window, partials, p, keys, reads);
-  const merged =
-    `SELECT ${[...dims, ...partials.map((x) => mergedPartial(x))].join(', ')}\nFROM (\n${sources}\n)` +
-    (dims.length ? `\nGROUP BY ${dims.join(', ')}` : '');
-  if (selection.kind === 'count') return { query: `SELECT count() AS total FROM (\n${merged}\n)`, params: p.values };
+  const merged = mergedSql(dims, partials, sourcesSql(query, window, partials, p, keys, reads));
 
   const columns = [...dims, ...query.metrics.map((m, i) => `${m.final} AS m${i}`)];
   if (selection.kind === 'all') {
@@ -139,7 +144,7 @@ export function groupsSql(query: Query, window: Window, reads: Reads, selection:
   const orderBy = query.orderBy.map((t) => orderTerm(query, t, p)).join(', ');
   const offset = (query.page - 1) * query.limit;
   return {
-    query: `SELECT ${columns.join(', ')}, count() OVER () AS total\nFROM (\n${merged}\n)\nORDER BY ${orderBy}\nLIMIT ${p.bind('UInt32', query.limit)} OFFSET ${p.bind('UInt64', offset)}`,
+    query: `SELECT ${columns.join(', ')}\nFROM (\n${merged}\n)\nORDER BY ${orderBy}\nLIMIT ${p.bind('UInt32', query.limit)} OFFSET ${p.bind('UInt64', offset)}`,
     params: p.values,
   };
 }
