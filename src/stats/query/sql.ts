@@ -89,22 +89,29 @@ export type Reads = PlanConditions | null;
  * gives the other's partials empty (PartialState.neutral), and the groups merge them (groupsSql).
  */
 function sourceSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, source: Source, part: string | null): string[] {
+  // Over raw rows a dimension of one stored column's values (Dimension.byColumn) groups by that
+  // column, as g<i>, and each group's value is computed once, as d<i>, around the SELECT.
+  const byColumn = query.dimensions.map((d) => (source === 'raw' ? (d.dimension.byColumn ?? null) : null));
   const dims = query.dimensions.map((_, i) => dim(i));
-  const dimensionColumns = query.dimensions.map((d, i) => `${dimensionSql(d, source)} AS ${dim(i)}`);
+  const groups = dims.map((d, i) => (byColumn[i] ? `g${i}` : d));
+  const dimensionColumns = query.dimensions.map((d, i) => `${byColumn[i]?.column ?? dimensionSql(d, source)} AS ${groups[i]}`);
   const where = [whereOf(query, window, p, source), ...(part ? [`(${part})`] : []), ...(keys ? [amongKeys(query, keys, p, source)] : [])].join(' AND ');
-  const groupBy = dims.length ? `\nGROUP BY ${dims.join(', ')}` : '';
+  const groupBy = groups.length ? `\nGROUP BY ${groups.join(', ')}` : '';
   const table = source === 'raw' ? 'access_logs' : 'access_rollups';
   const byKey = source === 'raw' ? partials.filter((x) => x.byKey) : [];
   const partial = (x: PartialState) => (byKey.includes(x) ? `${x.neutral} AS p_${x.name}` : sourcePartial(x, source));
   const rows = `SELECT ${[...dimensionColumns, ...partials.map(partial)].join(', ')}\nFROM ${table}\nWHERE ${where}${groupBy}`;
-  return [
+  const selects = [
     rows,
     ...byKey.map((keyed) => {
-      const counted = `SELECT ${[...dimensionColumns, `${keyed.byKey!.key} AS k`, 'toInt64(count()) AS c'].join(', ')}\nFROM ${table}\nWHERE ${where} AND ${keyed.byKey!.rows}\nGROUP BY ${[...dims, 'k'].join(', ')}`;
+      const counted = `SELECT ${[...dimensionColumns, `${keyed.byKey!.key} AS k`, 'toInt64(count()) AS c'].join(', ')}\nFROM ${table}\nWHERE ${where} AND ${keyed.byKey!.rows}\nGROUP BY ${[...groups, 'k'].join(', ')}`;
       const columns = partials.map((x) => (x === keyed ? `${keyed.byKey!.collect} AS p_${x.name}` : `${x.neutral} AS p_${x.name}`));
-      return `SELECT ${[...dims, ...columns].join(', ')}\nFROM (\n${counted}\n)${groupBy}`;
+      return `SELECT ${[...groups, ...columns].join(', ')}\nFROM (\n${counted}\n)${groupBy}`;
     }),
   ];
+  if (!byColumn.some(Boolean)) return selects;
+  const values = dims.map((d, i) => (byColumn[i] ? `${byColumn[i].value(groups[i]!)} AS ${d}` : d));
+  return selects.map((select) => `SELECT ${[...values, ...partials.map((x) => `p_${x.name}`)].join(', ')}\nFROM (\n${select}\n)`);
 }
 
 /** The SELECTs of a window's sources: raw rows where the plan has raw ranges (or has nothing at all: one part must give the empty groups), rollups where it has built buckets. */
@@ -118,11 +125,12 @@ function sourcesSql(query: Query, window: Window, partials: PartialState[], p: P
 }
 
 /**
- * Each group's partials merged over the sources' SELECTs. Where one SELECT gives every group (one
- * row each) and each partial can be read alone, without a second GROUP BY.
+ * Each group's partials merged over the sources' SELECTs. Where one SELECT gives every group in
+ * one row (`onePerGroup`: no dimension grouped by another column first) and each partial can be
+ * read alone, without a second GROUP BY.
  */
-function mergedSql(dims: string[], partials: PartialState[], sources: string[]): string {
-  const alone = sources.length === 1 ? partials.map(alonePartial) : null;
+function mergedSql(dims: string[], partials: PartialState[], sources: string[], onePerGroup: boolean): string {
+  const alone = sources.length === 1 && onePerGroup ? partials.map(alonePartial) : null;
   if (alone?.every((column): column is string => column !== null)) return `SELECT ${[...dims, ...alone].join(', ')}\nFROM (\n${sources[0]}\n)`;
   return `SELECT ${[...dims, ...partials.map((x) => mergedPartial(x))].join(', ')}\nFROM (\n${unionAll(sources)}\n)` + (dims.length ? `\nGROUP BY ${dims.join(', ')}` : '');
 }
@@ -135,7 +143,8 @@ export function groupsSql(query: Query, window: Window, reads: Reads, selection:
   const p = new Params('q');
   const partials = partialsOf(query);
   const dims = query.dimensions.map((_, i) => dim(i));
-  const merged = mergedSql(dims, partials, sourcesSql(query, window, partials, p, keys, reads));
+  const onePerGroup = !query.dimensions.some((d) => d.dimension.byColumn);
+  const merged = mergedSql(dims, partials, sourcesSql(query, window, partials, p, keys, reads), onePerGroup);
 
   const columns = [...dims, ...query.metrics.map((m, i) => `${m.final} AS m${i}`)];
   if (selection.kind === 'all') {

@@ -30,7 +30,11 @@ function isCondition(dimension: Dimension, values: FilterValue[], domains: Domai
   }
   const exact = values as (string | number | boolean)[];
   if (dimension.isCondition && column === rawColumn) return dimension.isCondition(exact, p);
-  return `${column(dimension)} IN ${p.bind(`Array(${dimension.paramType})`, [...new Set(exact.map(paramValue))])}`;
+  const matching = (value: string) => `${value} IN ${p.bind(`Array(${dimension.paramType})`, [...new Set(exact.map(paramValue))])}`;
+  // A stored key in a set is cheaper per row than computing the value (Dimension.byColumn).
+  const byColumn = column === rawColumn ? dimension.byColumn : undefined;
+  if (byColumn) return `${byColumn.column} IN (SELECT key FROM (${byColumn.keys}) WHERE ${matching(byColumn.value('key'))})`;
+  return matching(column(dimension));
 }
 
 function filterCondition(filter: QueryFilter, domains: DomainName[], p: Params, column: ColumnOf): string {
