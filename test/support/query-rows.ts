@@ -159,7 +159,8 @@ export function generateRows(options: { seed: number; domain: number; count: num
 const chTime = (ms: number) => new Date(ms).toISOString().slice(0, 23).replace('T', ' ');
 
 /** Inserts in time order, a batch holding at most 90 days: the table has a partition per day, an insert may touch 100. */
-export async function insertRows(clickhouse: ClickHouseClient, rows: readonly Row[]): Promise<void> {
+/** `classified` false: every row with agent_class 0, as a writer other than the sink stores it before the backfill classifies it. */
+export async function insertRows(clickhouse: ClickHouseClient, rows: readonly Row[], classified = true): Promise<void> {
   const sorted = [...rows].sort((a, b) => a.t - b.t);
   const batches: Row[][] = [];
   for (const row of sorted) {
@@ -181,7 +182,7 @@ export async function insertRows(clickhouse: ClickHouseClient, rows: readonly Ro
       referrer: r.referrer,
       user_agent: r.agent,
       response_time: r.rt,
-      agent_class: agentClass({ browser: r.browser, os: r.os, device: r.device as Device, botName: r.botName, botKind: r.botKind as BotKind }).id,
+      agent_class: classified ? agentClass({ browser: r.browser, os: r.os, device: r.device as Device, botName: r.botName, botKind: r.botKind as BotKind }).id : 0,
     }));
     // As the sink does: the classes before the rows that carry them.
     await storeAgentClasses(clickhouse);
