@@ -181,7 +181,7 @@ function Panel({ spec, base, total, onFilter }: { spec: PanelSpec; base: Record<
       {answer === null && error === null && <p aria-live="polite">Loading…</p>}
       {answer !== null && answer.results.length === 0 && <p class="hint">No requests.</p>}
       {answer !== null && answer.results.length > 0 && (
-        <table>
+        <table class={spec.metrics.length > 1 ? 'figures-2' : undefined}>
           <thead>
             <tr>
               <th scope="col">{DIMENSION_LABELS[dimension]}</th>
