@@ -132,8 +132,13 @@ describe('the dashboard', { timeout: 90_000 }, () => {
       const cell = page.locator('table.fleet tbody tr').filter({ has: page.getByRole('link', { name, exact: true }) }).locator('td').first();
       expect(await cell.textContent(), name).toBe(new Intl.NumberFormat('en').format(Number(requests.get(name) ?? 0)));
     }
-    // A sparkline per domain, of 25 hourly points.
+    // A sparkline per domain, of 24 whole hours: the 23 before this one solid, the line to this one
+    // (still filling) dashed, so that it does not read as a fall.
     await expect.poll(() => page.locator('svg.sparkline').count()).toBe(3);
+    const lines = await page.locator('svg.sparkline').evaluateAll((svgs) =>
+      svgs.map((svg) => [...svg.querySelectorAll('polyline')].map((l) => `${l.getAttribute('class') ?? 'solid'} ${l.getAttribute('points')!.split(' ').length}`)),
+    );
+    expect(lines).toEqual(Array(3).fill(['solid 23', 'partial 2']));
     // The alerts firing now, by domain.
     const firing = async (name: string) => page.locator('table.fleet tbody tr').filter({ has: page.getByRole('link', { name, exact: true }) }).locator('td.firing').textContent();
     expect(await firing('shop.alice.example')).toBe('shop is failing');

@@ -122,7 +122,9 @@ export function Fleet({ location }: { location: Location }) {
       domains: shown.map((r) => r.id),
       metrics: ['requests'],
       dimensions: ['domain', 'time:hour'],
-      dateRange: '24h',
+      // Whole hours: the 23 before this one, and this one so far (drawn dashed).
+      dateRange: 'custom',
+      startDate: new Date((Math.floor(Date.now() / HOUR_MS) - 23) * HOUR_MS).toISOString(),
       limit: 10_000,
     }).then((answer) => {
       if (stale) return;
@@ -193,7 +195,7 @@ export function Fleet({ location }: { location: Location }) {
                       <td class="number">{c.show(r)}</td>
                     ),
                   )}
-                  <td>{sparklines.has(r.name) ? <Sparkline values={sparklines.get(r.name)!} label={`Requests per hour of ${r.name}`} /> : null}</td>
+                  <td>{sparklines.has(r.name) ? <Sparkline values={sparklines.get(r.name)!} label={`Requests per hour of ${r.name}, the current hour so far last`} lastPartial /> : null}</td>
                   <td class="firing">
                     {r.firing === null ? (
                       '–'
