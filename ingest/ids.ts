@@ -100,12 +100,13 @@ export function createIdAllocator(db: Db): IdAllocator {
   }
 
   function number(k: SegmentKey): Promise<number> {
-    const known = cache.get(key(k));
+    const id = key(k);
+    const known = cache.get(id);
     if (known !== undefined) return Promise.resolve(known);
     return new Promise<number>((resolve, reject) => {
-      const lookup = pending.get(key(k)) ?? { ...k, waiters: [] };
+      const lookup = pending.get(id) ?? { ...k, waiters: [] };
       lookup.waiters.push({ resolve, reject });
-      pending.set(key(k), lookup);
+      pending.set(id, lookup);
       // Started on the next tick, so that the followers of one event loop turn share the lookup.
       if (!draining) {
         draining = true;

@@ -408,10 +408,10 @@ const byAgentClass = (value: (agentClass: string) => string) => ({
   byColumn: { column: 'agent_class', value, keys: 'SELECT id AS key FROM agent_classes UNION ALL SELECT toUInt64(0) AS key' },
 });
 /** One of the agent class values as a string dimension. */
-const agentClassDimension = (name: string, column: Parameters<typeof agentClassValue>[0], description: string, ops: readonly FilterOp[] = STRING_OPS, value: z.ZodType<string> = text): Dimension => ({
-  ...stringDimension(name, '', description, ops, value),
-  ...byAgentClass((agentClass) => agentClassValue(column, agentClass)),
-});
+const agentClassDimension = (name: string, column: Parameters<typeof agentClassValue>[0], description: string, ops: readonly FilterOp[] = STRING_OPS, value: z.ZodType<string> = text): Dimension => {
+  const { raw, byColumn } = byAgentClass((agentClass) => agentClassValue(column, agentClass));
+  return { ...stringDimension(name, raw, description, ops, value), byColumn };
+};
 
 /** The URL `url` (SQL) up to its first "?". */
 const pathOf = (url: string) => `if(position(${url}, '?') > 0, substring(${url}, 1, position(${url}, '?') - 1), ${url})`;

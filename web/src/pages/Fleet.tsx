@@ -195,7 +195,7 @@ export function Fleet({ location }: { location: Location }) {
                       <td class="number">{c.show(r)}</td>
                     ),
                   )}
-                  <td>{sparklines.has(r.name) ? <Sparkline values={sparklines.get(r.name)!} label={`Requests per hour of ${r.name}, the current hour so far last`} lastPartial /> : null}</td>
+                  <td>{sparklines.has(r.name) ? <Sparkline values={sparklines.get(r.name)!} label={`Requests per hour of ${r.name}, the current hour so far last`} /> : null}</td>
                   <td class="firing">
                     {r.firing === null ? (
                       '–'
