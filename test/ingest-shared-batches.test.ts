@@ -174,6 +174,28 @@ describe('a worker following 100 files', () => {
     }, 1);
   });
 
+  it('a change to a file that adds no line does not start the wait of a line appended later', { timeout: 120_000 }, async () => {
+    await withFiles('change-without-lines', async (stores, here, domain, files) => {
+      const { worker, inserts } = await follow(stores, here, domain.name, files, () => {}, 4_000);
+      const file = files[0]!;
+      try {
+        // A new modification time is a directory event, and the look it prompts finds no line.
+        const touched = new Date(Date.now() + 60_000);
+        fs.utimesSync(file, touched, touched);
+        await new Promise((r) => setTimeout(r, 5_000));
+        // Timed from that event, this line's batch would be past its deadline at once; timed from
+        // its own append, it gathers for INGEST_BATCH_MS like any other.
+        const appended = Date.now();
+        fs.appendFileSync(file, fileLines(0, 0, 1));
+        await until(() => worker.stats()[0]!.inserted === 1, 'the line to be stored', 30_000);
+        expect(Date.now() - appended).toBeGreaterThan(2_500);
+        expect(inserts).toHaveLength(1);
+      } finally {
+        await worker.close();
+      }
+    }, 1);
+  });
+
   it('a batch ClickHouse accepted whose checkpoints never moved is replayed under its token: nothing twice', { timeout: 120_000 }, async () => {
     await withFiles('accepted-not-settled', async (stores, here, domain, files) => {
       // The checkpoint store writes a temporary file and renames it: a directory in its place makes
