@@ -408,7 +408,7 @@ describe('logs and alerts of a domain', { timeout: 90_000 }, () => {
 });
 
 describe('administration', { timeout: 90_000 }, () => {
-  it('an administrator creates a user (after a validation error), sets permissions, adds and deletes a domain; others see no administration', async () => {
+  it('an administrator creates a user (after a validation error), sets permissions, edits (after a refused e-mail), e-mails a reset link, deactivates, adds and deletes a domain; others see no administration', async () => {
     const page = await newPage();
     page.on('dialog', (dialog) => void (dialog.type() === 'prompt' ? dialog.accept('carol.example') : dialog.accept()));
     await page.goto(`${base}/signin`);
@@ -435,6 +435,22 @@ describe('administration', { timeout: 90_000 }, () => {
       { resource: 'logs', actions: ['read'] },
       { resource: 'alerts', actions: ['read', 'create', 'delete'] },
     ]);
+    // Edited: another user's e-mail is refused at the form, then a new name and e-mail are saved.
+    const user = async () => (await call(t.app, 'GET', `/api/users/${carol}`, { token: admin })).body.data;
+    const edit = page.getByRole('form', { name: 'Edit user' });
+    await edit.getByLabel('E-mail').fill('alice@example.com');
+    await edit.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(() => edit.getByRole('alert').textContent()).toMatch(/e-?mail/i);
+    await edit.getByLabel('E-mail').fill('carol.jones@example.com');
+    await edit.getByLabel('Name').fill('Carol Jones');
+    await edit.getByRole('button', { name: 'Save' }).click();
+    await expect.poll(user).toMatchObject({ email: 'carol.jones@example.com', name: 'Carol Jones', active: true });
+    expect(await edit.getByRole('alert').count()).toBe(0);
+    await expect.poll(() => page.getByRole('button', { name: 'carol.jones@example.com' }).count()).toBe(1);
+    await page.getByRole('button', { name: 'E-mail a password reset link' }).click();
+    await expect.poll(() => page.getByText('A reset link was e-mailed').count()).toBe(1);
+    await page.getByRole('button', { name: 'Deactivate' }).click();
+    await expect.poll(user).toMatchObject({ active: false });
     await expectAccessible(page, 'administration: users');
 
     await page.getByRole('button', { name: 'Domains' }).click();

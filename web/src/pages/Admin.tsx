@@ -66,6 +66,9 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
   const [activity, setActivity] = useState<{ action: string; details: string; ipAddress: string; timestamp: string }[]>([]);
   const [error, setError] = useState<unknown>(null);
   const [notice, setNotice] = useState<string | null>(null);
+  // The name and e-mail as edited, and what the API said of them (shown at that form).
+  const [edit, setEdit] = useState({ email: '', name: '' });
+  const [editError, setEditError] = useState<unknown>(null);
   const load = async () => {
     try {
       const [u, p, a] = await Promise.all([
@@ -74,6 +77,7 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
         api<{ activities: { action: string; details: string; ipAddress: string; timestamp: string }[] }>('GET', `/api/users/${id}/activity?limit=20`),
       ]);
       setUser(u);
+      setEdit({ email: u.email, name: u.name });
       setRights(new Set(p.permissions.flatMap((entry) => entry.actions.map((action) => `${entry.resource}:${action}`))));
       setActivity(a.activities);
     } catch (err) {
@@ -83,18 +87,20 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
   useEffect(() => {
     setUser(null);
     setError(null);
+    setEditError(null);
     setNotice(null);
     load();
   }, [id]);
-  const act = async (work: () => Promise<unknown>, done: string) => {
+  const act = async (work: () => Promise<unknown>, done: string, showError = setError) => {
     try {
       await work();
       setError(null);
+      setEditError(null);
       setNotice(done);
       await load();
       onChanged();
     } catch (err) {
-      setError(err);
+      showError(err);
     }
   };
   if (!user) return error ? <ErrorMessage error={error} /> : <p aria-live="polite">Loading…</p>;
@@ -111,6 +117,21 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
       <p>
         {user.name || '(no name)'} · {user.role} · {user.active ? 'active' : 'deactivated'} · last sign-in {utcTime(user.lastLoginAt)}
       </p>
+      <form
+        class="inline-form"
+        aria-label="Edit user"
+        onSubmit={(e) => {
+          e.preventDefault();
+          act(() => api('PUT', `/api/users/${id}`, edit), 'Saved', setEditError);
+        }}
+      >
+        <label for="edit-email">E-mail</label>
+        <input id="edit-email" type="email" value={edit.email} onInput={(e) => setEdit({ ...edit, email: e.currentTarget.value })} />
+        <label for="edit-name">Name</label>
+        <input id="edit-name" value={edit.name} onInput={(e) => setEdit({ ...edit, name: e.currentTarget.value })} />
+        <button type="submit">Save</button>
+        <FormErrors error={editError} />
+      </form>
       <div class="actions">
         <button type="button" onClick={() => act(() => api('PUT', `/api/users/${id}`, { active: !user.active }), user.active ? 'Deactivated' : 'Activated')}>
           {user.active ? 'Deactivate' : 'Activate'}
