@@ -78,8 +78,8 @@ afterAll(async () => {
   await t?.close();
 });
 
-async function newPage(): Promise<Page> {
-  context = await browser.newContext();
+async function newPage(viewport?: { width: number; height: number }): Promise<Page> {
+  context = await browser.newContext(viewport ? { viewport } : {});
   foreign = [];
   const page = await context.newPage();
   page.on('request', (request) => {
@@ -210,6 +210,39 @@ describe('the dashboard', { timeout: 90_000 }, () => {
     expect(api.status).toBe(404);
     expect(await api.json()).toEqual({ success: false, error: 'Not found' });
     expect((await fetch(`${base}/assets/app-nothing.js`)).status).toBe(404);
+  });
+
+  it('at a phone width (375 px) no page scrolls sideways: wide tables scroll in their own focusable region', async () => {
+    const page = await newPage({ width: 375, height: 800 });
+    await page.goto(`${base}/signin`);
+    await signIn(page, ADMIN_EMAIL, ADMIN_PASSWORD);
+    await page.waitForURL(`${base}/`);
+    const id = aliceIds[0];
+    // Each page with what shows it has drawn: its widest table, or the dashboard's panels answered.
+    const pages: [string, string][] = [
+      ['/', 'table.fleet tbody tr'],
+      [`/domains/${id}`, '.panel table'],
+      [`/domains/${id}/logs`, 'table.entries tbody tr'],
+      [`/domains/${id}/alerts`, 'table.alerts tbody tr'],
+      ['/admin', 'table.entries tbody tr'],
+      ['/admin?tab=domains', 'table.entries tbody tr'],
+      ['/account', 'form'],
+    ];
+    for (const [path, drawn] of pages) {
+      await page.goto(`${base}${path}`);
+      await page.locator(drawn).first().waitFor();
+      const widths = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth }));
+      expect(widths.page, path).toBeLessThanOrEqual(widths.view);
+    }
+    // The fleet's table is wider than the phone: its region scrolls, and the keyboard reaches it.
+    await page.goto(`${base}/`);
+    const region = page.getByRole('region', { name: 'Domains' });
+    await region.locator('tbody tr').first().waitFor();
+    expect(await region.evaluate((e) => e.scrollWidth > e.clientWidth)).toBe(true);
+    await region.focus();
+    await page.keyboard.press('ArrowRight');
+    await expect.poll(() => region.evaluate((e) => e.scrollLeft)).toBeGreaterThan(0);
+    await expectAccessible(page, 'the fleet at 375 px');
   });
 });
 

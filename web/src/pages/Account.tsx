@@ -7,6 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, type User } from '../api.js';
 import { FormErrors } from '../components/ErrorMessage.js';
 import { utcTime } from '../format.js';
+import { Scroll } from '../components/Scroll.js';
 
 interface PersonalToken {
   id: number;
@@ -97,37 +98,39 @@ function Tokens({ user }: { user: User }) {
       )}
       <FormErrors error={error} />
       {tokens && (
-        <table class="entries">
-          <caption>{tokens.length} tokens</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Created</th>
-              <th scope="col">Last used</th>
-              <th scope="col">State</th>
-              <th scope="col">
-                <span class="visually-hidden">Revoke</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {tokens.map((token) => (
+        <Scroll label="Personal access tokens">
+          <table class="entries">
+            <caption>{tokens.length} tokens</caption>
+            <thead>
               <tr>
-                <th scope="row">{token.name}</th>
-                <td>{utcTime(token.createdAt)}</td>
-                <td>{utcTime(token.lastUsedAt)}</td>
-                <td>{token.revokedAt ? `revoked ${utcTime(token.revokedAt)}` : 'active'}</td>
-                <td>
-                  {!token.revokedAt && (
-                    <button type="button" aria-label={`Revoke ${token.name}`} onClick={() => revoke(token)}>
-                      Revoke
-                    </button>
-                  )}
-                </td>
+                <th scope="col">Name</th>
+                <th scope="col">Created</th>
+                <th scope="col">Last used</th>
+                <th scope="col">State</th>
+                <th scope="col">
+                  <span class="visually-hidden">Revoke</span>
+                </th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {tokens.map((token) => (
+                <tr>
+                  <th scope="row">{token.name}</th>
+                  <td>{utcTime(token.createdAt)}</td>
+                  <td>{utcTime(token.lastUsedAt)}</td>
+                  <td>{token.revokedAt ? `revoked ${utcTime(token.revokedAt)}` : 'active'}</td>
+                  <td>
+                    {!token.revokedAt && (
+                      <button type="button" aria-label={`Revoke ${token.name}`} onClick={() => revoke(token)}>
+                        Revoke
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </Scroll>
       )}
     </section>
   );

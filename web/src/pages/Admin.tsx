@@ -10,6 +10,7 @@ import { ErrorMessage, FormErrors } from '../components/ErrorMessage.js';
 import { Pager } from '../components/Pager.js';
 import { utcTime } from '../format.js';
 import { navigate, withQuery, type Location } from '../router.js';
+import { Scroll } from '../components/Scroll.js';
 
 interface FullUser extends User {
   active: boolean;
@@ -162,53 +163,57 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
             act(() => api('PUT', `/api/users/${id}/permissions`, { permissions }), 'Permissions saved');
           }}
         >
-          <table class="permissions">
-            <caption>Permissions</caption>
-            <thead>
-              <tr>
-                <th scope="col">Resource</th>
-                {ACTIONS.map((a) => (
-                  <th scope="col">{a}</th>
-                ))}
-              </tr>
-            </thead>
-            <tbody>
-              {RESOURCES.map((resource) => (
+          <Scroll label="Permissions">
+            <table class="permissions">
+              <caption>Permissions</caption>
+              <thead>
                 <tr>
-                  <th scope="row">{resource}</th>
-                  {ACTIONS.map((action) => (
-                    <td>
-                      <input type="checkbox" aria-label={`${resource} ${action}`} checked={rights.has(`${resource}:${action}`)} onChange={() => toggle(`${resource}:${action}`)} />
-                    </td>
+                  <th scope="col">Resource</th>
+                  {ACTIONS.map((a) => (
+                    <th scope="col">{a}</th>
                   ))}
                 </tr>
-              ))}
-            </tbody>
-          </table>
+              </thead>
+              <tbody>
+                {RESOURCES.map((resource) => (
+                  <tr>
+                    <th scope="row">{resource}</th>
+                    {ACTIONS.map((action) => (
+                      <td>
+                        <input type="checkbox" aria-label={`${resource} ${action}`} checked={rights.has(`${resource}:${action}`)} onChange={() => toggle(`${resource}:${action}`)} />
+                      </td>
+                    ))}
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </Scroll>
           <button type="submit">Save permissions</button>
         </form>
       )}
-      <table class="entries">
-        <caption>Recent activity</caption>
-        <thead>
-          <tr>
-            <th scope="col">Time (UTC)</th>
-            <th scope="col">Action</th>
-            <th scope="col">Details</th>
-            <th scope="col">Client</th>
-          </tr>
-        </thead>
-        <tbody>
-          {activity.map((a) => (
+      <Scroll label="Recent activity">
+        <table class="entries">
+          <caption>Recent activity</caption>
+          <thead>
             <tr>
-              <td>{a.timestamp.replace('T', ' ').slice(0, 19)}</td>
-              <td>{a.action}</td>
-              <td class="wide">{a.details}</td>
-              <td>{a.ipAddress}</td>
+              <th scope="col">Time (UTC)</th>
+              <th scope="col">Action</th>
+              <th scope="col">Details</th>
+              <th scope="col">Client</th>
             </tr>
-          ))}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {activity.map((a) => (
+              <tr>
+                <td>{a.timestamp.replace('T', ' ').slice(0, 19)}</td>
+                <td>{a.action}</td>
+                <td class="wide">{a.details}</td>
+                <td>{a.ipAddress}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </Scroll>
     </section>
   );
 }
@@ -230,33 +235,35 @@ function Users({ location }: { location: Location }) {
       <NewUser onCreated={() => setVersion(version + 1)} />
       {error !== null && <ErrorMessage error={error} />}
       {list && (
-        <table class="entries">
-          <caption>{list.total} users</caption>
-          <thead>
-            <tr>
-              <th scope="col">E-mail</th>
-              <th scope="col">Name</th>
-              <th scope="col">Role</th>
-              <th scope="col">State</th>
-              <th scope="col">Last sign-in</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.items.map((u) => (
-              <tr aria-current={u.id === selected ? 'true' : undefined}>
-                <th scope="row">
-                  <button type="button" class="entry" onClick={() => navigate(withQuery(location, { user: u.id }))}>
-                    {u.email}
-                  </button>
-                </th>
-                <td>{u.name}</td>
-                <td>{u.role}</td>
-                <td>{u.active ? 'active' : 'deactivated'}</td>
-                <td>{utcTime(u.lastLoginAt)}</td>
+        <Scroll label="Users">
+          <table class="entries">
+            <caption>{list.total} users</caption>
+            <thead>
+              <tr>
+                <th scope="col">E-mail</th>
+                <th scope="col">Name</th>
+                <th scope="col">Role</th>
+                <th scope="col">State</th>
+                <th scope="col">Last sign-in</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {list.items.map((u) => (
+                <tr aria-current={u.id === selected ? 'true' : undefined}>
+                  <th scope="row">
+                    <button type="button" class="entry" onClick={() => navigate(withQuery(location, { user: u.id }))}>
+                      {u.email}
+                    </button>
+                  </th>
+                  <td>{u.name}</td>
+                  <td>{u.role}</td>
+                  <td>{u.active ? 'active' : 'deactivated'}</td>
+                  <td>{utcTime(u.lastLoginAt)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </Scroll>
       )}
       {list && <Pager page={page} pages={list.pages} location={location} />}
       {selected !== null && <UserDetail id={selected} onChanged={() => setVersion(version + 1)} />}
@@ -307,42 +314,44 @@ function Domains({ location }: { location: Location }) {
       </form>
       <FormErrors error={error} />
       {list && (
-        <table class="entries">
-          <caption>{list.total} domains</caption>
-          <thead>
-            <tr>
-              <th scope="col">Domain</th>
-              <th scope="col">Owner (user id)</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.items.map((d) => (
+        <Scroll label="Domains">
+          <table class="entries">
+            <caption>{list.total} domains</caption>
+            <thead>
               <tr>
-                <th scope="row">{d.name}</th>
-                <td>
-                  <input
-                    aria-label={`Owner of ${d.name}`}
-                    inputMode="numeric"
-                    value={d.ownerId ?? ''}
-                    onChange={(e) => act(() => api('PUT', `/api/domains/${d.id}`, { ownerId: owner(e.currentTarget.value) }))}
-                  />
-                </td>
-                <td>
-                  <button
-                    type="button"
-                    onClick={() => {
-                      // Deleting a domain deletes its logs: the name must be typed.
-                      if (window.prompt(`Deleting ${d.name} deletes its logs and alerts. Type the domain's name to delete it:`) === d.name) act(() => api('DELETE', `/api/domains/${d.id}`));
-                    }}
-                  >
-                    Delete
-                  </button>
-                </td>
+                <th scope="col">Domain</th>
+                <th scope="col">Owner (user id)</th>
+                <th scope="col">Actions</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {list.items.map((d) => (
+                <tr>
+                  <th scope="row">{d.name}</th>
+                  <td>
+                    <input
+                      aria-label={`Owner of ${d.name}`}
+                      inputMode="numeric"
+                      value={d.ownerId ?? ''}
+                      onChange={(e) => act(() => api('PUT', `/api/domains/${d.id}`, { ownerId: owner(e.currentTarget.value) }))}
+                    />
+                  </td>
+                  <td>
+                    <button
+                      type="button"
+                      onClick={() => {
+                        // Deleting a domain deletes its logs: the name must be typed.
+                        if (window.prompt(`Deleting ${d.name} deletes its logs and alerts. Type the domain's name to delete it:`) === d.name) act(() => api('DELETE', `/api/domains/${d.id}`));
+                      }}
+                    >
+                      Delete
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </Scroll>
       )}
       {list && <Pager page={page} pages={list.pages} location={location} />}
     </>

@@ -8,6 +8,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, may } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { utcTime } from '../format.js';
+import { Scroll } from '../components/Scroll.js';
 
 interface Alert {
   id: number;
@@ -172,67 +173,69 @@ export function Alerts({ id }: { id: number }) {
       {alerts === null && error === null && <p aria-live="polite">Loading…</p>}
       {alerts !== null && alerts.length === 0 && <p class="hint">No alerts yet.</p>}
       {alerts !== null && alerts.length > 0 && (
-        <table class="alerts">
-          <caption>{alerts.length} alerts</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Rule</th>
-              <th scope="col">State</th>
-              <th scope="col">Last triggered</th>
-              <th scope="col">Last delivery</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {alerts.map((alert) =>
-              editing === alert.id ? (
-                <tr>
-                  <td colSpan={6}>
-                    <AlertForm initial={draftOf(alert)} onSave={(d) => save(d, alert.id)} onCancel={() => setEditing(null)} />
-                  </td>
-                </tr>
-              ) : (
-                <tr>
-                  <th scope="row">{alert.name}</th>
-                  <td>
-                    {alert.condition} {OPERATORS[alert.operator] ?? alert.operator} {alert.threshold} over {alert.duration} s, {alert.notificationMethod} to {alert.notificationTarget}
-                  </td>
-                  <td>
-                    <span class={`state ${alert.state}`}>{alert.enabled ? alert.state : 'disabled'}</span>
-                  </td>
-                  <td>{utcTime(alert.lastTriggeredAt, true)}</td>
-                  <td>
-                    {utcTime(alert.lastDeliveredAt, true)}
-                    {alert.lastDeliveryError && <span class="error"> — {alert.lastDeliveryError}</span>}
-                  </td>
-                  <td class="actions">
-                    {allowed.update && (
-                      <>
-                        <button type="button" onClick={() => setEditing(alert.id)}>
-                          Edit
+        <Scroll label="Alerts">
+          <table class="alerts">
+            <caption>{alerts.length} alerts</caption>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Rule</th>
+                <th scope="col">State</th>
+                <th scope="col">Last triggered</th>
+                <th scope="col">Last delivery</th>
+                <th scope="col">Actions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {alerts.map((alert) =>
+                editing === alert.id ? (
+                  <tr>
+                    <td colSpan={6}>
+                      <AlertForm initial={draftOf(alert)} onSave={(d) => save(d, alert.id)} onCancel={() => setEditing(null)} />
+                    </td>
+                  </tr>
+                ) : (
+                  <tr>
+                    <th scope="row">{alert.name}</th>
+                    <td>
+                      {alert.condition} {OPERATORS[alert.operator] ?? alert.operator} {alert.threshold} over {alert.duration} s, {alert.notificationMethod} to {alert.notificationTarget}
+                    </td>
+                    <td>
+                      <span class={`state ${alert.state}`}>{alert.enabled ? alert.state : 'disabled'}</span>
+                    </td>
+                    <td>{utcTime(alert.lastTriggeredAt, true)}</td>
+                    <td>
+                      {utcTime(alert.lastDeliveredAt, true)}
+                      {alert.lastDeliveryError && <span class="error"> — {alert.lastDeliveryError}</span>}
+                    </td>
+                    <td class="actions">
+                      {allowed.update && (
+                        <>
+                          <button type="button" onClick={() => setEditing(alert.id)}>
+                            Edit
+                          </button>
+                          <button type="button" onClick={() => act(api('PUT', `${path}/${alert.id}`, { enabled: !alert.enabled }))}>
+                            {alert.enabled ? 'Disable' : 'Enable'}
+                          </button>
+                        </>
+                      )}
+                      {allowed.delete && (
+                        <button
+                          type="button"
+                          onClick={() => {
+                            if (window.confirm(`Delete the alert "${alert.name}"?`)) act(api('DELETE', `${path}/${alert.id}`));
+                          }}
+                        >
+                          Delete
                         </button>
-                        <button type="button" onClick={() => act(api('PUT', `${path}/${alert.id}`, { enabled: !alert.enabled }))}>
-                          {alert.enabled ? 'Disable' : 'Enable'}
-                        </button>
-                      </>
-                    )}
-                    {allowed.delete && (
-                      <button
-                        type="button"
-                        onClick={() => {
-                          if (window.confirm(`Delete the alert "${alert.name}"?`)) act(api('DELETE', `${path}/${alert.id}`));
-                        }}
-                      >
-                        Delete
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              ),
-            )}
-          </tbody>
-        </table>
+                      )}
+                    </td>
+                  </tr>
+                ),
+              )}
+            </tbody>
+          </table>
+        </Scroll>
       )}
     </section>
   );

@@ -11,6 +11,7 @@ import { Pager } from '../components/Pager.js';
 import { Sparkline } from '../components/Sparkline.js';
 import { bytes, count, ms, percent } from '../format.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
+import { Scroll } from '../components/Scroll.js';
 
 interface Domain {
   id: number;
@@ -163,54 +164,56 @@ export function Fleet({ location }: { location: Location }) {
       {rows === null && error === null && <p aria-live="polite">Loading…</p>}
       {rows !== null && (
         <>
-          <table class="fleet">
-            <caption>
-              {matching.length === rows.length ? `${count(rows.length)} domains` : `${count(matching.length)} of ${count(rows.length)} domains`}
-            </caption>
-            <thead>
-              <tr>
-                {COLUMNS.map((c) => (
-                  <th scope="col" aria-sort={c.key === sort ? (desc ? 'descending' : 'ascending') : 'none'} class={c.key === 'name' ? '' : 'number'}>
-                    <button type="button" onClick={() => sortBy(c.key)}>
-                      {c.label}
-                      {c.key === sort ? (desc ? ' ▼' : ' ▲') : ''}
-                    </button>
-                  </th>
-                ))}
-                <th scope="col">Requests per hour</th>
-                <th scope="col">Firing alerts</th>
-              </tr>
-            </thead>
-            <tbody>
-              {shown.map((r) => (
-                <tr key={r.id}>
-                  {COLUMNS.map((c) =>
-                    c.key === 'name' ? (
-                      <th scope="row">
-                        <a href={`/domains/${r.id}`} onClick={(e) => linkClick(e, `/domains/${r.id}`)}>
-                          {r.name}
-                        </a>
-                      </th>
-                    ) : (
-                      <td class="number">{c.show(r)}</td>
-                    ),
-                  )}
-                  <td>{sparklines.has(r.name) ? <Sparkline values={sparklines.get(r.name)!} label={`Requests per hour of ${r.name}, the current hour so far last`} /> : null}</td>
-                  <td class="firing">
-                    {r.firing === null ? (
-                      '–'
-                    ) : r.firing.length === 0 ? (
-                      <span class="hint">none</span>
-                    ) : (
-                      <a href={`/domains/${r.id}/alerts`} onClick={(e) => linkClick(e, `/domains/${r.id}/alerts`)}>
-                        {r.firing.join(', ')}
-                      </a>
-                    )}
-                  </td>
+          <Scroll label="Domains">
+            <table class="fleet">
+              <caption>
+                {matching.length === rows.length ? `${count(rows.length)} domains` : `${count(matching.length)} of ${count(rows.length)} domains`}
+              </caption>
+              <thead>
+                <tr>
+                  {COLUMNS.map((c) => (
+                    <th scope="col" aria-sort={c.key === sort ? (desc ? 'descending' : 'ascending') : 'none'} class={c.key === 'name' ? '' : 'number'}>
+                      <button type="button" onClick={() => sortBy(c.key)}>
+                        {c.label}
+                        {c.key === sort ? (desc ? ' ▼' : ' ▲') : ''}
+                      </button>
+                    </th>
+                  ))}
+                  <th scope="col">Requests per hour</th>
+                  <th scope="col">Firing alerts</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
+              </thead>
+              <tbody>
+                {shown.map((r) => (
+                  <tr key={r.id}>
+                    {COLUMNS.map((c) =>
+                      c.key === 'name' ? (
+                        <th scope="row">
+                          <a href={`/domains/${r.id}`} onClick={(e) => linkClick(e, `/domains/${r.id}`)}>
+                            {r.name}
+                          </a>
+                        </th>
+                      ) : (
+                        <td class="number">{c.show(r)}</td>
+                      ),
+                    )}
+                    <td>{sparklines.has(r.name) ? <Sparkline values={sparklines.get(r.name)!} label={`Requests per hour of ${r.name}, the current hour so far last`} /> : null}</td>
+                    <td class="firing">
+                      {r.firing === null ? (
+                        '–'
+                      ) : r.firing.length === 0 ? (
+                        <span class="hint">none</span>
+                      ) : (
+                        <a href={`/domains/${r.id}/alerts`} onClick={(e) => linkClick(e, `/domains/${r.id}/alerts`)}>
+                          {r.firing.join(', ')}
+                        </a>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </Scroll>
           {rows.length === 0 && <p class="hint">No domains yet: an administrator adds them under Administration, or with `tailhouse domains add`.</p>}
           <Pager page={page} pages={pages} location={location} />
         </>

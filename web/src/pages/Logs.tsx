@@ -11,6 +11,7 @@ import { Pager } from '../components/Pager.js';
 import { count } from '../format.js';
 import { navigate, withQuery, type Location } from '../router.js';
 import { openTail, type Tail, type TailEvent } from '../tail.js';
+import { Scroll } from '../components/Scroll.js';
 
 type Entry = Record<string, unknown>;
 interface Listing {
@@ -77,42 +78,44 @@ function EntriesTable({ entries, type, caption }: { entries: Entry[]; type: 'acc
   const [open, setOpen] = useState<unknown>(null);
   const columns = type === 'access' ? ACCESS_COLUMNS : type === 'error' ? ERROR_COLUMNS : MIXED_COLUMNS;
   return (
-    <table class="entries">
-      <caption>{caption}</caption>
-      <thead>
-        <tr>
-          {columns.map((c) => (
-            <th scope="col">{COLUMN_LABELS[c]}</th>
-          ))}
-          <th scope="col">
-            <span class="visually-hidden">Detail</span>
-          </th>
-        </tr>
-      </thead>
-      <tbody>
-        {entries.map((entry) => (
-          <>
-            <tr key={String(entry.id)}>
-              {columns.map((c) => (
-                <td class={c === 'url' || c === 'message' || c === 'entry' ? 'wide' : ''}>{cell(entry, c)}</td>
-              ))}
-              <td>
-                <button type="button" aria-expanded={open === entry.id} onClick={() => setOpen(open === entry.id ? null : entry.id)}>
-                  {open === entry.id ? 'Hide' : 'Detail'}
-                </button>
-              </td>
-            </tr>
-            {open === entry.id && (
-              <tr class="detail-row">
-                <td colSpan={columns.length + 1}>
-                  <Detail entry={entry} />
+    <Scroll label={caption}>
+      <table class="entries">
+        <caption>{caption}</caption>
+        <thead>
+          <tr>
+            {columns.map((c) => (
+              <th scope="col">{COLUMN_LABELS[c]}</th>
+            ))}
+            <th scope="col">
+              <span class="visually-hidden">Detail</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {entries.map((entry) => (
+            <>
+              <tr key={String(entry.id)}>
+                {columns.map((c) => (
+                  <td class={c === 'url' || c === 'message' || c === 'entry' ? 'wide' : ''}>{cell(entry, c)}</td>
+                ))}
+                <td>
+                  <button type="button" aria-expanded={open === entry.id} onClick={() => setOpen(open === entry.id ? null : entry.id)}>
+                    {open === entry.id ? 'Hide' : 'Detail'}
+                  </button>
                 </td>
               </tr>
-            )}
-          </>
-        ))}
-      </tbody>
-    </table>
+              {open === entry.id && (
+                <tr class="detail-row">
+                  <td colSpan={columns.length + 1}>
+                    <Detail entry={entry} />
+                  </td>
+                </tr>
+              )}
+            </>
+          ))}
+        </tbody>
+      </table>
+    </Scroll>
   );
 }
 
