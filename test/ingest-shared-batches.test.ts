@@ -306,8 +306,15 @@ describe('a worker following 100 files', () => {
     for (let kill = 0; leftManifests < 2; kill++) {
       expect(kill, 'kills that left a manifest to replay').toBeLessThan(12);
       const proc = start(['ingest', '--config', config], vars);
-      await waitForOutput(proc, new RegExp(`(?:"msg":"batch written"[\\s\\S]*){${1 + (kill % 3)}}`), 60_000);
-      await killed(proc);
+      // Lines keep arriving while it runs, so that the batches waited for come whatever the
+      // machine's speed (a replay and the lines appended before the start can make one batch).
+      const feed = setInterval(() => appendTo(Math.floor(random() * FILES), 1 + Math.floor(random() * 5)), 50);
+      try {
+        await waitForOutput(proc, new RegExp(`(?:"msg":"batch written"[\\s\\S]*){${1 + (kill % 3)}}`), 60_000);
+        await killed(proc);
+      } finally {
+        clearInterval(feed);
+      }
       if (pendingBatches() > 0) leftManifests++;
       appendSome();
     }
