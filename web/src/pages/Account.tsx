@@ -6,8 +6,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type User } from '../api.js';
 import { FormErrors } from '../components/ErrorMessage.js';
-import { utcTime } from '../format.js';
 import { Scroll } from '../components/Scroll.js';
+import { utcTime } from '../format.js';
 
 interface PersonalToken {
   id: number;

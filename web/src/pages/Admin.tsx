@@ -8,9 +8,9 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, type User } from '../api.js';
 import { ErrorMessage, FormErrors } from '../components/ErrorMessage.js';
 import { Pager } from '../components/Pager.js';
+import { Scroll } from '../components/Scroll.js';
 import { utcTime } from '../format.js';
 import { navigate, withQuery, type Location } from '../router.js';
-import { Scroll } from '../components/Scroll.js';
 
 interface FullUser extends User {
   active: boolean;

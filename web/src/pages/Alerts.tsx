@@ -7,8 +7,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, may } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
-import { utcTime } from '../format.js';
 import { Scroll } from '../components/Scroll.js';
+import { utcTime } from '../format.js';
 
 interface Alert {
   id: number;

@@ -8,10 +8,10 @@ import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, ApiError } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Pager } from '../components/Pager.js';
+import { Scroll } from '../components/Scroll.js';
 import { Sparkline } from '../components/Sparkline.js';
 import { bytes, count, ms, percent } from '../format.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
-import { Scroll } from '../components/Scroll.js';
 
 interface Domain {
   id: number;

@@ -8,10 +8,10 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Pager } from '../components/Pager.js';
+import { Scroll } from '../components/Scroll.js';
 import { count } from '../format.js';
 import { navigate, withQuery, type Location } from '../router.js';
 import { openTail, type Tail, type TailEvent } from '../tail.js';
-import { Scroll } from '../components/Scroll.js';
 
 type Entry = Record<string, unknown>;
 interface Listing {
