@@ -4,7 +4,7 @@
  */
 import '../styles.css';
 import { render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useLayoutEffect, useState } from 'preact/hooks';
 import { onSignedOut, restoreSession, signOut, type User } from './api.js';
 import { ErrorMessage } from './components/ErrorMessage.js';
 import { Account } from './pages/Account.js';
@@ -28,7 +28,8 @@ function App() {
   const [user, setUser] = useState<User | null | undefined>(undefined);
   const [error, setError] = useState<unknown>(null);
 
-  useEffect(() => {
+  // The session is restored before the first paint, not after it (the dashboard's requests wait for it).
+  useLayoutEffect(() => {
     const toSignIn = () => {
       setUser(null);
       const here = window.location.pathname + window.location.search;
