@@ -10,7 +10,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page, type Request } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../core/db/sql.js';
 import { parseIngestConfig } from '../ingest/config.js';
@@ -326,6 +326,30 @@ describe('the domain dashboard', { timeout: 90_000 }, () => {
     await expect.poll(() => page.url()).toContain('period=1h');
     const hour = await apiAnswer({ dateRange: '1h', metrics: ['requests'], filters: [['isNot', 'statusCode', [top]]] });
     await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(hour.results[0].metrics[0]));
+  });
+
+  it('asks for the tiles and charts first and for the panels once those have answered; charts name their buckets in words', async () => {
+    const page = await newPage();
+    await page.goto(`${base}/signin`);
+    await signIn(page, 'alice@example.com', PASSWORD);
+    await page.waitForURL(`${base}/`);
+    // The order in which the page sends its queries and gets their answers.
+    const events: string[] = [];
+    const kind = (r: Request) => {
+      const body = JSON.parse(r.postData() ?? '{}');
+      return (body.dimensions ?? []).length === 0 || body.dimensions.includes('time') ? 'headline' : 'panel';
+    };
+    const isQuery = (r: Request) => r.url().endsWith('/api/logs/query');
+    page.on('request', (r) => isQuery(r) && events.push(`send ${kind(r)}`));
+    page.on('requestfinished', (r) => isQuery(r) && events.push(`answer ${kind(r)}`));
+    await page.goto(`${base}/domains/${aliceIds[0]}`);
+    await expect.poll(() => events.filter((e) => e === 'answer panel').length).toBe(11);
+    expect(events.slice(0, 3)).toEqual(['send headline', 'send headline', 'send headline']);
+    const firstPanel = events.indexOf('send panel');
+    expect(events.slice(0, firstPanel).filter((e) => e === 'answer headline')).toHaveLength(3);
+    expect(events.filter((e) => e === 'send panel')).toHaveLength(11);
+    // 24 hours in automatic buckets are 5-minute ones.
+    await expect.poll(() => page.locator('figcaption').allTextContents()).toContain('Requests per 5 minutes, by status class');
   });
 
   it("another owner's domain is the API's 404 as a message", async () => {

@@ -22,3 +22,6 @@ export function bytes(n: number | null | undefined): string {
 
 /** An ISO 8601 time as "YYYY-MM-DD HH:MM[:SS] UTC", or "never". */
 export const utcTime = (iso: string | null, seconds = false) => (iso ? `${iso.replace('T', ' ').slice(0, seconds ? 19 : 16)} UTC` : 'never');
+
+/** A time bucket's name (meta.interval: "hour", "6hours", "5minutes") as words: "hour", "6 hours", "5 minutes". */
+export const interval = (name: string) => name.replace(/^(\d+)(?=\D)/, '$1 ');

@@ -9,8 +9,9 @@ import { api } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { TimeChart, type ChartSeries } from '../components/TimeChart.js';
 import { apiFilters, DIMENSION_LABELS, filterLabel, filterParam, filtersOf, shownValue, type Filter, type FilterOp, type FilterValue } from '../filters.js';
-import { bytes, count, ms, percent } from '../format.js';
+import { bytes, count, interval, ms, percent } from '../format.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
+import { sendInStage, type Stage } from '../stages.js';
 import { Alerts } from './Alerts.js';
 import { Logs } from './Logs.js';
 
@@ -81,20 +82,23 @@ function rangeOf(query: URLSearchParams): Record<string, string> {
   return range;
 }
 
-/** A query's answer for a JSON body, fetched again whenever the body changes. */
-function useQuery(body: Record<string, unknown>): { answer: QueryAnswer | null; error: unknown } {
+/** A query's answer for a JSON body, fetched again (in `stage`: web/src/stages.ts) whenever the body changes. */
+function useQuery(body: Record<string, unknown>, stage: Stage): { answer: QueryAnswer | null; error: unknown } {
   const key = JSON.stringify(body);
   const [state, setState] = useState<{ key: string; answer: QueryAnswer | null; error: unknown }>({ key: '', answer: null, error: null });
   // A layout effect sends the request before the browser paints, not after: the page's requests
   // (session, name, queries) follow one another, and each paint they waited for cost 15–30 ms.
   useLayoutEffect(() => {
     let stale = false;
-    api<QueryAnswer>('POST', '/api/logs/query', body).then(
-      (answer) => !stale && setState({ key, answer, error: null }),
-      (error) => !stale && setState({ key, answer: null, error }),
+    const takeBack = sendInStage(stage, () =>
+      api<QueryAnswer>('POST', '/api/logs/query', body).then(
+        (answer) => !stale && setState({ key, answer, error: null }),
+        (error) => !stale && setState({ key, answer: null, error }),
+      ),
     );
     return () => {
       stale = true;
+      takeBack();
     };
   }, [key]);
   return state.key === key ? state : { answer: null, error: null };
@@ -127,8 +131,8 @@ function Tiles({ answer, error, compare }: { answer: QueryAnswer | null; error: 
 }
 
 function Charts({ base }: { base: Record<string, unknown> }) {
-  const overTime = useQuery({ ...base, metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 });
-  const byStatus = useQuery({ ...base, metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 });
+  const overTime = useQuery({ ...base, metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 }, 'headline');
+  const byStatus = useQuery({ ...base, metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 }, 'headline');
   const charts = useMemo(() => {
     const rows = overTime.answer?.results;
     const statusRows = byStatus.answer?.results;
@@ -154,7 +158,7 @@ function Charts({ base }: { base: Record<string, unknown> }) {
   const error = overTime.error ?? byStatus.error;
   if (error) return <ErrorMessage error={error} />;
   if (!charts) return <p aria-live="polite">Loading charts…</p>;
-  const per = overTime.answer?.meta.interval ?? 'bucket';
+  const per = interval(overTime.answer?.meta.interval ?? 'bucket');
   return (
     <section class="charts" aria-label="Charts">
       <TimeChart title={`Requests per ${per}, by status class`} times={charts.times} series={charts.status} format={count} stacked />
@@ -174,7 +178,7 @@ function Panel({ spec, base, total, onFilter }: { spec: PanelSpec; base: Record<
     limit: 10,
     ...(spec.orderBy ? { orderBy: spec.orderBy } : {}),
   };
-  const { answer, error } = useQuery(body);
+  const { answer, error } = useQuery(body, 'panels');
   const dimension = spec.dimensions[0]!;
   return (
     <section class="panel" aria-labelledby={`panel-${spec.id}`}>
@@ -328,7 +332,7 @@ function Dashboard({ id, location }: { id: number; location: Location }) {
   const filters = filtersOf(location.query);
   const compare = location.query.get('compare') === '1';
   const base = { domains: [id], ...rangeOf(location.query), filters: apiFilters(filters) };
-  const tiles = useQuery({ ...base, metrics: TILES.map((t) => t.metric), ...(compare ? { compare: 'previous' } : {}) });
+  const tiles = useQuery({ ...base, metrics: TILES.map((t) => t.metric), ...(compare ? { compare: 'previous' } : {}) }, 'headline');
   const total = tiles.answer?.results[0]?.metrics[0] ?? null;
   const addFilter = (f: Filter) => {
     if (!filters.some((g) => filterParam(g) === filterParam(f))) navigate(withFilters(location, [...filters, f]));
