@@ -330,10 +330,7 @@ describe('the domain dashboard', { timeout: 90_000 }, () => {
 
   it('asks for the tiles and charts first and for the panels once those have answered; charts name their buckets in words', async () => {
     const page = await newPage();
-    await page.goto(`${base}/signin`);
-    await signIn(page, 'alice@example.com', PASSWORD);
-    await page.waitForURL(`${base}/`);
-    // The order in which the page sends its queries and gets their answers.
+    // The order in which the page sends its queries and gets their answers (signed in straight to the dashboard: the fleet page asks its own).
     const events: string[] = [];
     const kind = (r: Request) => {
       const body = JSON.parse(r.postData() ?? '{}');
@@ -342,7 +339,8 @@ describe('the domain dashboard', { timeout: 90_000 }, () => {
     const isQuery = (r: Request) => r.url().endsWith('/api/logs/query');
     page.on('request', (r) => isQuery(r) && events.push(`send ${kind(r)}`));
     page.on('requestfinished', (r) => isQuery(r) && events.push(`answer ${kind(r)}`));
-    await page.goto(`${base}/domains/${aliceIds[0]}`);
+    await page.goto(`${base}/signin?next=${encodeURIComponent(`/domains/${aliceIds[0]}`)}`);
+    await signIn(page, 'alice@example.com', PASSWORD);
     await expect.poll(() => events.filter((e) => e === 'answer panel').length).toBe(11);
     expect(events.slice(0, 3)).toEqual(['send headline', 'send headline', 'send headline']);
     const firstPanel = events.indexOf('send panel');
