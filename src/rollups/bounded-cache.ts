@@ -22,6 +22,13 @@ export class BoundedCache<V> {
     return item.value;
   }
 
+  delete(key: string): void {
+    const item = this.items.get(key);
+    if (!item) return;
+    this.items.delete(key);
+    this.total -= item.size;
+  }
+
   /** Stores `value` as the most recently used; drops the least recently used others while over the bound. */
   set(key: string, value: V): void {
     const old = this.items.get(key);

@@ -192,6 +192,27 @@ const percentile = (n: number) => {
   return `if(${total} = 0, NULL, ${representative(key)})`;
 };
 
+/**
+ * `representative` in JavaScript, for a histogram merged in memory (src/stats/kept-window.ts): the
+ * same operations in the same order, so the same number for every key (a test compares all of them).
+ */
+export const representativeOf = (k: number) =>
+  k < EXACT_BELOW_MS ? k : Math.floor(EXACT_BELOW_MS * Math.pow(HISTOGRAM_GROWTH, k - EXACT_BELOW_MS) * 1.01 * 100 + 0.5) / 100;
+
+/** `percentile(n)` in JavaScript over a histogram (key → rows): the first key whose cumulative count reaches the rank; null without rows. */
+export function percentileOf(histogram: ReadonlyMap<number, number>, n: number): number | null {
+  const keys = [...histogram.keys()].sort((a, b) => a - b);
+  const total = keys.reduce((sum, k) => sum + histogram.get(k)!, 0);
+  if (total === 0) return null;
+  const rank = Math.floor((n * total + 99) / 100);
+  let cumulative = 0;
+  for (const k of keys) {
+    cumulative += histogram.get(k)!;
+    if (cumulative >= rank) return representativeOf(k);
+  }
+  return null;
+}
+
 const percentileMetric = (n: number): Metric => ({
   name: `p${n}ResponseTime`,
   partials: [PARTIALS.rtHistogram],

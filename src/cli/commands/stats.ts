@@ -1,7 +1,8 @@
 /** `tailhouse stats DOMAIN`: a domain's statistics as a terminal report, like GoAccess's terminal view. */
 import { Option, type Command } from 'commander';
 import { STATS_PERIODS, type StatsPeriod } from '../../stats/periods.js';
-import { windowStats, type LogStats } from '../../stats/window.js';
+import type { LogStats } from '../../stats/figures.js';
+import { windowStats } from '../../stats/window.js';
 import type { CommandHost } from '../host.js';
 import { formatJson, formatRows, formatTable } from '../table.js';
 import { findDomain } from './domains.js';
