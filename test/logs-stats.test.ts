@@ -14,7 +14,7 @@ import { deleteDomainData } from '../core/db/domain-data.js';
 import { bucketSetOf, emptyBuildState, planWindow, queryBuildState, windowBuckets } from '../src/rollups/plan.js';
 import { classifyUserAgent } from '../ingest/transforms/user-agent.js';
 import { PARTIALS, type PartialState } from '../src/stats/registry.js';
-import { provenTop, type WindowStats } from '../src/stats/figures.js';
+import { countsOverBoth, provenTop, topProven, type WindowStats } from '../src/stats/figures.js';
 import { queryWindowStats } from '../src/stats/window.js';
 import { REFRESH_MS } from '../src/rollups/known-plans.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
@@ -931,6 +931,18 @@ describe('rollups', () => {
     // Status codes order as numbers among equal counts.
     const codes = [500, 404, 1000].map((code) => ({ key: String(code), proposed: 3, edge: 0, listedIn: 0 }));
     expect(provenTop({ proposed: codes, threshold: 0 }, exactAsProposed(codes), true)?.map((e) => e.key)).toEqual(['404', '500', '1000']);
+  });
+
+  it('countsOverBoth: a key is exact where each part knows it or has no other key; the rest are bounded', () => {
+    const kept = { exact: [{ key: '/a', count: 50 }, { key: '/b', count: 40 }], bound: 30 };
+    const ends = { exact: [{ key: '/b', count: 5 }, { key: '/c', count: 4 }], bound: 0 };
+    // /b is known on both sides; /a has no other row at the ends (their bound is 0); /c may have up to 30 kept.
+    expect(countsOverBoth(kept, ends)).toEqual({ exact: [{ key: '/a', count: 50 }, { key: '/b', count: 45 }], bound: 34 });
+    expect(countsOverBoth(ends, { exact: [], bound: 0 })).toEqual({ exact: ends.exact, bound: 0 });
+    // Both bounded: a key known on one side only is bounded by its count there plus the other's bound.
+    expect(countsOverBoth({ exact: [{ key: '/a', count: 9 }], bound: 2 }, { exact: [{ key: '/z', count: 8 }], bound: 3 })).toEqual({ exact: [], bound: 12 });
+    // And the top list is proven only above every bound.
+    expect(topProven(countsOverBoth(kept, ends), false)).toBeNull();
   });
 
   it('windowBuckets: days inside, whole hours around them, partial hours at the ends', () => {

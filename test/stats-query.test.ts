@@ -6,6 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertDomain } from '../src/domains/store.js';
+import { prng } from './support/random.js';
+import { hashesOf } from '../src/stats/kept-window.js';
 import { buildRollups } from '../src/rollups/builder.js';
 import { planWindow, queryDomainsBuildState } from '../src/rollups/plan.js';
 import { selectRows as select, type ClickHouseClient } from '../core/db/clickhouse.js';
@@ -13,7 +15,7 @@ import { parseQuery, type Query } from '../src/stats/query/parse.js';
 import { queryBody } from '../src/stats/query/schemas.js';
 import { keepSeries, keptSeries, SERIES_PAGES_MS } from '../src/stats/query/series-pages.js';
 import type { OrderedGroups } from '../src/stats/query/shape.js';
-import { dimensionByName, DIMENSION_NAMES, mergedPartial, metricByName, METRIC_NAMES, PARTIALS } from '../src/stats/registry.js';
+import { dimensionByName, DIMENSION_NAMES, mergedPartial, metricByName, METRIC_NAMES, PARTIALS, percentileOf, representativeOf } from '../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import {
   AGENTS,
@@ -215,6 +217,54 @@ describe('percentiles over merged histograms', () => {
       {},
     );
     expect(row).toEqual({ p: 20, none: null, empty: null });
+  });
+
+  it('merged in JavaScript (the kept built part of GET …/stats) they give the SQL numbers: every key, and random histograms', async () => {
+    // Every key a UInt32 of milliseconds can have, alone: its representative.
+    const keys = Array.from({ length: 1004 }, (_, k) => k);
+    const final = (n: number) => metricByName.get(`p${n}ResponseTime`)!.final;
+    const ofHistograms = (histograms: [number[], number[]][], n: number) =>
+      select<{ p: number | null }>(
+        t.runtime.clickhouse,
+        `SELECT ${final(n)} AS p FROM (SELECT ${mergedPartial(PARTIALS.rtHistogram)} FROM (SELECT arrayJoin(arrayZip({keys:Array(Array(UInt16))}, {counts:Array(Array(Int64))})) AS p_rt_hist)) `,
+        { keys: histograms.map(([k]) => k), counts: histograms.map(([, c]) => c) },
+      );
+    const one = await select<{ p: number }>(
+      t.runtime.clickhouse,
+      `SELECT ${final(50)} AS p FROM (SELECT ${mergedPartial(PARTIALS.rtHistogram)} FROM (SELECT (CAST([k], 'Array(UInt16)'), CAST([1], 'Array(Int64)')) AS p_rt_hist, k FROM (SELECT arrayJoin({keys:Array(UInt16)}) AS k)) GROUP BY k ORDER BY k)`,
+      { keys },
+    );
+    expect(one.map((r) => r.p)).toEqual(keys.map(representativeOf));
+    // Few rows per key, so that a rank one off lands on another key.
+    const rnd = prng(97);
+    for (let i = 0; i < 60; i++) {
+      const histograms = Array.from({ length: 1 + Math.floor(rnd() * 3) }, (): [number[], number[]] => {
+        const ks = Array.from({ length: Math.floor(rnd() * 40) }, () => Math.floor(rnd() ** 2 * 1004));
+        return [ks, ks.map(() => 1 + Math.floor(rnd() * 3))];
+      });
+      const merged = new Map<number, number>();
+      for (const [ks, cs] of histograms) ks.forEach((k, j) => merged.set(k, (merged.get(k) ?? 0) + cs[j]!));
+      for (const n of [50, 95, 99]) expect(percentileOf(merged, n), `${i} p${n}`).toBe((await ofHistograms(histograms, n))[0]!.p);
+    }
+  });
+
+  it("the exact addresses kept in JavaScript are the hashes of uniqExact's state: the same for the same address from any source", async () => {
+    const addresses = ['10.0.0.1', '2001:db8::1', '', `${'9'.repeat(300)}`, ...Array.from({ length: 200 }, (_, i) => `10.1.${i >> 8}.${i & 255}`)];
+    const [row] = await select<{ state: string; merged: string; hashes: string[] }>(
+      t.runtime.clickhouse,
+      `SELECT hex(CAST(uniqExactState(a) AS String)) AS state, hashes,
+              (SELECT hex(CAST(uniqExactMergeState(s) AS String)) FROM (SELECT uniqExactState(a) AS s FROM (SELECT arrayJoin({a:Array(String)}) AS a) GROUP BY a)) AS merged
+       FROM (SELECT arrayJoin({a:Array(String)}) AS a, (SELECT groupArray(hex(sipHash128(x))) FROM (SELECT arrayJoin({a:Array(String)}) AS x)) AS hashes) GROUP BY hashes`,
+      { a: addresses },
+    );
+    const expected = [...row!.hashes].sort();
+    expect([...hashesOf(row!.state)!].sort()).toEqual(expected);
+    expect([...hashesOf(row!.merged)!].sort()).toEqual(expected);
+    expect(hashesOf('00')).toEqual([]);
+    // Any other layout is refused (the kept part is then not used).
+    expect(hashesOf(row!.state.slice(0, -2))).toBeNull();
+    expect(hashesOf('')).toBeNull();
+    expect(hashesOf('FF')).toBeNull();
   });
 });
 

@@ -45,8 +45,8 @@ interface KeptPart {
 
 /** Per client: the kept parts by domain and buckets, bounded by their entries. */
 const keptParts = new WeakMap<ClickHouseClient, BoundedCache<KeptPart>>();
-/** Entries kept per client at most (addresses, list keys and buckets; some 100 bytes each). */
-const KEPT_ENTRIES = 1_000_000;
+/** Entries kept per client at most (addresses, list keys and buckets; some 100 bytes each, so about 50 MB): a 30-day window of the 10M-row bench holds about 4,300. */
+const KEPT_ENTRIES = 500_000;
 const entriesOf = (p: KeptPart) => p.visitors.size + p.hourRows.size + p.dayRows.size + [...p.lists.values()].reduce((n, l) => n + l.exact.length, 0);
 
 const DOMAIN = 'domain_id = {domainId:UInt32}';
