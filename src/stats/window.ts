@@ -6,7 +6,10 @@
  * answer while a 30-day window reads a few thousand rollup rows instead of every request.
  *
  * One query per request in the steady state (queryWindowStats): chDB runs parameterised queries
- * one at a time per process, so each round trip counts.
+ * one at a time per process, so each round trip counts. That query reads only the window's raw
+ * ends and the rows counted per hour while the built part is kept in memory (kept-window.ts); the
+ * query of this module, which reads the built buckets too, answers when it is not (and is the
+ * reference, with `rollups: false`, for the tests).
  */
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
