@@ -91,11 +91,13 @@ interface TotalsRow {
 }
 
 /**
- * The totals' columns of one source's rows as TotalsRow (the address state as hex), from `from`
- * (FROM … WHERE …); `withBuckets`: also each bucket's requests, as (starts in seconds, requests).
+ * The totals' columns of one source's rows as TotalsRow, from `from` (FROM … WHERE …); the
+ * addresses as their state's hex (`hashes`), or as their count when nothing is kept to add them
+ * to (a window read raw whole would otherwise send every address's hash); `withBuckets`: also each
+ * bucket's requests, as (starts in seconds, requests).
  */
-const totalsOf = (source: 'raw' | 'rollup', from: string, withBuckets = false) => `
-SELECT ${TOTALS.map((x) => (x === PARTIALS.visitors ? `${stateHex(`p_${x.name}`)} AS ${x.name}` : `p_${x.name} AS ${x.name}`)).join(', ')}${withBuckets ? ', bucket_rows' : ''}
+const totalsOf = (source: 'raw' | 'rollup', from: string, addresses: 'hashes' | 'count', withBuckets = false) => `
+SELECT ${TOTALS.map((x) => (x !== PARTIALS.visitors ? `p_${x.name} AS ${x.name}` : addresses === 'hashes' ? `${stateHex(`p_${x.name}`)} AS ${x.name}` : `toString(finalizeAggregation(p_${x.name})) AS ${x.name}`)).join(', ')}${withBuckets ? ', bucket_rows' : ''}
 FROM (
   SELECT ${TOTALS.map((x) => (source === 'raw' ? rawPartial(x) : sourcePartial(x, 'rollup'))).join(', ')}${withBuckets ? ', sumMap([toUInt64(toUnixTimestamp(bucket))], [toUInt64(requests)]) AS bucket_rows' : ''}
   FROM ${from}
@@ -115,7 +117,7 @@ async function readKeptPart(clickhouse: ClickHouseClient, domainId: number, plan
   if (!c.built) return null;
   const params = { domainId, ...c.params, ...sums?.params };
   const rollupRows = `access_rollups WHERE ${DOMAIN} AND dim = 'total' AND (${c.built})`;
-  const [totals] = await selectRows<TotalsRow & { bucket_rows: [(number | string)[], (number | string)[]] }>(clickhouse, totalsOf('rollup', rollupRows, true), params);
+  const [totals] = await selectRows<TotalsRow & { bucket_rows: [(number | string)[], (number | string)[]] }>(clickhouse, totalsOf('rollup', rollupRows, 'hashes', true), params);
   const visitors = hashesOf(totals!.visitors);
   if (!visitors) return null;
   // A plan's days and hours never overlap, so a start names one bucket.
@@ -169,9 +171,9 @@ function stillHolds(part: KeptPart, counted: Map<number, number>): boolean {
 /** The ends' rows: the totals as dim 0, the lists' first CANDIDATES + 1 keys as their numbers, the build state as STATE_ROW. */
 const STATE_ROW = 20;
 const noTotals = `0 AS server_errors, 0 AS rt_sum, 0 AS rt_count, 0 AS bytes, '' AS visitors, ${PARTIALS.rtHistogram.neutral} AS rt_hist`;
-const endsQuery = (raw: string | null, state: StateParts) =>
+const endsQuery = (raw: string | null, state: StateParts, addresses: 'hashes' | 'count') =>
   unionAll([
-    raw && `SELECT 0 AS dim, '' AS key, requests, server_errors, rt_sum, rt_count, bytes, visitors, rt_hist FROM (${totalsOf('raw', `access_logs WHERE ${DOMAIN} AND (${raw})`)})`,
+    raw && `SELECT 0 AS dim, '' AS key, requests, server_errors, rt_sum, rt_count, bytes, visitors, rt_hist FROM (${totalsOf('raw', `access_logs WHERE ${DOMAIN} AND (${raw})`, addresses)})`,
     raw &&
       `SELECT list AS dim, key, requests, ${noTotals} FROM (${countedPerList(DIMENSIONS, {}, `access_logs WHERE ${DOMAIN} AND (${raw})`)})
 ORDER BY requests DESC LIMIT ${CANDIDATES + 1} BY list`,
@@ -198,14 +200,15 @@ export async function keptWindowStats(
   const cache = perClient(keptParts, clickhouse, () => new BoundedCache<KeptPart>(KEPT_ENTRIES, entriesOf));
   const key = `${domainId}:${plan.days.join(',')}:${plan.hours.join(',')}`;
   // A window without built buckets (an hour, or nothing built yet) is its ends alone.
-  let part = plan.days.length + plan.hours.length === 0 ? emptyPart() : cache.get(key);
+  const endsAlone = plan.days.length + plan.hours.length === 0;
+  let part = endsAlone ? emptyPart() : cache.get(key);
   if (!part) {
     const read = await readKeptPart(clickhouse, domainId, plan);
     if (!read) return null;
     cache.set(key, (part = read));
   }
   const c = planConditions({ ...plan, days: [], hours: [], listed: [] });
-  const rows = await selectRows<EndsRow>(clickhouse, endsQuery(c.raw, state), { ...params, ...c.params, domainId });
+  const rows = await selectRows<EndsRow>(clickhouse, endsQuery(c.raw, state, endsAlone ? 'count' : 'hashes'), { ...params, ...c.params, domainId });
   const stateRows: BuildStateRow[] = [];
   const listRows: { dim: number; key: string; requests: number; edge: number; listed_in: number }[] = [];
   let ends: EndsRow | undefined;
@@ -216,7 +219,7 @@ export async function keptWindowStats(
     else listRows.push({ dim, key: row.key, requests: Number(row.requests), edge: 0, listed_in: 0 });
   }
   const found = buildStateOf(stateRows);
-  const endVisitors = ends ? hashesOf(ends.visitors) : [];
+  const endVisitors = !ends || endsAlone ? [] : hashesOf(ends.visitors);
   if (!stillHolds(part, found.counted) || !endVisitors) {
     cache.delete(key);
     return null;
@@ -234,7 +237,7 @@ export async function keptWindowStats(
   const answer = windowStatsOf(
     {
       requests: part.requests + Number(ends?.requests ?? 0),
-      visitors: part.visitors.size + endVisitors.filter((h) => !part.visitors.has(h)).length,
+      visitors: endsAlone ? Number(ends?.visitors ?? 0) : part.visitors.size + endVisitors.filter((h) => !part.visitors.has(h)).length,
       serverErrors: part.serverErrors + Number(ends?.server_errors ?? 0),
       rtSum: part.rtSum + Number(ends?.rt_sum ?? 0),
       rtCount: part.rtCount + Number(ends?.rt_count ?? 0),
