@@ -104,6 +104,11 @@ try {
     await dashboardDrawn(page);
     await page.waitForFunction(() => new URLSearchParams(location.search).getAll('f').length === 2);
     await dashboardDrawn(page);
+    // The whole page in the viewport: panels off the screen are not painted (content-visibility: auto),
+    // and a full-page screenshot alone would show them empty.
+    const height = await page.evaluate('document.documentElement.scrollHeight');
+    await page.setViewportSize({ width: page.viewportSize()!.width, height: Number(height) });
+    await dashboardDrawn(page);
     await page.screenshot({ path: path.join(SHOTS, 'dashboard-filtered.png'), fullPage: true });
     console.log(`4. screenshots in ${SHOTS}`);
   }
