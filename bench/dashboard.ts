@@ -105,10 +105,14 @@ try {
     await page.waitForFunction(() => new URLSearchParams(location.search).getAll('f').length === 2);
     await dashboardDrawn(page);
     // The whole page in the viewport: panels off the screen are not painted (content-visibility: auto),
-    // and a full-page screenshot alone would show them empty.
-    const height = await page.evaluate('document.documentElement.scrollHeight');
-    await page.setViewportSize({ width: page.viewportSize()!.width, height: Number(height) });
-    await dashboardDrawn(page);
+    // and a full-page screenshot alone would show them empty. Painted, they take their own heights:
+    // again until the page's height stays.
+    for (let i = 0; i < 5; i++) {
+      const height = Number(await page.evaluate('document.documentElement.scrollHeight'));
+      if (height === page.viewportSize()!.height) break;
+      await page.setViewportSize({ width: page.viewportSize()!.width, height });
+      await page.evaluate('new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))');
+    }
     await page.screenshot({ path: path.join(SHOTS, 'dashboard-filtered.png'), fullPage: true });
     console.log(`4. screenshots in ${SHOTS}`);
   }
