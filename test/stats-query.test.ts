@@ -15,7 +15,7 @@ import { parseQuery, type Query } from '../src/stats/query/parse.js';
 import { queryBody } from '../src/stats/query/schemas.js';
 import { keepSeries, keptSeries, SERIES_PAGES_MS } from '../src/stats/query/series-pages.js';
 import type { OrderedGroups } from '../src/stats/query/shape.js';
-import { dimensionByName, DIMENSION_NAMES, mergedPartial, metricByName, METRIC_NAMES, PARTIALS, percentileOf, representativeOf } from '../src/stats/registry.js';
+import { dimensionByName, DIMENSION_NAMES, mergedPartial, metricByName, METRIC_NAMES, PARTIALS, percentilesOf, representativeOf } from '../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import {
   AGENTS,
@@ -244,7 +244,7 @@ describe('percentiles over merged histograms', () => {
       });
       const merged = new Map<number, number>();
       for (const [ks, cs] of histograms) ks.forEach((k, j) => merged.set(k, (merged.get(k) ?? 0) + cs[j]!));
-      for (const n of [50, 95, 99]) expect(percentileOf(merged, n), `${i} p${n}`).toBe((await ofHistograms(histograms, n))[0]!.p);
+      for (const [j, n] of [50, 95, 99].entries()) expect(percentilesOf(merged, [50, 95, 99])[j], `${i} p${n}`).toBe((await ofHistograms(histograms, n))[0]!.p);
     }
   });
 

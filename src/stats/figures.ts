@@ -51,7 +51,7 @@ export const fractionOf = (part: number, whole: number) => (whole === 0 ? 0 : Ma
 export const meanOf = (sum: number, count: number) => (count === 0 ? 0 : Math.round((100 * sum) / count) / 100);
 
 /** ClickHouse orders strings by their bytes; JavaScript's `<` by UTF-16 code units. */
-const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+export const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
 export interface TopEntry {
   key: string;

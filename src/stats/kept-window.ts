@@ -22,9 +22,9 @@ import { BoundedCache, perClient } from '../rollups/bounded-cache.js';
 import { buildStateOf, buildStateQuery, DAY_MS, planConditions, type BuildState, type BuildStateRow, type StateParts, type WindowPlan } from '../rollups/plan.js';
 import { countedPerList, unionAll } from '../rollups/shared-sql.js';
 import { shortListSums } from '../rollups/short-lists.js';
-import { CANDIDATES, countsOverBoth, DIMENSIONS, isNumeric, topProven, windowStatsOf, type ListCounts, type TopEntry, type WindowStats } from './figures.js';
-import { PARTIALS, percentileOf, rawPartial, sourcePartial } from './registry.js';
-import { countsOfExactRows, listCountsOf } from './top-lists.js';
+import { CANDIDATES, countsOverBoth, DIMENSIONS, isNumeric, topProven, windowStatsOf, type Dimension, type ListCounts, type TopEntry, type WindowStats } from './figures.js';
+import { PARTIALS, percentilesOf, rawPartial, sourcePartial } from './registry.js';
+import { countsOfExactRows, exactLists, listCountsOf } from './top-lists.js';
 
 /** A window's built buckets summed, as kept. */
 interface KeptPart {
@@ -42,6 +42,9 @@ interface KeptPart {
   histogram: Map<number, number>;
   lists: Map<number, ListCounts>;
 }
+
+/** Clients whose `uniqExact` state did not read as hashesOf expects: the kept path is not tried again for them. */
+const refused = new WeakSet<ClickHouseClient>();
 
 /** Per client: the kept parts by domain and buckets, bounded by their entries. */
 const keptParts = new WeakMap<ClickHouseClient, BoundedCache<KeptPart>>();
@@ -119,7 +122,10 @@ async function readKeptPart(clickhouse: ClickHouseClient, domainId: number, plan
   const rollupRows = `access_rollups WHERE ${DOMAIN} AND dim = 'total' AND (${c.built})`;
   const [totals] = await selectRows<TotalsRow & { bucket_rows: [(number | string)[], (number | string)[]] }>(clickhouse, totalsOf('rollup', rollupRows, 'hashes', true), params);
   const visitors = hashesOf(totals!.visitors);
-  if (!visitors) return null;
+  if (!visitors) {
+    refused.add(clickhouse);
+    return null;
+  }
   // A plan's days and hours never overlap, so a start names one bucket.
   const rowsAt = new Map(totals!.bucket_rows[0].map((start, i) => [Number(start) * 1000, Number(totals!.bucket_rows[1][i])]));
   const hourRows = new Map(plan.hours.map((h) => [h, rowsAt.get(h) ?? 0]));
@@ -186,9 +192,10 @@ type EndsRow = TotalsRow & { dim: number | string; key: string };
 /**
  * The statistics of a planned window from its kept built part (read first if none is kept for
  * these buckets; none without built buckets) and one query over the ends, with the build state's `state` parts read in the
- * same query; null when the part no longer holds or the lists cannot be proven from it (the
- * caller reads the window the one-query way, and nothing is kept until the next request reads the
- * part again).
+ * same query; a list the kept counts and the ends cannot prove is summed exactly in a second
+ * query. Null when the part no longer holds, or ClickHouse's state does not have the layout read
+ * here (the caller reads the window the one-query way; a part that no longer holds is read again
+ * by the next request).
  */
 export async function keptWindowStats(
   clickhouse: ClickHouseClient,
@@ -197,6 +204,7 @@ export async function keptWindowStats(
   state: StateParts,
   params: Record<string, unknown>,
 ): Promise<{ answer: WindowStats; state: BuildState } | null> {
+  if (refused.has(clickhouse)) return null;
   const cache = perClient(keptParts, clickhouse, () => new BoundedCache<KeptPart>(KEPT_ENTRIES, entriesOf));
   const key = `${domainId}:${plan.days.join(',')}:${plan.hours.join(',')}`;
   // A window without built buckets (an hour, or nothing built yet) is its ends alone.
@@ -220,20 +228,26 @@ export async function keptWindowStats(
   }
   const found = buildStateOf(stateRows);
   const endVisitors = !ends || endsAlone ? [] : hashesOf(ends.visitors);
+  if (!endVisitors) refused.add(clickhouse);
   if (!stillHolds(part, found.counted) || !endVisitors) {
     cache.delete(key);
     return null;
   }
   const endLists = countsOfExactRows(listRows);
   const lists = new Map<number, TopEntry[]>();
+  const unproven: Dimension[] = [];
   for (const d of DIMENSIONS) {
     const top = topProven(countsOverBoth(part.lists.get(d.number)!, endLists.get(d.number)!), isNumeric(d));
-    if (!top) return null;
-    lists.set(d.number, top);
+    if (top) lists.set(d.number, top);
+    else unproven.push(d);
+  }
+  if (unproven.length > 0) {
+    const whole = planConditions(plan);
+    for (const [dim, top] of await exactLists(clickhouse, whole, { domainId, ...whole.params }, unproven)) lists.set(dim, top);
   }
   const histogram = new Map(part.histogram);
   if (ends) addHistogram(histogram, ends.rt_hist);
-  const percentile = (n: number) => percentileOf(histogram, n);
+  const [p50, p95, p99] = percentilesOf(histogram, [50, 95, 99]);
   const answer = windowStatsOf(
     {
       requests: part.requests + Number(ends?.requests ?? 0),
@@ -242,7 +256,7 @@ export async function keptWindowStats(
       rtSum: part.rtSum + Number(ends?.rt_sum ?? 0),
       rtCount: part.rtCount + Number(ends?.rt_count ?? 0),
       bytes: part.bytes + Number(ends?.bytes ?? 0),
-      percentiles: { p50: percentile(50), p95: percentile(95), p99: percentile(99) },
+      percentiles: { p50: p50 ?? null, p95: p95 ?? null, p99: p99 ?? null },
     },
     lists,
   );

@@ -199,18 +199,23 @@ const percentile = (n: number) => {
 export const representativeOf = (k: number) =>
   k < EXACT_BELOW_MS ? k : Math.floor(EXACT_BELOW_MS * Math.pow(HISTOGRAM_GROWTH, k - EXACT_BELOW_MS) * 1.01 * 100 + 0.5) / 100;
 
-/** `percentile(n)` in JavaScript over a histogram (key → rows): the first key whose cumulative count reaches the rank; null without rows. */
-export function percentileOf(histogram: ReadonlyMap<number, number>, n: number): number | null {
+/**
+ * `percentile(n)` in JavaScript over a histogram (key → rows), for each of `ns`: the first key whose
+ * cumulative count reaches the rank; null without rows. The keys are sorted once for all of them.
+ */
+export function percentilesOf(histogram: ReadonlyMap<number, number>, ns: readonly number[]): (number | null)[] {
   const keys = [...histogram.keys()].sort((a, b) => a - b);
   const total = keys.reduce((sum, k) => sum + histogram.get(k)!, 0);
-  if (total === 0) return null;
-  const rank = Math.floor((n * total + 99) / 100);
-  let cumulative = 0;
-  for (const k of keys) {
-    cumulative += histogram.get(k)!;
-    if (cumulative >= rank) return representativeOf(k);
-  }
-  return null;
+  return ns.map((n) => {
+    if (total === 0) return null;
+    const rank = Math.floor((n * total + 99) / 100);
+    let cumulative = 0;
+    for (const k of keys) {
+      cumulative += histogram.get(k)!;
+      if (cumulative >= rank) return representativeOf(k);
+    }
+    return null;
+  });
 }
 
 const percentileMetric = (n: number): Metric => ({

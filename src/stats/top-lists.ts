@@ -7,7 +7,7 @@ import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { PlanConditions } from '../rollups/plan.js';
 import { countedPerList, unionAll } from '../rollups/shared-sql.js';
 import { listedCounts, type ListedBucket } from '../rollups/short-lists.js';
-import { CANDIDATES, candidateCounts, DIMENSIONS, type Candidates, type Dimension, type ListCounts } from './figures.js';
+import { byBytes, CANDIDATES, candidateCounts, DIMENSIONS, TOP_LIMIT, type Candidates, type Dimension, type ListCounts, type TopEntry } from './figures.js';
 
 const DOMAIN = 'domain_id = {domainId:UInt32}';
 /** The lists' names as an SQL tuple (the registry's constants, not input). */
@@ -65,7 +65,7 @@ export function candidatesOf(rows: ListRow[]): Map<number, Candidates> {
     else candidates.get(dim)?.proposed.push({ key: row.key, proposed: Number(row.requests), edge: Number(row.edge), listedIn: Number(row.listed_in) });
   }
   // ClickHouse returns the candidates in its order; the bound needs them by proposed count.
-  for (const c of candidates.values()) c.proposed.sort((a, b) => b.proposed - a.proposed || Buffer.compare(Buffer.from(a.key), Buffer.from(b.key)));
+  for (const c of candidates.values()) c.proposed.sort((a, b) => b.proposed - a.proposed || byBytes(a.key, b.key));
   return candidates;
 }
 
@@ -106,4 +106,15 @@ export async function listCountsOf(clickhouse: ClickHouseClient, domainId: numbe
   const short = covered.length > 0;
   const rows = await selectRows<ListRow>(clickhouse, listsQuery(c, short, CANDIDATES + 1), params);
   return short ? countsOfCandidates(clickhouse, domainId, covered, candidatesOf(rows)) : countsOfExactRows(rows);
+}
+
+/**
+ * The exact top lists of `dims` over a plan's conditions, summing the built buckets' full rows
+ * (listsQuery without `short`): what a reader falls back to for the lists its candidates or kept
+ * counts cannot prove (rare: a flat distribution).
+ */
+export async function exactLists(clickhouse: ClickHouseClient, c: PlanConditions, params: Record<string, unknown>, dims: readonly Dimension[]): Promise<Map<number, TopEntry[]>> {
+  const lists = new Map<number, TopEntry[]>(dims.map((d) => [d.number, []]));
+  for (const row of await selectRows<ListRow>(clickhouse, listsQuery(c, false, TOP_LIMIT, dims), params)) lists.get(Number(row.dim))?.push({ key: row.key, count: Number(row.requests) });
+  return lists;
 }

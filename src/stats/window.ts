@@ -38,7 +38,7 @@ import { windowAt, type StatsWindow } from './periods.js';
 import { mergedPartial, metricByName, PARTIALS, sourcePartial } from './registry.js';
 import { shortListSums } from '../rollups/short-lists.js';
 import { DIMENSIONS, isNumeric, TOP_LIMIT, CANDIDATES, topProven, windowStatsOf, type Dimension, type LogStats, type TopEntry, type WindowStats } from './figures.js';
-import { candidatesOf, countsOfCandidates, listsQuery, type ListRow } from './top-lists.js';
+import { candidatesOf, countsOfCandidates, exactLists, listsQuery } from './top-lists.js';
 import { keptWindowStats } from './kept-window.js';
 
 const DOMAIN = 'domain_id = {domainId:UInt32}';
@@ -121,11 +121,9 @@ async function statsOfPlan(
     ...conditions.params,
     ...sums?.params,
   };
-  const select = <Row = StatsRow>(query: string, extra: Record<string, unknown> = {}) => selectRows<Row>(clickhouse, query, { ...params, ...extra });
-  const listedBuckets = covered.length;
-  const short = listedBuckets > 0;
+  const short = covered.length > 0;
   const query = statsQuery(conditions, short, state);
-  const rows = query ? await select(query) : [];
+  const rows = query ? await selectRows<StatsRow>(clickhouse, query, params) : [];
   const stateRows: BuildStateRow[] = [];
   const lists = new Map<number, TopEntry[]>(DIMENSIONS.map((d) => [d.number, []]));
   const listRows: StatsRow[] = [];
@@ -145,11 +143,7 @@ async function statsOfPlan(
       if (top) lists.set(d.number, top);
       else unproven.push(d);
     }
-    // Rare (a flat distribution): these lists sum the buckets' full rows after all.
-    if (unproven.length > 0) {
-      const rows = await select<ListRow>(listsQuery(conditions, false, TOP_LIMIT, unproven));
-      for (const row of rows) lists.get(Number(row.dim))!.push({ key: row.key, count: Number(row.requests) });
-    }
+    if (unproven.length > 0) for (const [dim, top] of await exactLists(clickhouse, conditions, params, unproven)) lists.set(dim, top);
   }
   const answer = windowStatsOf(
     {
