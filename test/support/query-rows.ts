@@ -325,6 +325,8 @@ export function metricValue(rows: Row[], metric: string): number | null {
       return rows.reduce((s, r) => s + r.size, 0);
     case 'averageResponseTime':
       return times.length === 0 ? null : Math.round((100 * times.reduce((s, x) => s + x, 0)) / times.length) / 100;
+    case 'totalResponseTime':
+      return times.length === 0 ? null : times.reduce((s, x) => s + x, 0);
     case 'p50ResponseTime':
       return nearestRank(times, 50);
     case 'p95ResponseTime':

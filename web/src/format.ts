@@ -1,12 +1,20 @@
 /** Figures as the dashboard shows them. */
 
 const integer = new Intl.NumberFormat('en', { maximumFractionDigits: 0 });
+const oneDecimal = new Intl.NumberFormat('en', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
 
 export const count = (n: number | null | undefined) => (n == null ? '–' : integer.format(n));
 
 export const percent = (fraction: number | null | undefined) => (fraction == null ? '–' : `${(fraction * 100).toFixed(2)} %`);
 
-export const ms = (n: number | null | undefined) => (n == null ? '–' : n >= 1000 ? `${(n / 1000).toFixed(2)} s` : `${integer.format(n)} ms`);
+/** Milliseconds as ms, s, min or h: a response time or the sum of many (time spent). */
+export function ms(n: number | null | undefined): string {
+  if (n == null) return '–';
+  if (n < 1000) return `${integer.format(n)} ms`;
+  if (n < 60_000) return `${(n / 1000).toFixed(2)} s`;
+  if (n < 3_600_000) return `${(n / 60_000).toFixed(1)} min`;
+  return `${oneDecimal.format(n / 3_600_000)} h`;
+}
 
 const UNITS = ['B', 'KB', 'MB', 'GB', 'TB', 'PB'];
 export function bytes(n: number | null | undefined): string {
