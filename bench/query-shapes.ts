@@ -80,7 +80,7 @@ try {
     { label: 'panel: top urls (requests, errorRate)', body: panel(['url'], ['requests', 'errorRate']) },
     { label: 'panel: not found (404)', body: panel(['url'], ['requests'], { filters: [['is', 'statusCode', [404]]] }) },
     { label: 'panel: status codes', body: panel(['statusCode'], ['requests']) },
-    { label: 'panel: time spent by path', body: panel(['path'], ['totalResponseTime', 'averageResponseTime', 'requests'], { orderBy: [['totalResponseTime', 'desc']] }) },
+    { label: 'panel: time spent by path', body: panel(['path'], ['totalResponseTime', 'averageResponseTime'], { orderBy: [['totalResponseTime', 'desc']] }) },
     { label: 'panel: referring sites', body: panel(['referrerHost'], ['requests']) },
     { label: 'panel: user agents', body: panel(['userAgent'], ['requests']) },
     { label: 'panel: browsers', body: panel(['browser'], ['requests']) },

@@ -65,7 +65,7 @@ const PANELS: PanelSpec[] = [
     id: 'time-spent',
     title: 'Time spent, by path',
     dimensions: ['path'],
-    metrics: [{ name: 'totalResponseTime', label: 'Total', format: ms }, { name: 'averageResponseTime', label: 'Mean', format: ms }, REQUESTS],
+    metrics: [{ name: 'totalResponseTime', label: 'Total', format: ms }, { name: 'averageResponseTime', label: 'Mean', format: ms }],
     orderBy: [['totalResponseTime', 'desc']],
   },
   { id: 'referrers', title: 'Referring sites', dimensions: ['referrerHost'], metrics: [REQUESTS] },
