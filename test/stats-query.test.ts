@@ -4,7 +4,7 @@
  * every dimension, every filter operator (hostile values too), percentiles within their bound,
  * time buckets with gaps filled, compare, order and paging, the domains a caller sees, validation.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { insertDomain } from '../src/domains/store.js';
 import { prng } from './support/random.js';
 import { hashesOf } from '../src/stats/kept-window.js';
@@ -836,4 +836,36 @@ describe('POST /api/logs/query: from the rollups', () => {
       expect(await requestsOf(body, value), dim).toBe(expected);
     }
   }, 120_000);
+
+  it('a plan that reads no built bucket is made from the kept state without checking the counts, and stays exact', async () => {
+    // Whole hours of one day, each built, each read raw while STATS_ROLLUP_MIN_ROWS is above its rows.
+    const window = { start: BASE + 3 * DAY + 2 * HOUR, end: BASE + 3 * DAY + 8 * HOUR - 1 };
+    const metrics = ['requests', 'bandwidth'];
+    await buildAll();
+    const queries = vi.spyOn(t.runtime.clickhouse, 'query');
+    /** Asks, compares with the brute force, and gives the count of ClickHouse queries it took. */
+    const queriesOfExact = async () => {
+      queries.mockClear();
+      const { results } = await askAll(admin, { ...custom(window), domains: [alpha.id], metrics });
+      expect(results[0].metrics).toEqual(bruteForce(rows, { domains: [alpha.id], metrics, dimensions: [], filters: [], window, names })[0]!.metrics);
+      return queries.mock.calls.length;
+    };
+    t.runtime.config.statsRollupMinRows = 1_000_000;
+    try {
+      await queriesOfExact();
+      expect(await queriesOfExact()).toBe(1);
+      // Late lines in a built hour: read raw, they count at once, and nothing else is read.
+      const late = generateRows({ seed: 904, domain: alpha.id, count: 3, from: window.start + HOUR, to: window.start + 2 * HOUR, firstId: 94_001 });
+      await insertRows(t.runtime.clickhouse, late);
+      rows.push(...late);
+      expect(await queriesOfExact()).toBe(1);
+      // With the built hours in the plan again, the counts are checked: the late lines' hour is no
+      // longer what the kept state says, so the state is read anew and that hour read raw.
+      t.runtime.config.statsRollupMinRows = 0;
+      expect(await queriesOfExact()).toBeGreaterThan(1);
+    } finally {
+      t.runtime.config.statsRollupMinRows = 0;
+      queries.mockRestore();
+    }
+  });
 });

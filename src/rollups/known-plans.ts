@@ -81,13 +81,28 @@ const keptDomains = new WeakMap<ClickHouseClient, BoundedCache<{ found: DomainsB
  * the state's join (30–60 ms for a fleet's day or a domain's month). The sums are as good as each
  * domain's counts because counts only grow (a late line adds to one; nothing takes away inside the
  * retention), and while the counts stay, what is built stays (see above).
+ *
+ * Where the plans made from the kept state read the whole window raw (`dependsOnCounts` false: a
+ * fleet of small domains, every hour with rows), the counts need no checking: such a plan reads
+ * every row whatever was stored or built since, and the state is read again after REFRESH_MS as
+ * always. (A plan that skips hours without rows, or reads built ones, does depend on them.)
  */
-export async function knownDomainsBuildState(clickhouse: ClickHouseClient, domainIds: number[], start: number, end: number, span: 'hour' | 'day'): Promise<DomainsBuildState> {
+export async function knownDomainsBuildState(
+  clickhouse: ClickHouseClient,
+  domainIds: number[],
+  start: number,
+  end: number,
+  span: 'hour' | 'day',
+  dependsOnCounts: (found: DomainsBuildState) => boolean,
+): Promise<DomainsBuildState> {
   const cache = perClient(keptDomains, clickhouse, () => new BoundedCache(KEPT_ENTRIES, (k) => entriesOf(k.found.state) + k.found.rows.size));
   const b = windowBuckets(start, end);
   const key = `${span}:${b.hourFrom}:${b.dayFrom}:${b.dayTo}:${b.hourTo}:${domainIds.join(',')}`;
   const known = cache.get(key);
-  if (known && Date.now() - known.readAt <= REFRESH_MS && isDeepStrictEqual(await queryDomainsHourRows(clickhouse, domainIds, start, end), known.found.rows)) return known.found;
+  if (known && Date.now() - known.readAt <= REFRESH_MS) {
+    if (!dependsOnCounts(known.found)) return known.found;
+    if (isDeepStrictEqual(await queryDomainsHourRows(clickhouse, domainIds, start, end), known.found.rows)) return known.found;
+  }
   const readAt = Date.now();
   const found = await queryDomainsBuildState(clickhouse, domainIds, start, end, span);
   cache.set(key, { found, readAt });

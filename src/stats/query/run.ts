@@ -7,7 +7,7 @@
 import { selectPage, selectRows, type ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { invalidField } from '../../http/errors.js';
 import { knownDomainsBuildState } from '../../rollups/known-plans.js';
-import { planConditions, planWindow, sparseHoursUnbuilt } from '../../rollups/plan.js';
+import { planConditions, planWindow, readsWholeWindowRaw, sparseHoursUnbuilt, type DomainsBuildState } from '../../rollups/plan.js';
 import type { Query, Window } from './parse.js';
 import { groupsSql, type BuiltQuery, type GroupKey, type Reads } from './sql.js';
 import { readWindow } from './where.js';
@@ -42,8 +42,13 @@ async function planReads(clickhouse: ClickHouseClient, query: Query, windows: Wi
   const read = windows.map((w) => readWindow(query, w));
   const from = Math.min(...read.map((w) => w.start));
   const to = Math.max(...read.map((w) => w.end));
-  const state = sparseHoursUnbuilt(await knownDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollup.span), rollupMinRows);
-  return read.map((w) => (w.start > w.end ? null : planConditions(planWindow(w.start, w.end, state))));
+  const plansOf = (found: DomainsBuildState) => {
+    const state = sparseHoursUnbuilt(found, rollupMinRows);
+    return read.map((w) => (w.start > w.end ? null : planWindow(w.start, w.end, state)));
+  };
+  const dependsOnCounts = (found: DomainsBuildState) => !plansOf(found).every((plan) => plan === null || readsWholeWindowRaw(plan));
+  const plans = plansOf(await knownDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollup.span, dependsOnCounts));
+  return plans.map((plan) => plan && planConditions(plan));
 }
 
 /** Every group of a time series over `window`, refused beyond MAX_SERIES_GROUPS. */
