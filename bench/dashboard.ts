@@ -10,7 +10,8 @@
  *   3. headless Chromium (Debian's, CHROMIUM_PATH) signs in, then opens the dashboard of the
  *      domain with the most rows (24 hours, then 30 days) BENCH_RUNS times: from navigation to
  *      every panel holding its table (or "No requests") and the four charts drawn, median and
- *      range (target: ≤ 1 s median); the same for the fleet overview with its sparklines.
+ *      range (target: ≤ 1 s median for the dashboard as it opens, 24 hours); the same for the
+ *      fleet overview with its sparklines.
  *   4. with BENCH_SCREENSHOTS=DIR, the fleet and a dashboard with a filter as PNGs (the README's).
  *
  * Nothing is asserted; figures are printed beside their targets.
@@ -87,7 +88,8 @@ try {
   }
   console.log(`3. time from navigation to drawn, in Chromium (a reload signs in through the session cookie first); load ${load()}`);
   await timed('domain dashboard, 24 hours', `${server.base}/domains/${id}`, dashboardDrawn, 1000);
-  await timed('domain dashboard, 30 days', `${server.base}/domains/${id}?period=30d`, dashboardDrawn, 1000);
+  // The issue's figure is the dashboard as it opens (24 hours); 30 days is printed beside it, without a target.
+  await timed('domain dashboard, 30 days', `${server.base}/domains/${id}?period=30d`, dashboardDrawn, null);
   await timed(`fleet overview (${fleetSize} domains)`, `${server.base}/`, fleetDrawn, null);
 
   if (SHOTS) {
