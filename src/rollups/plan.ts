@@ -92,13 +92,6 @@ const MAX_RAW_RANGES = 48;
  * window may span all the times the stores hold (1970 to 2106, a million hours) while a domain
  * holds rows in a few thousand. Pure, so the tests can drive it with any state.
  */
-/**
- * Whether the plan reads every row of its window raw: what it reads then does not depend on the
- * state it was made from (another plan skips the hours without rows, and reads built ones).
- */
-export const readsWholeWindowRaw = (plan: WindowPlan) =>
-  plan.days.length === 0 && plan.hours.length === 0 && plan.raw.length === 1 && plan.raw[0]![0] === plan.start && plan.raw[0]![1] === plan.end + 1;
-
 export function planWindow(start: number, end: number, state: BuildState | null): WindowPlan {
   const b = windowBuckets(start, end);
   const raw: [number, number][] = [];
@@ -140,6 +133,13 @@ export function planWindow(start: number, end: number, state: BuildState | null)
   const listed = [...listedOf('day', days, state.builtDays, state.topsDays), ...listedOf('hour', hours, state.builtHours, state.topsHours)];
   return raw.length > MAX_RAW_RANGES ? whole : { start, end, days, hours, raw, listed };
 }
+
+/**
+ * Whether the plan reads every row of its window raw: what it reads then does not depend on the
+ * state it was made from (another plan skips the hours without rows, and reads built ones).
+ */
+export const readsWholeWindowRaw = (plan: WindowPlan) =>
+  plan.days.length === 0 && plan.hours.length === 0 && plan.raw.length === 1 && plan.raw[0]![0] === plan.start && plan.raw[0]![1] === plan.end + 1;
 
 /**
  * What a build-state read covers: the rows counted per whole hour only, or everything (adding the
