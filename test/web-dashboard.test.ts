@@ -492,6 +492,11 @@ describe('administration', { timeout: 90_000 }, () => {
     await expect.poll(() => page.getByLabel('alerts create').isChecked()).toBe(true);
     expect(await page.getByLabel('alerts update').isChecked()).toBe(false);
     await page.getByLabel('domains read').check();
+    // The page reads the user again after a save: that read is held until the edit form has been
+    // typed into, and what was typed stays (the read once put the stored e-mail back over it).
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    await page.route((url) => url.pathname === `/api/users/${carol}/activity`, async (route) => (await held, route.continue()), { times: 1 });
     await page.getByRole('button', { name: 'Save permissions' }).click();
     await expect.poll(async () => (await call(t.app, 'GET', `/api/users/${carol}/permissions`, { token: admin })).body.data.permissions).toEqual([
       { resource: 'domains', actions: ['read'] },
@@ -502,6 +507,9 @@ describe('administration', { timeout: 90_000 }, () => {
     const user = async () => (await call(t.app, 'GET', `/api/users/${carol}`, { token: admin })).body.data;
     const edit = page.getByRole('form', { name: 'Edit user' });
     await edit.getByLabel('E-mail').fill('alice@example.com');
+    release();
+    await expect.poll(() => page.getByText('Permissions saved').count()).toBe(1);
+    expect(await edit.getByLabel('E-mail').inputValue()).toBe('alice@example.com');
     await edit.getByRole('button', { name: 'Save' }).click();
     await expect.poll(() => edit.getByRole('alert').textContent()).toMatch(/e-?mail/i);
     await edit.getByLabel('E-mail').fill('carol.jones@example.com');

@@ -70,7 +70,8 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
   // The name and e-mail as edited, and what the API said of them (shown at that form).
   const [edit, setEdit] = useState({ email: '', name: '' });
   const [editError, setEditError] = useState<unknown>(null);
-  const load = async () => {
+  /** The user, their permissions and activity; `resetEdit` also puts the stored name and e-mail into the edit form (not after other saves: what is being typed there stays). */
+  const load = async (resetEdit: boolean) => {
     try {
       const [u, p, a] = await Promise.all([
         api<FullUser>('GET', `/api/users/${id}`),
@@ -78,7 +79,7 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
         api<{ activities: { action: string; details: string; ipAddress: string; timestamp: string }[] }>('GET', `/api/users/${id}/activity?limit=20`),
       ]);
       setUser(u);
-      setEdit({ email: u.email, name: u.name });
+      if (resetEdit) setEdit({ email: u.email, name: u.name });
       setRights(new Set(p.permissions.flatMap((entry) => entry.actions.map((action) => `${entry.resource}:${action}`))));
       setActivity(a.activities);
     } catch (err) {
@@ -90,15 +91,16 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
     setError(null);
     setEditError(null);
     setNotice(null);
-    load();
+    load(true);
   }, [id]);
-  const act = async (work: () => Promise<unknown>, done: string, showError = setError) => {
+  /** Runs a save, then shows the user as stored and `done` (once the page shows what was saved). */
+  const act = async (work: () => Promise<unknown>, done: string, { showError = setError, resetEdit = false } = {}) => {
     try {
       await work();
       setError(null);
       setEditError(null);
+      await load(resetEdit);
       setNotice(done);
-      await load();
       onChanged();
     } catch (err) {
       showError(err);
@@ -123,7 +125,7 @@ function UserDetail({ id, onChanged }: { id: number; onChanged: () => void }) {
         aria-label="Edit user"
         onSubmit={(e) => {
           e.preventDefault();
-          act(() => api('PUT', `/api/users/${id}`, edit), 'Saved', setEditError);
+          act(() => api('PUT', `/api/users/${id}`, edit), 'Saved', { showError: setEditError, resetEdit: true });
         }}
       >
         <label for="edit-email">E-mail</label>
