@@ -837,7 +837,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     }
   }, 120_000);
 
-  it('a plan that reads no built bucket is made from the kept state without checking the counts, and stays exact', async () => {
+  it('a plan that reads its whole window raw is made from the kept state without checking the counts, and stays exact', async () => {
     // Whole hours of one day, each built, each read raw while STATS_ROLLUP_MIN_ROWS is above its rows.
     const window = { start: BASE + 3 * DAY + 2 * HOUR, end: BASE + 3 * DAY + 8 * HOUR - 1 };
     const metrics = ['requests', 'bandwidth'];
