@@ -24,6 +24,11 @@
  * Two processes starting together see each other at least one way round, so at most one goes on
  * (both may stop; starting again then works). `DATA_DIR/tailhouse.pid` is still written, for people.
  *
+ * A process killed with SIGKILL shows as a zombie ('Z') as soon as its main thread has gone, but
+ * the kernel closes its files only when its last thread has: for a large process that takes a
+ * moment, during which its socket still accepts. So a holder whose process is a zombie is waited
+ * for (up to EXITING_WAIT_MS) rather than named: a restart right after `kill -9` goes ahead.
+ *
  * The socket is private (0600 in a 0700 directory): whoever may read the data may administer it. It
  * answers a connection with a hello line, `{"pid":…,"commands":false}`, unless its process took
  * commands on it (acceptCommands: `serve` does, src/control/server.ts), which makes it the control
@@ -39,6 +44,25 @@ const MAX_SOCKET_PATH_BYTES = process.platform === 'linux' ? 107 : 103;
 const SOCKET_NAME = /^(\d+)-[0-9a-f]+\.sock$/;
 /** A half-made socket (a process killed between its bind and its rename) older than this is litter. */
 const STALE_TEMP_MS = 60_000;
+/** How long a holder whose process is exiting (a zombie whose threads are still going) is waited for. */
+export const EXITING_WAIT_MS = 10_000;
+const EXITING_POLL_MS = 50;
+
+/** The state letter of /proc/PID/stat (R, S, Z, …); null where it cannot be read (gone, another pid namespace, not Linux). */
+export function processState(pid: number): string | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.charAt(stat.lastIndexOf(')') + 2) || null;
+  } catch {
+    return null;
+  }
+}
+
+export interface LockOptions {
+  /** A process's state letter (processState unless a test gives its own). */
+  stateOf?: (pid: number) => string | null;
+  exitingWaitMs?: number;
+}
 
 export class DataDirInUseError extends Error {}
 
@@ -59,7 +83,7 @@ export interface LockHello {
  * Takes the lock of `dataDir` for this process. Throws DataDirInUseError naming the holder when
  * another live process (or this one) has it.
  */
-export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
+export async function lockDataDir(dataDir: string, { stateOf = processState, exitingWaitMs = EXITING_WAIT_MS }: LockOptions = {}): Promise<DataDirLock> {
   const runDir = path.join(dataDir, 'run');
   fs.mkdirSync(runDir, { recursive: true, mode: 0o700 });
   const token = `${process.pid}-${randomBytes(4).toString('hex')}`;
@@ -92,7 +116,11 @@ export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
   try {
     fs.chmodSync(temp, 0o600);
     fs.renameSync(temp, own);
-    const holder = await liveHolder(runDir, path.basename(own));
+    let holder = await liveHolder(runDir, path.basename(own));
+    for (const deadline = Date.now() + exitingWaitMs; holder !== null && stateOf(holder) === 'Z' && Date.now() < deadline; ) {
+      await new Promise((resolve) => setTimeout(resolve, EXITING_POLL_MS));
+      holder = await liveHolder(runDir, path.basename(own));
+    }
     if (holder) {
       throw new DataDirInUseError(
         `DATA_DIR ${dataDir} is in use by process ${holder}: the embedded stores allow one process; stop it first, or use DATABASE_URL and CLICKHOUSE_URL`,

@@ -4,10 +4,11 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DataDirInUseError, lockDataDir } from '../src/data-dir-lock.js';
+import { DataDirInUseError, lockDataDir, processState } from '../src/data-dir-lock.js';
 import { JWT_SECRET } from './support/app.js';
 import { childEnv, ROOT, run, waitForOutput, type Proc } from './support/child.js';
 import { until } from './support/ingest.js';
@@ -25,16 +26,6 @@ afterAll(() => {
   for (const cleanup of cleanups.splice(0)) cleanup();
   for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
 });
-
-/** The state letter of /proc/PID/stat (R, S, Z, …), or null once the process is gone. */
-function procState(pid: number): string | null {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-  } catch {
-    return null;
-  }
-}
 
 describe('DATA_DIR lock', () => {
   it('a process killed with SIGKILL and not reaped yet (a zombie) holds nothing: a restart goes ahead', { timeout: 120_000 }, async () => {
@@ -59,10 +50,10 @@ describe('DATA_DIR lock', () => {
     expect(refused.stderr).toContain(`DATA_DIR ${dataDir} is in use by process ${pid}`);
 
     process.kill(pid, 'SIGKILL');
-    await until(() => procState(pid) === 'Z', `process ${pid} to be a zombie`);
+    await until(() => processState(pid) === 'Z', `process ${pid} to be a zombie`);
     const restarted = await run(['migrate'], vars);
     expect(restarted.code, restarted.stderr).toBe(0);
-    expect(procState(pid)).toBe('Z');
+    expect(processState(pid)).toBe('Z');
     // The dead holder's socket was removed by the restart, which removed its own when done.
     expect(fs.readdirSync(path.join(dataDir, 'run'))).toEqual([]);
   });
@@ -81,6 +72,35 @@ describe('DATA_DIR lock', () => {
     expect(fs.readdirSync(path.join(dataDir, 'run'))).toEqual([]);
     const again = await lockDataDir(dataDir);
     again.release();
+  });
+
+  it('waits for a holder whose process is exiting (a zombie whose last threads still hold its socket), and names one that stays', async () => {
+    const dataDir = tempDir();
+    const runDir = path.join(dataDir, 'run');
+    fs.mkdirSync(runDir, { recursive: true, mode: 0o700 });
+    // A live lock socket named for a pid no process has: the state each test gives it is the only one.
+    const dying = 4_000_001;
+    const holder = net.createServer((socket) => socket.end());
+    await new Promise<void>((resolve) => holder.listen(path.join(runDir, `${dying}-0123abcd.sock`), resolve));
+    cleanups.push(() => holder.close());
+    const asked: number[] = [];
+    const stateOf = (state: string) => (pid: number) => (asked.push(pid), pid === dying ? state : processState(pid));
+
+    // Asleep or running: refused at once, its state asked once.
+    await expect(lockDataDir(dataDir, { stateOf: stateOf('S') })).rejects.toThrow(`DATA_DIR ${dataDir} is in use by process ${dying}`);
+    expect(asked).toEqual([dying]);
+    // A zombie whose socket stays: named once the wait is over.
+    asked.length = 0;
+    await expect(lockDataDir(dataDir, { stateOf: stateOf('Z'), exitingWaitMs: 300 })).rejects.toThrow(`in use by process ${dying}`);
+    expect(asked.length).toBeGreaterThan(1);
+    // A zombie whose socket closes while the lock waits: the lock is taken.
+    asked.length = 0;
+    const locking = lockDataDir(dataDir, { stateOf: stateOf('Z') });
+    await until(() => asked.length > 0, 'the lock to look at the holder');
+    await new Promise<void>((resolve) => holder.close(() => resolve()));
+    const { release } = await locking;
+    expect(fs.readFileSync(path.join(dataDir, 'tailhouse.pid'), 'utf8').trim()).toBe(String(process.pid));
+    release();
   });
 
   it('refuses a DATA_DIR too long for a socket path instead of binding a cut name', async () => {
