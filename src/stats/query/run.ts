@@ -9,7 +9,7 @@ import { invalidField } from '../../http/errors.js';
 import { knownDomainsBuildState } from '../../rollups/known-plans.js';
 import { planConditions, planWindow, readsWholeWindowRaw, sparseHoursUnbuilt, type DomainsBuildState } from '../../rollups/plan.js';
 import type { Query, Window } from './parse.js';
-import { groupsSql, type BuiltQuery, type GroupKey, type Reads } from './sql.js';
+import { dimensionColumn, groupsSql, type BuiltQuery, type GroupKey, type Reads } from './sql.js';
 import { readWindow } from './where.js';
 
 /** Beyond this many groups of a time series (or filled rows, shape.ts) the query is refused. */
@@ -26,7 +26,7 @@ export interface RunResult {
   previous: SqlRow[] | null;
 }
 
-export const keyOf = (query: Query, row: SqlRow): GroupKey => query.dimensions.map((_, i) => row[`d${i}`]);
+export const keyOf = (query: Query, row: SqlRow): GroupKey => query.dimensions.map((_, i) => row[dimensionColumn(i)]);
 
 const select = (clickhouse: ClickHouseClient, built: BuiltQuery) => selectRows<SqlRow>(clickhouse, built.query, built.params);
 

@@ -7,7 +7,7 @@ import { pagination, type Pagination } from '../../http/envelope.js';
 import type { Interval } from '../registry.js';
 import type { OrderTerm, Query, Window } from './parse.js';
 import { MAX_SERIES_GROUPS, tooManyGroups, type RunResult, type SqlRow } from './run.js';
-import { compareBytes, type GroupKey } from './sql.js';
+import { compareBytes, dimensionColumn, metricColumn, type GroupKey } from './sql.js';
 
 export type DimensionValue = string | number | boolean;
 export type MetricValue = number | null;
@@ -39,8 +39,8 @@ const emptyMetrics = (query: Query): MetricValue[] => query.metrics.map((m) => m
  * of its shaping time (and of the collector's).
  */
 function groupReader(query: Query): (row: SqlRow) => Group {
-  const dims = query.dimensions.map((_, i) => `d${i}`);
-  const metrics = query.metrics.map((_, i) => `m${i}`);
+  const dims = query.dimensions.map((_, i) => dimensionColumn(i));
+  const metrics = query.metrics.map((_, i) => metricColumn(i));
   return (row) => {
     const key: GroupKey = new Array(dims.length);
     for (let i = 0; i < dims.length; i++) key[i] = i === query.timeIndex ? Number(row[dims[i]!]) : row[dims[i]!];

@@ -31,7 +31,9 @@ export type GroupKey = unknown[];
  */
 export type Selection = { kind: 'page' } | { kind: 'all'; cap: number };
 
-const dim = (i: number) => `d${i}`;
+/** The result columns of dimension i and metric i (every reader of the rows names them through these). */
+export const dimensionColumn = (i: number) => `d${i}`;
+export const metricColumn = (i: number) => `m${i}`;
 
 /** The partials the query's metrics need, each once. */
 const partialsOf = (query: Query): PartialState[] => [...new Set(query.metrics.flatMap((m) => m.partials))];
@@ -57,12 +59,12 @@ export function compareBytes(a: string, b: string): number {
 /** The SQL to order by a term: a domain by its name (the place of its id among the ids sorted by name). */
 function orderTerm(query: Query, term: OrderTerm, p: Params): string {
   const direction = term.desc ? 'DESC' : 'ASC';
-  if (term.of === 'metric') return `m${term.index} ${direction} NULLS LAST`;
+  if (term.of === 'metric') return `${metricColumn(term.index)} ${direction} NULLS LAST`;
   if (query.dimensions[term.index]!.dimension.kind === 'domain') {
     const byName = [...query.domains].sort((a, b) => compareBytes(a.name, b.name)).map((d) => d.id);
-    return `indexOf(${p.bind('Array(UInt32)', byName)}, ${dim(term.index)}) ${direction}`;
+    return `indexOf(${p.bind('Array(UInt32)', byName)}, ${dimensionColumn(term.index)}) ${direction}`;
   }
-  return `${dim(term.index)} ${direction}`;
+  return `${dimensionColumn(term.index)} ${direction}`;
 }
 
 /** A dimension's SQL over a source's rows (parse.ts resolves both). */
@@ -92,7 +94,7 @@ function sourceSql(query: Query, window: Window, partials: PartialState[], p: Pa
   // Over raw rows a dimension of one stored column's values (Dimension.byColumn) groups by that
   // column, as g<i>, and each group's value is computed once, as d<i>, around the SELECT.
   const byColumn = query.dimensions.map((d) => (source === 'raw' ? (d.dimension.byColumn ?? null) : null));
-  const dims = query.dimensions.map((_, i) => dim(i));
+  const dims = query.dimensions.map((_, i) => dimensionColumn(i));
   const groups = dims.map((d, i) => (byColumn[i] ? `g${i}` : d));
   const dimensionColumns = query.dimensions.map((d, i) => `${byColumn[i]?.column ?? dimensionSql(d, source)} AS ${groups[i]}`);
   const where = [whereOf(query, window, p, source), ...(part ? [`(${part})`] : []), ...(keys ? [amongKeys(query, keys, p, source)] : [])].join(' AND ');
@@ -142,11 +144,11 @@ function mergedSql(dims: string[], partials: PartialState[], sources: string[], 
 export function groupsSql(query: Query, window: Window, reads: Reads, selection: Selection, keys?: GroupKey[]): BuiltQuery {
   const p = new Params('q');
   const partials = partialsOf(query);
-  const dims = query.dimensions.map((_, i) => dim(i));
+  const dims = query.dimensions.map((_, i) => dimensionColumn(i));
   const onePerGroup = !query.dimensions.some((d) => d.dimension.byColumn);
   const merged = mergedSql(dims, partials, sourcesSql(query, window, partials, p, keys, reads), onePerGroup);
 
-  const columns = [...dims, ...query.metrics.map((m, i) => `${m.final} AS m${i}`)];
+  const columns = [...dims, ...query.metrics.map((m, i) => `${m.final} AS ${metricColumn(i)}`)];
   if (selection.kind === 'all') {
     return { query: `SELECT ${columns.join(', ')}\nFROM (\n${merged}\n)\nLIMIT ${p.bind('UInt32', selection.cap + 1)}`, params: p.values };
   }
