@@ -201,20 +201,18 @@ export const representativeOf = (k: number) =>
 
 /**
  * `percentile(n)` in JavaScript over a histogram (key → rows), for each of `ns`: the first key whose
- * cumulative count reaches the rank; null without rows. The keys are sorted once for all of them.
+ * cumulative count reaches the rank; null without rows. The keys are sorted and their cumulative
+ * counts summed once for all of them.
  */
 export function percentilesOf(histogram: ReadonlyMap<number, number>, ns: readonly number[]): (number | null)[] {
   const keys = [...histogram.keys()].sort((a, b) => a - b);
-  const total = keys.reduce((sum, k) => sum + histogram.get(k)!, 0);
+  let total = 0;
+  const cumulative = keys.map((k) => (total += histogram.get(k)!));
   return ns.map((n) => {
     if (total === 0) return null;
     const rank = Math.floor((n * total + 99) / 100);
-    let cumulative = 0;
-    for (const k of keys) {
-      cumulative += histogram.get(k)!;
-      if (cumulative >= rank) return representativeOf(k);
-    }
-    return null;
+    const at = cumulative.findIndex((c) => c >= rank);
+    return at < 0 ? null : representativeOf(keys[at]!);
   });
 }
 
