@@ -24,6 +24,7 @@ import { chromium, type Page } from 'playwright-core';
 import { buildWebAssets } from '../src/web/assets.js';
 import { api, BIN, childEnv, login, startServer, stopServer, waitIdle } from './lib/serve-child.js';
 import { fmt, load } from './lib/util.js';
+import { PANELS } from '../web/src/panels.js';
 
 const DATA_DIR = process.env.BENCH_DATA_DIR;
 const RUNS = Number(process.env.BENCH_RUNS ?? 9);
@@ -71,7 +72,7 @@ try {
 
   /** Every panel answered and the four charts drawn. */
   const dashboardDrawn = (p: Page) =>
-    p.waitForFunction(() => document.querySelectorAll('.chart canvas').length >= 4 && [...document.querySelectorAll('.panel')].every((panel) => panel.querySelector('table, .hint, .error')) && document.querySelectorAll('.panel').length === 11 && ![...document.querySelectorAll('.tile .figure')].some((f) => f.textContent === '…'), undefined, { timeout: 60_000, polling: 'raf' });
+    p.waitForFunction((panels) => document.querySelectorAll('.chart canvas').length >= 4 && [...document.querySelectorAll('.panel')].every((panel) => panel.querySelector('table, .hint, .error')) && document.querySelectorAll('.panel').length === panels && ![...document.querySelectorAll('.tile .figure')].some((f) => f.textContent === '…'), PANELS.length, { timeout: 60_000, polling: 'raf' });
   const fleetDrawn = (p: Page) => p.waitForFunction(() => document.querySelectorAll('svg.sparkline').length > 0, undefined, { timeout: 60_000, polling: 'raf' });
 
   async function timed(what: string, url: string, drawn: (p: Page) => Promise<unknown>, target: number | null) {

@@ -23,6 +23,7 @@ import fs from 'node:fs';
 import { median } from './lib/baseline.js';
 import { api, BIN, childEnv, login, startServer, stopServer, waitIdle } from './lib/serve-child.js';
 import { fmt, load } from './lib/util.js';
+import { PANELS } from '../web/src/panels.js';
 
 const DATA_DIR = process.env.BENCH_DATA_DIR;
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
@@ -77,15 +78,15 @@ try {
     { label: 'panel: tiles with compare', body: one({ metrics: ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'], compare: 'previous' }) },
     { label: 'chart: p50/p95/p99, bandwidth, visitors (auto interval)', body: one({ metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 }) },
     { label: 'chart: requests by status class (auto interval)', body: one({ metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 }) },
-    { label: 'panel: top urls (requests, errorRate)', body: panel(['url'], ['requests', 'errorRate']) },
-    { label: 'panel: not found (404)', body: panel(['url'], ['requests'], { filters: [['is', 'statusCode', [404]]] }) },
-    { label: 'panel: status codes', body: panel(['statusCode'], ['requests']) },
-    { label: 'panel: time spent by path', body: panel(['path'], ['totalResponseTime', 'averageResponseTime'], { orderBy: [['totalResponseTime', 'desc']] }) },
-    { label: 'panel: referring sites', body: panel(['referrerHost'], ['requests']) },
-    { label: 'panel: user agents', body: panel(['userAgent'], ['requests']) },
-    { label: 'panel: browsers', body: panel(['browser'], ['requests']) },
-    { label: 'panel: bots', body: panel(['botName', 'botKind'], ['requests'], { filters: [['is', 'bot', [true]]] }) },
-    { label: 'panel: client addresses', body: panel(['ipAddress'], ['requests']) },
+    // The domain dashboard's panels, as the page asks them.
+    ...PANELS.map((p) => ({
+      label: `panel: ${p.title}`,
+      body: panel(
+        p.dimensions,
+        p.metrics.map((m) => m.name),
+        { ...(p.filters ? { filters: p.filters } : {}), ...(p.orderBy ? { orderBy: p.orderBy } : {}) },
+      ),
+    })),
   ];
   if (fleet.length) {
     shapes.push(

@@ -8,8 +8,9 @@ import { useLayoutEffect, useMemo, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { TimeChart, type ChartSeries } from '../components/TimeChart.js';
-import { apiFilters, DIMENSION_LABELS, filterLabel, filterParam, filtersOf, shownValue, type Filter, type FilterOp, type FilterValue } from '../filters.js';
+import { apiFilters, DIMENSION_LABELS, filterLabel, filterParam, filtersOf, shownValue, type Filter } from '../filters.js';
 import { bytes, count, interval, ms, percent } from '../format.js';
+import { PANELS, REQUESTS, type PanelSpec } from '../panels.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
 import { sendInStage, type Stage } from '../stages.js';
 import { Alerts } from './Alerts.js';
@@ -43,40 +44,6 @@ const TILES = [
 ] as const;
 
 const STATUS_COLORS: Record<string, string> = { '1xx': '#8c959f', '2xx': '#2da44e', '3xx': '#0969da', '4xx': '#bf8700', '5xx': '#cf222e' };
-
-interface PanelSpec {
-  id: string;
-  title: string;
-  dimensions: string[];
-  /** The first metric is the one shown with its share; the others as columns. */
-  metrics: { name: string; label: string; format: (v: number | null) => string }[];
-  filters?: [FilterOp, string, FilterValue[]][];
-  orderBy?: [string, 'asc' | 'desc'][];
-}
-
-const REQUESTS = { name: 'requests', label: 'Requests', format: count };
-const PANELS: PanelSpec[] = [
-  { id: 'urls', title: 'Top URLs', dimensions: ['url'], metrics: [REQUESTS, { name: 'errorRate', label: '5xx', format: percent }] },
-  { id: 'not-found', title: 'Not found (404)', dimensions: ['url'], metrics: [REQUESTS], filters: [['is', 'statusCode', [404]]] },
-  { id: 'status', title: 'Status codes', dimensions: ['statusCode'], metrics: [REQUESTS] },
-  // Ordered by the time spent: by the mean, URLs of one request each (hashed assets, searches) fill the
-  // panel. Sums and means, not percentiles: a histogram per URL cost 10.9 s over 30 days of the 10M-row
-  // bench (URLs carrying ids), the mean 2.5 s.
-  {
-    id: 'time-spent',
-    title: 'Time spent, by path',
-    dimensions: ['path'],
-    metrics: [{ name: 'totalResponseTime', label: 'Total', format: ms }, { name: 'averageResponseTime', label: 'Mean', format: ms }],
-    orderBy: [['totalResponseTime', 'desc']],
-  },
-  { id: 'referrers', title: 'Referring sites', dimensions: ['referrerHost'], metrics: [REQUESTS] },
-  { id: 'agents', title: 'User agents', dimensions: ['userAgent'], metrics: [REQUESTS] },
-  { id: 'browsers', title: 'Browsers', dimensions: ['browser'], metrics: [REQUESTS] },
-  { id: 'os', title: 'Operating systems', dimensions: ['os'], metrics: [REQUESTS] },
-  { id: 'devices', title: 'Devices', dimensions: ['device'], metrics: [REQUESTS] },
-  { id: 'bots', title: 'Bots', dimensions: ['botName', 'botKind'], metrics: [REQUESTS], filters: [['is', 'bot', [true]]] },
-  { id: 'addresses', title: 'Client addresses', dimensions: ['ipAddress'], metrics: [REQUESTS] },
-];
 
 /** The window of the query body, as the URL gives it. */
 function rangeOf(query: URLSearchParams): Record<string, string> {
