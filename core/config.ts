@@ -47,6 +47,10 @@ export const envSchema = z.object({
   EXPORT_TTL_S: positiveInt('a whole number of seconds above 0').default(86400),
   LOG_RETENTION_DAYS: positiveInt('a whole number of days above 0').default(90),
   STATS_ROLLUP_MIN_ROWS: wholeNumber('a whole number of rows, 0 or more', 0).default(32),
+  READ_TIMEOUT_S: positiveInt('a whole number of seconds above 0').default(30),
+  READ_MAX_MEMORY_MB: positiveInt('a whole number of megabytes above 0').default(2048),
+  READS_PER_USER: positiveInt('a whole number above 0').default(2),
+  READS_IN_FLIGHT: positiveInt('a whole number above 0').optional(),
   TRUST_PROXY: boolFromEnv.default(false),
   ADMIN_EMAIL: z.string().trim().toLowerCase().regex(EMAIL_ADDRESS, { message: 'must be an e-mail address' }).default('admin@localhost'),
   ADMIN_PASSWORD: z.string().min(8, { message: 'must be 8 to 128 characters' }).max(128, { message: 'must be 8 to 128 characters' }).optional(),
@@ -90,6 +94,12 @@ export interface Config {
   logRetentionDays: number;
   /** POST /api/logs/query reads an hour raw where its domains hold fewer rows each, on average (src/rollups/plan.ts, sparseHoursUnbuilt). */
   statsRollupMinRows: number;
+  /** A request's ClickHouse statements (src/reads/): their time and memory limits, … */
+  readTimeoutS: number;
+  readMaxMemoryMb: number;
+  /** … how many run at once for one user, and in the process (undefined: 1 embedded, 8 with CLICKHOUSE_URL). */
+  readsPerUser: number;
+  readsInFlight: number | undefined;
   trustProxy: boolean;
   adminEmail: string;
   adminPassword: string | undefined;
@@ -156,6 +166,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     exportTtlS: e.EXPORT_TTL_S,
     logRetentionDays: e.LOG_RETENTION_DAYS,
     statsRollupMinRows: e.STATS_ROLLUP_MIN_ROWS,
+    readTimeoutS: e.READ_TIMEOUT_S,
+    readMaxMemoryMb: e.READ_MAX_MEMORY_MB,
+    readsPerUser: e.READS_PER_USER,
+    readsInFlight: e.READS_IN_FLIGHT,
     trustProxy: e.TRUST_PROXY,
     adminEmail: e.ADMIN_EMAIL.trim().toLowerCase(),
     adminPassword: e.ADMIN_PASSWORD,

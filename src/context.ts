@@ -5,6 +5,7 @@ import type { Db } from '../core/db/postgres.js';
 import type { Logger } from '../core/log.js';
 import type { Mailer } from './mail/mailer.js';
 import type { Metrics } from './metrics/registry.js';
+import type { Reads } from './reads/client.js';
 import type { PermissionSet } from './users/permissions.js';
 import type { UserRow } from './users/store.js';
 
@@ -16,6 +17,8 @@ export interface Services {
   clickhouse: ClickHouseClient;
   mailer: Mailer;
   jwtSecret: Uint8Array;
+  /** The queue and limits of the ClickHouse reads made for requests (src/reads/). */
+  reads: Reads;
   /** Set when METRICS=true (`serve` creates them): what the areas observe. */
   metrics?: Metrics;
 }

@@ -10,6 +10,7 @@ import { openDb, type Db } from '../core/db/postgres.js';
 import { sql } from '../core/db/sql.js';
 import type { Logger } from '../core/log.js';
 import { createMailer } from './mail/mailer.js';
+import { createReads } from './reads/client.js';
 import { createUserRecord } from './users/service.js';
 
 export interface Runtime extends Services {
@@ -85,7 +86,7 @@ export async function openRuntime(config: Config, log: Logger, announce: (line: 
     const mailer = createMailer({ smtpUrl: config.smtpUrl, from: config.mailFrom, outboxDir: path.join(config.dataDir, 'outbox'), log });
     onClose(() => mailer.close());
     await bootstrapAdmin(db, config, log, announce);
-    return { config, log, db, clickhouse, mailer, jwtSecret, lock, close };
+    return { config, log, db, clickhouse, mailer, jwtSecret, reads: createReads(config), lock, close };
   } catch (err) {
     await close();
     throw err;

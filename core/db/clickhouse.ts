@@ -10,6 +10,22 @@ export type { ChdbExtension, ClickHouseClient };
 
 // chDB's own entry points (zero-copy raw inserts, streaming queries) of each embedded client.
 const chdbHandles = new WeakMap<ClickHouseClient, ChdbExtension>();
+// The client each derived client was made from (derivedClient).
+const bases = new WeakMap<ClickHouseClient, ClickHouseClient>();
+
+/**
+ * A client that behaves as `base` but for the methods `overrides` replaces (a request's reads,
+ * scheduled and limited: src/reads/), and reads the same store: storeClient gives `base` back.
+ */
+export function derivedClient(base: ClickHouseClient, overrides: Partial<Pick<ClickHouseClient, 'query'>>): ClickHouseClient {
+  const store = storeClient(base);
+  const client = Object.assign(Object.create(store) as ClickHouseClient, overrides);
+  bases.set(client, store);
+  return client;
+}
+
+/** The client of the store `client` reads: what per-store state (caches, the chDB handle) is kept by. */
+export const storeClient = (client: ClickHouseClient): ClickHouseClient => bases.get(client) ?? client;
 
 /**
  * The chDB engine behind an embedded client, for the paths `@clickhouse/client` cannot offer
@@ -17,7 +33,20 @@ const chdbHandles = new WeakMap<ClickHouseClient, ChdbExtension>();
  * undefined for a ClickHouse server.
  */
 export function chdbOf(client: ClickHouseClient): ChdbExtension | undefined {
-  return chdbHandles.get(client);
+  return chdbHandles.get(storeClient(client));
+}
+
+/**
+ * The ClickHouse error code of an error, or undefined for any other error: chDB's native errors
+ * carry `clickhouseCode`, `@clickhouse/client`'s ClickHouseError (of either mode: chDB's
+ * connection bundles its own copy of the class) a numeric `code` string.
+ */
+export function clickhouseCode(err: unknown): number | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const { clickhouseCode: chdb, code } = err as { clickhouseCode?: unknown; code?: unknown };
+  if (typeof chdb === 'number') return chdb;
+  if (typeof code === 'string' && /^\d+$/.test(code)) return Number(code);
+  return undefined;
 }
 
 /** The rows of a query with bound `{name:Type}` parameters, as JSON objects; `signal` cancels it. */
@@ -62,10 +91,47 @@ export async function openClickhouse(options: { clickhouseUrl?: string; dataDir:
   const { createChdbConnection } = await import('chdb/connection');
   // chdb bundles its own copy of @clickhouse/client-common's types; the objects are compatible.
   const chdb = createChdbConnection({ path: dir });
-  const connection = chdb as unknown as NonNullable<Parameters<typeof createClient>[0]>['connection'];
+  const connection = oneStatementAtATime(chdb) as unknown as NonNullable<Parameters<typeof createClient>[0]>['connection'];
   const client = createClient({ connection });
   chdbHandles.set(client, chdb.chdb);
   return client;
+}
+
+type ChdbConnection = ReturnType<typeof import('chdb/connection').createChdbConnection>;
+const STATEMENTS = ['query', 'exec', 'command', 'insert'] as const;
+
+/**
+ * The embedded connection running one statement at a time, and after a statement that failed, a
+ * `SELECT 1` whose answer is thrown away before the next one starts. chDB keeps the output of a
+ * statement that fails part way (a limit reached while its rows were being written) and hands it to
+ * the connection's next statement at the head of that one's answer: the rows of one user's stopped
+ * read would appear in whatever read came next, another user's or a live tail's (bench/README,
+ * "Fair reads"). Statements with bound parameters already ran one at a time in chDB's own queue;
+ * inserts through the engine's own handle (chdbOf) write no rows to hand on.
+ */
+function oneStatementAtATime(chdb: ChdbConnection): ChdbConnection {
+  let tail: Promise<unknown> = Promise.resolve();
+  const serialized = Object.fromEntries(
+    STATEMENTS.map((name) => {
+      const statement = (chdb[name] as (params: unknown) => Promise<unknown>).bind(chdb);
+      const run = async (params: unknown) => {
+        try {
+          return await statement(params);
+        } catch (err) {
+          await chdb.chdb.queryAsync('SELECT 1', { format: 'CSV' }).catch(() => undefined);
+          throw err;
+        }
+      };
+      return [name, (params: unknown) => (tail = tail.then(() => run(params), () => run(params)))];
+    }),
+  );
+  return new Proxy(chdb, {
+    get(target, property) {
+      if (property in serialized) return serialized[property as string];
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
 }
 
 /** Values the ClickHouse migrations may name as `{{name}}`: validated configuration numbers, never user input. */

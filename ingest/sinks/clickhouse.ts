@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { chdbOf, type ChdbExtension, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import { chdbOf, clickhouseCode, type ChdbExtension, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { STORED_TIME_RANGE } from '../../core/db/time-range.js';
 import type { IdOf } from '../ids.js';
 import { knownClasses, userAgentClasses, type UserAgentClasses } from '../transforms/user-agent.js';
@@ -166,14 +166,6 @@ export function isRetryableInsertError(err: unknown): boolean {
 // (469: a CHECK constraint an operator added refuses these rows, every time they are sent).
 const DATA_ERRORS = new Set([6, 26, 27, 38, 41, 53, 62, 69, 70, 72, 117, 131, 321, 469]);
 
-/** chDB errors carry `clickhouseCode`; `@clickhouse/client`'s ClickHouseError a numeric `code` string. */
-function clickhouseCode(err: unknown): number | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const { clickhouseCode: chdb, code } = err as { clickhouseCode?: unknown; code?: unknown };
-  if (typeof chdb === 'number') return chdb;
-  if (typeof code === 'string' && /^\d+$/.test(code)) return Number(code);
-  return undefined;
-}
 
 const INSERT_SETTINGS = {
   // chDB defaults to asynchronous inserts; an acknowledged batch must already be in the table.

@@ -1,10 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { recordActivity, type ClientInfo } from '../activity/store.js';
 import type { Principal, Services } from '../context.js';
-import { selectRows } from '../../core/db/clickhouse.js';
+import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Db } from '../../core/db/postgres.js';
 import { resolveDomain } from '../domains/service.js';
 import { ApiError, invalidField } from '../http/errors.js';
+import { readClient } from '../reads/client.js';
 import { selectionOf, type ExportRequest } from './schemas.js';
 import { deleteExpiredExports, findDownload, insertExport, lockExportQuota, recentExports, type ExportFormat } from './store.js';
 import { exportBytes, exportCountQuery, openExportBody, READER_PACE, SlowReaderError, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan, type ReaderPace } from './stream.js';
@@ -40,7 +41,7 @@ export const EXPORT_LIMITS: ExportLimits = {
 const HOUR_MS = 3_600_000;
 const SWEEP_EVERY_MS = 10 * 60_000;
 
-type CreateDeps = Pick<Services, 'db' | 'clickhouse' | 'config' | 'log'>;
+type CreateDeps = Pick<Services, 'db' | 'clickhouse' | 'reads' | 'config' | 'log'>;
 type DownloadDeps = Pick<Services, 'db' | 'clickhouse' | 'log' | 'metrics'>;
 
 export interface ExportResult {
@@ -61,8 +62,8 @@ const downloadNotFound = () => new ApiError(404, 'Download not found');
 const downloadExpired = () => new ApiError(410, 'Download link expired');
 const tooMany = (message: string, retryAfterS: number) => new ApiError(429, message, undefined, { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterS))) });
 
-async function countRows(deps: Pick<Services, 'clickhouse'>, query: ClickhouseQuery): Promise<number> {
-  const [row] = await selectRows<{ n: string | number }>(deps.clickhouse, query.sql, query.params);
+async function countRows(clickhouse: ClickHouseClient, query: ClickhouseQuery): Promise<number> {
+  const [row] = await selectRows<{ n: string | number }>(clickhouse, query.sql, query.params);
   return Number(row?.n ?? 0);
 }
 
@@ -98,7 +99,7 @@ export async function createExport(
   if (early) throw early;
 
   const range = { startDate: body.startDate, endDate };
-  const rows = await countRows(deps, exportCountQuery(domain.id, body.selection, range));
+  const rows = await countRows(readClient(deps, principal, 'export'), exportCountQuery(domain.id, body.selection, range));
   if (rows > limits.maxRows) {
     throw invalidField('startDate', `the export would hold ${rows} entries, more than the limit of ${limits.maxRows}: narrow the date range or the filters`);
   }

@@ -3,7 +3,7 @@
  * recently used first out; one per ClickHouse client (`perClient`), so that two stores never share
  * entries. Used for the build states of known-plans.ts and the short lists of short-lists.ts.
  */
-import type { ClickHouseClient } from '../../core/db/clickhouse.js';
+import { storeClient, type ClickHouseClient } from '../../core/db/clickhouse.js';
 
 export class BoundedCache<V> {
   private readonly items = new Map<string, { value: V; size: number }>();
@@ -49,7 +49,8 @@ export class BoundedCache<V> {
 
 /** The cache of `client` among `caches`, made by `create` on first use. */
 export function perClient<V>(caches: WeakMap<ClickHouseClient, BoundedCache<V>>, client: ClickHouseClient, create: () => BoundedCache<V>): BoundedCache<V> {
-  let cache = caches.get(client);
-  if (!cache) caches.set(client, (cache = create()));
+  const store = storeClient(client);
+  let cache = caches.get(store);
+  if (!cache) caches.set(store, (cache = create()));
   return cache;
 }

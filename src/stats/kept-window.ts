@@ -17,7 +17,7 @@
  * while the rows counted in every one of its buckets equal that total; otherwise, or when the
  * lists cannot be proven from what is kept, the request reads the window the one-query way.
  */
-import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import { selectRows, storeClient, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { BoundedCache, perClient } from '../rollups/bounded-cache.js';
 import { buildStateOf, buildStateQuery, DAY_MS, planConditions, type BuildState, type BuildStateRow, type StateParts, type WindowPlan } from '../rollups/plan.js';
 import { countedPerList, unionAll } from '../rollups/shared-sql.js';
@@ -123,7 +123,7 @@ async function readKeptPart(clickhouse: ClickHouseClient, domainId: number, plan
   const [totals] = await selectRows<TotalsRow & { bucket_rows: [(number | string)[], (number | string)[]] }>(clickhouse, totalsOf('rollup', rollupRows, 'hashes', true), params);
   const visitors = hashesOf(totals!.visitors);
   if (!visitors) {
-    refused.add(clickhouse);
+    refused.add(storeClient(clickhouse));
     return null;
   }
   // A plan's days and hours never overlap, so a start names one bucket.
@@ -204,7 +204,7 @@ export async function keptWindowStats(
   state: StateParts,
   params: Record<string, unknown>,
 ): Promise<{ answer: WindowStats; state: BuildState } | null> {
-  if (refused.has(clickhouse)) return null;
+  if (refused.has(storeClient(clickhouse))) return null;
   const cache = perClient(keptParts, clickhouse, () => new BoundedCache<KeptPart>(KEPT_ENTRIES, entriesOf));
   const key = `${domainId}:${plan.days.join(',')}:${plan.hours.join(',')}`;
   // A window without built buckets (an hour, or nothing built yet) is its ends alone.
@@ -228,7 +228,7 @@ export async function keptWindowStats(
   }
   const found = buildStateOf(stateRows);
   const endVisitors = !ends || endsAlone ? [] : hashesOf(ends.visitors);
-  if (!endVisitors) refused.add(clickhouse);
+  if (!endVisitors) refused.add(storeClient(clickhouse));
   if (!stillHolds(part, found.counted) || !endVisitors) {
     cache.delete(key);
     return null;

@@ -15,6 +15,7 @@ import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
 import { timeQuery } from '../metrics/registry.js';
+import { readClient } from '../reads/client.js';
 import { readWithKnownPlan } from '../rollups/known-plans.js';
 import {
   buildStateOf,
@@ -191,16 +192,16 @@ async function filteredWindowStats(clickhouse: ClickHouseClient, domainId: numbe
   return (await statsOfPlan(clickhouse, domainId, planWindow(start, end, null), null, { where, params: p.values })).answer;
 }
 
-type StatsDeps = Pick<Services, 'db' | 'clickhouse' | 'config' | 'metrics'>;
+type StatsDeps = Pick<Services, 'db' | 'clickhouse' | 'reads' | 'config' | 'metrics'>;
 
 /** GET /api/logs/domains/:domainId/stats: the domain must be visible and the caller hold logs:read. */
 export async function getLogStats(deps: StatsDeps, principal: Principal, domainId: number, window: StatsWindow, filters: readonly QueryFilter[] = [], now = Date.now()): Promise<LogStats> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
-  return windowStats(deps, domainId, window, filters, now);
+  return windowStats({ ...deps, clickhouse: readClient(deps, principal, 'stats') }, domainId, window, filters, now);
 }
 
 /** A domain's statistics over `window` (no access check: GET …/stats checks it, `tailhouse stats` runs as the operator). */
-export async function windowStats(deps: Omit<StatsDeps, 'db'>, domainId: number, window: StatsWindow, filters: readonly QueryFilter[] = [], now = Date.now()): Promise<LogStats> {
+export async function windowStats(deps: Pick<StatsDeps, 'clickhouse' | 'config' | 'metrics'>, domainId: number, window: StatsWindow, filters: readonly QueryFilter[] = [], now = Date.now()): Promise<LogStats> {
   const { start, end } = windowAt(window, now, deps.config.logRetentionDays);
   const stats = await timeQuery(deps.metrics, 'stats', () => filteredWindowStats(deps.clickhouse, domainId, start, end, filters));
   return { period: 'period' in window ? window.period : 'custom', ...stats };

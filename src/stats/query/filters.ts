@@ -18,6 +18,26 @@ import { DIMENSION_NAMES, dimensionByName, FILTER_OPS, type Dimension, type Filt
 export const MAX_FILTERS = 100;
 export const MAX_FILTER_VALUES = 1000;
 
+/**
+ * What a request's filters may cost, checked before any SQL is built. Each `contains`, `glob` and
+ * `cidr` value is a condition of its own that every row is tested against, and ClickHouse compiles
+ * the text patterns together into one automaton first: 1,000 globs of 300 characters took 15–30 s
+ * over a day of rows, and 14 of 65,536 characters exceeded the pattern compiler's limit, where
+ * 10,000 characters in any number of patterns up to 100 compile in a fraction of a second
+ * (bench/README, "Fair reads"). An `is` value is one entry of a hash set, cheap by the thousand,
+ * but all the values travel with the statement (in its URL for a ClickHouse server).
+ */
+export const FILTER_COST = {
+  /** `contains`, `glob` and `cidr` values of a request together. */
+  patterns: 100,
+  /** Characters of all `contains` and `glob` values together. */
+  patternCharsTotal: 10_000,
+  /** Characters of all values of all filters together. */
+  valueCharsTotal: 100_000,
+} as const;
+
+const PATTERN_OPS: readonly FilterOp[] = ['contains', 'glob', 'cidr'];
+
 export type FilterValue = string | number | boolean | IpRange;
 
 /** A filter as validated: plain data (names, not registry entries), like every validated input. */
@@ -81,10 +101,25 @@ const filterSchema = z
     return { op, dimension: name, values: parsed };
   });
 
+const charsOf = (value: FilterValue) => (typeof value === 'string' ? value.length : String(value).length);
+
+/** The request's filters together within FILTER_COST. */
+function checkCost(filters: QueryFilter[], ctx: z.RefinementCtx): void {
+  const issue = (message: string) => ctx.addIssue({ code: 'custom', message });
+  const patterns = filters.filter((f) => PATTERN_OPS.includes(f.op)).flatMap((f) => f.values);
+  if (patterns.length > FILTER_COST.patterns) return issue(`hold ${patterns.length} contains, glob and cidr values together, more than ${FILTER_COST.patterns}: each is tested against every row`);
+  const patternChars = filters.filter((f) => f.op === 'contains' || f.op === 'glob').reduce((n, f) => n + f.values.reduce<number>((m, v) => m + charsOf(v), 0), 0);
+  if (patternChars > FILTER_COST.patternCharsTotal) return issue(`hold ${patternChars} characters of contains and glob values together, more than ${FILTER_COST.patternCharsTotal}`);
+  const valueChars = filters.reduce((n, f) => n + f.values.reduce<number>((m, v) => m + charsOf(v), 0), 0);
+  if (valueChars > FILTER_COST.valueCharsTotal) issue(`hold ${valueChars} characters of values together, more than ${FILTER_COST.valueCharsTotal}`);
+}
+
 /** The body's `filters`. */
 export const filtersField = z
   .array(filterSchema, { message: 'must be an array of filters' })
   .max(MAX_FILTERS, { message: `must have at most ${MAX_FILTERS} filters` })
+  // Only over filters that all passed: one refused above is still its raw value here.
+  .superRefine(checkCost, { when: (payload) => payload.issues.length === 0 })
   .default([])
   .openapi({
     type: 'array',
@@ -97,7 +132,8 @@ export const filtersField = z
     description:
       '`[operator, dimension, [values…]]`, combined with AND; any of the values matches (OR). `is`/`isNot` on every dimension but time (statusCode a number, ' +
       'statusClass "1xx"…"5xx", bot true/false, domain a name), `contains` (case-insensitive substring) and `glob` (the whole value, `*` any run) on string ' +
-      'dimensions, `cidr` (addresses and CIDR ranges, IPv4 and IPv6) on ipAddress. Values up to 65,536 characters, at most 1000 per filter.',
+      'dimensions, `cidr` (addresses and CIDR ranges, IPv4 and IPv6) on ipAddress. Values up to 65,536 characters, at most 1000 per filter; ' +
+      'a request holds at most 100 contains, glob and cidr values, 10,000 characters of contains and glob values, and 100,000 characters of values in all.',
     example: [
       ['is', 'statusClass', ['5xx']],
       ['glob', 'url', ['/api/*']],

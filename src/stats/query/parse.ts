@@ -121,7 +121,8 @@ export function parseQuery(body: QueryBody, ctx: QueryContext): Query {
     const metric = body.metrics.indexOf(name as (typeof body.metrics)[number]);
     return metric >= 0 ? { of: 'metric', index: metric } : { of: 'dimension', index: body.dimensions.indexOf(name as (typeof body.dimensions)[number]) };
   };
-  const orderBy: OrderTerm[] = body.orderBy
+  // An empty list gives no order, as an absent one: the default's.
+  const orderBy: OrderTerm[] = body.orderBy?.length
     ? body.orderBy.map(([name, direction]) => ({ ...asked(name), desc: direction === 'desc' }))
     : [timeIndex >= 0 ? { of: 'dimension', index: timeIndex, desc: false } : { of: 'metric', index: 0, desc: true }];
   for (let index = 0; index < dimensions.length; index++) {

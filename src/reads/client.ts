@@ -1,0 +1,136 @@
+/**
+ * The ClickHouse client a request reads through: each statement waits for its turn in the
+ * process's fair queue (scheduler.ts) as the request's user, carries the limits of its class as a
+ * SETTINGS clause, and a statement stopped by a limit answers 503 or 422 with what to change,
+ * never 500 and never minutes.
+ *
+ * | class     | for                                              |
+ * |-----------|--------------------------------------------------|
+ * | `stats`   | GET …/stats, POST /api/logs/query (the dashboard) |
+ * | `listing` | the access and error listings                    |
+ * | `search`  | POST …/search                                    |
+ * | `export`  | an export's count when it is created             |
+ *
+ * Every class has READ_TIMEOUT_S and READ_MAX_MEMORY_MB today; the class is what the scheduler
+ * and the limits are chosen by, and what a later order between classes will read. A download
+ * streams on a chDB session of its own (src/exports/stream.ts), outside this queue: its limits
+ * are the per-user cap of downloads and the reader's pace.
+ *
+ * The limits go in the statement's own SETTINGS clause, never in `clickhouse_settings`: chDB
+ * turns those into SET statements that stay on the process's session (README, "Two modes").
+ */
+import { finished } from 'node:stream';
+import type { QueryParams } from '@clickhouse/client';
+import type { Config } from '../../core/config.js';
+import { clickhouseCode, derivedClient, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import type { Principal, Services } from '../context.js';
+import { ApiError } from '../http/errors.js';
+import { ReadScheduler } from './scheduler.js';
+
+export type ReadClass = 'stats' | 'listing' | 'search' | 'export';
+
+export interface ReadLimits {
+  /** max_execution_time of one statement, seconds. */
+  timeoutS: number;
+  /** max_memory_usage of one statement, bytes. */
+  maxMemoryBytes: number;
+}
+
+/** ClickHouse's error codes for a statement stopped by a limit of its own. */
+const TIMEOUT_EXCEEDED = 159;
+const MEMORY_LIMIT_EXCEEDED = 241;
+const SYNTAX_ERROR = 62;
+
+/**
+ * `sql` with `settings` added to its SETTINGS clause, or given one. A statement's own clause is
+ * its last one when nothing but settings follow it (the statements of src/ end there, never in a
+ * FORMAT, which the client adds after).
+ */
+export function withSettings(sql: string, settings: Record<string, number>): string {
+  const list = Object.entries(settings)
+    .map(([name, value]) => `${name} = ${value}`)
+    .join(', ');
+  return /\bSETTINGS\s+\w+\s*=\s*[^()]*$/.test(sql) ? `${sql}, ${list}` : `${sql}\nSETTINGS ${list}`;
+}
+
+const settingsOf = (limits: ReadLimits) => ({ max_execution_time: limits.timeoutS, max_memory_usage: limits.maxMemoryBytes });
+
+/** A statement stopped by a limit, as the caller's answer; anything else as it is. */
+export function readError(err: unknown, limits: ReadLimits): unknown {
+  const narrower = 'ask for a shorter window, fewer dimensions or narrower filters';
+  switch (clickhouseCode(err)) {
+    case TIMEOUT_EXCEEDED:
+      return new ApiError(503, `The read took longer than its limit of ${limits.timeoutS} s (READ_TIMEOUT_S): ${narrower}`);
+    case MEMORY_LIMIT_EXCEEDED:
+      return new ApiError(503, `The read needed more memory than its limit of ${Math.round(limits.maxMemoryBytes / 2 ** 20)} MB (READ_MAX_MEMORY_MB): ${narrower}`);
+    case SYNTAX_ERROR:
+      if (/max query size exceeded/i.test(String((err as Error).message))) return new ApiError(422, 'Validation failed', { body: `makes a statement longer than ClickHouse accepts (max_query_size): ${narrower}` });
+      return err;
+    default:
+      return err;
+  }
+}
+
+type ResultOf = Awaited<ReturnType<ClickHouseClient['query']>>;
+
+/** The result with `release` called once it has been read, closed, or failed. */
+function releasedWhenRead(result: ResultOf, release: () => void, limits: ReadLimits): ResultOf {
+  const settled = <T>(read: Promise<T>): Promise<T> =>
+    read.then(
+      (value) => (release(), value),
+      (err: unknown) => {
+        release();
+        throw readError(err, limits);
+      },
+    );
+  return Object.assign(Object.create(result) as ResultOf, {
+    json: () => settled(result.json()),
+    text: () => settled(result.text()),
+    stream: () => {
+      const stream = result.stream();
+      finished(stream, release);
+      return stream;
+    },
+    close: () => (release(), result.close()),
+  });
+}
+
+/** A process's reads for requests: their queue and each class's limits. */
+export interface Reads {
+  scheduler: ReadScheduler;
+  limits: Record<ReadClass, ReadLimits>;
+}
+
+/** Reads a user may have waiting before a request is refused with 429. */
+const QUEUED_PER_USER = 64;
+
+export function createReads(config: Pick<Config, 'readTimeoutS' | 'readMaxMemoryMb' | 'readsPerUser' | 'readsInFlight' | 'clickhouseUrl'>): Reads {
+  const limits: ReadLimits = { timeoutS: config.readTimeoutS, maxMemoryBytes: config.readMaxMemoryMb * 2 ** 20 };
+  // The embedded engine runs one statement with bound parameters at a time: more in flight would
+  // only queue inside it, in arrival order, where this queue's order is lost.
+  const inFlight = config.readsInFlight ?? (config.clickhouseUrl ? 8 : 1);
+  return {
+    scheduler: new ReadScheduler({ inFlight, perUser: config.readsPerUser, queuedPerUser: QUEUED_PER_USER }),
+    limits: { stats: limits, listing: limits, search: limits, export: limits },
+  };
+}
+
+export type ReadDeps = Pick<Services, 'clickhouse' | 'reads'>;
+
+/** The client `principal`'s reads of class `cls` go through (scheduled and limited), reading the same store as `deps.clickhouse`. */
+export function readClient(deps: ReadDeps, principal: Principal, cls: ReadClass): ClickHouseClient {
+  const limits = deps.reads.limits[cls];
+  const settings = settingsOf(limits);
+  const base = deps.clickhouse;
+  return derivedClient(base, {
+    async query(params: QueryParams) {
+      const release = await deps.reads.scheduler.acquire(principal.user.id);
+      try {
+        return releasedWhenRead(await base.query({ ...params, query: withSettings(params.query, settings) }), release, limits);
+      } catch (err) {
+        release();
+        throw readError(err, limits);
+      }
+    },
+  } as Pick<ClickHouseClient, 'query'>);
+}
