@@ -165,6 +165,17 @@ describe('a private DATA_DIR', () => {
     expect(modeOf(path.join(dataDir, 'inside'))).toBe(0o600);
   });
 
+  it('that is itself a symlink is followed there, and only there', () => {
+    const root = tempDir();
+    const real = path.join(root, 'real');
+    fs.mkdirSync(real, { mode: 0o700 });
+    fs.writeFileSync(path.join(real, 'inside'), 'x');
+    fs.chmodSync(path.join(real, 'inside'), 0o666);
+    fs.symlinkSync(real, path.join(root, 'data'));
+    expect(makePrivate(path.join(root, 'data'))).toEqual([path.join(root, 'data', 'inside')]);
+    expect(modeOf(path.join(real, 'inside'))).toBe(0o600);
+  });
+
   it(
     'holds nothing that other users may reach after a real start: the stores, a mail, an import, the lock, jwt-secret',
     async () => {
