@@ -10,9 +10,10 @@ import { localHost } from './cli/local-host.js';
 import { connectToServer, runThroughServer } from './control/client.js';
 import { assertPrivateDataDir, DataDirPermissionError } from './data-dir-perms.js';
 
-// Everything tailhouse creates (the stores, the outbox, checkpoints, jwt-secret) is its user's
-// alone. Set here, once the CLI's bundle is loaded (bin/bundle.js), so that the bundle itself stays
-// readable by other users of the checkout. No worker threads run (process.umask throws in one).
+// Everything the commands create (the stores, the outbox, checkpoints, jwt-secret) is their user's
+// alone (src/data-dir-perms.ts). Set here, once the CLI's bundle is loaded (bin/bundle.js): the
+// checkout's own files are not the commands' to narrow. No worker threads run (process.umask
+// throws in one).
 process.umask(0o077);
 
 /** The embedded stores' DATA_DIR, if this configuration uses them; null in server mode or when the configuration is bad (the command reports that). */
