@@ -4,6 +4,7 @@ import { loadJwtSecret } from './auth/tokens.js';
 import type { Config } from '../core/config.js';
 import type { Services } from './context.js';
 import { lockDataDir, type DataDirLock } from './data-dir-lock.js';
+import { secureDataDir } from './data-dir-perms.js';
 import { migrateClickhouse, openClickhouse, type ClickHouseClient } from '../core/db/clickhouse.js';
 import { migratePostgres } from '../core/db/migrate.js';
 import { openDb, type Db } from '../core/db/postgres.js';
@@ -50,11 +51,14 @@ export interface Stores {
 }
 
 /**
- * Locks DATA_DIR when an embedded store is in use, opens both stores and applies their pending
- * migrations: the common start of `serve`, the other commands and `migrate`.
+ * Refuses a DATA_DIR other users may reach (src/data-dir-perms.ts), locks it when an embedded store
+ * is in use, opens both stores and applies their pending migrations: the common start of `serve`,
+ * the other commands and `migrate`.
  */
 export async function openStores(config: Config, log: Logger): Promise<Stores> {
   const embedded = !config.databaseUrl || !config.clickhouseUrl;
+  // In server mode DATA_DIR holds only the outbox and the ingest checkpoints, and is made when first needed.
+  secureDataDir(config.dataDir, log, { create: embedded });
   // The embedded stores bind DATA_DIR to one process (src/data-dir-lock.ts).
   const lock = embedded ? await lockDataDir(config.dataDir) : null;
   const closers: (() => Promise<void> | void)[] = [() => lock?.release()];

@@ -190,4 +190,15 @@ describe('Dockerfile', () => {
     const needed = [...new Set(tracked)].filter((entry) => !NOT_SHIPPED.has(entry) && readdirSync(ROOT).includes(entry));
     expect(needed.filter((entry) => !copied.has(entry))).toEqual([]);
   });
+
+  it('makes its DATA_DIR private before it becomes a volume, as every command requires (src/data-dir-perms.ts)', () => {
+    const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+    const dataDir = /^ENV .*\bDATA_DIR=(\S+)/m.exec(dockerfile)?.[1];
+    expect(dataDir).toBeDefined();
+    // The commands run as root, who owns what RUN makes.
+    expect(dockerfile).not.toMatch(/^USER /m);
+    const made = dockerfile.indexOf(`RUN mkdir -m 700 ${dataDir}\n`);
+    expect(made).toBeGreaterThan(-1);
+    expect(made).toBeLessThan(dockerfile.indexOf(`VOLUME ${dataDir}\n`));
+  });
 });

@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import postgres from 'postgres';
+import { makePrivate } from '../private-files.js';
 import { compile, type SqlFragment } from './sql.js';
 
 /**
@@ -27,6 +28,10 @@ export async function openPglite(dataDir: string): Promise<Db> {
   // Postgres' default 128 MB of shared buffers is resident memory in PGlite's WebAssembly heap, far
   // more than the identity tables need: 16 MB takes about 140 MB off every embedded process.
   const pg = await PGlite.create({ dataDir, postgresqlconf: ['shared_buffers=16MB'] });
+  // Its WebAssembly file system applies a umask of its own (022) and then sets each new file's
+  // mode itself, whatever the process's: the files of a new database come out 0666, the relation
+  // cache's 0644. Those are all written while it starts; what it writes later, Postgres asks 0600 for.
+  makePrivate(dataDir);
   type Queryable = Pick<PGlite, 'query' | 'exec'>;
   const wrap = (handle: Queryable, transaction: Db['transaction']): Db => ({
     kind: 'pglite',
