@@ -20,7 +20,7 @@ import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
 import { createLogger } from '../core/log.js';
 import type { ClickHouseClient } from '../core/db/clickhouse.js';
 import { createTailHub, TAIL_LIMITS, type TailHub, type TailLimits } from '../src/logs/tail/service.js';
-import { call, startTestApp, type TestApp } from './support/app.js';
+import { call, login, startTestApp, type TestApp } from './support/app.js';
 import { adminToken, freshUser } from './support/auth.js';
 import { describeProc, exitOf, killChildren, start, waitForOutput } from './support/child.js';
 import { until } from './support/ingest.js';
@@ -631,13 +631,32 @@ describe('live tail access', () => {
     }
   });
 
+  it("ends the stream at the next re-check once its session is logged out; another session's stream goes on", async () => {
+    const { user, domainId } = await owner('logout');
+    const other = await login(t.app, user.email, user.password);
+    const [ending, going] = await Promise.all([tail(domainId, user.token), tail(domainId, other.accessToken)]);
+    await Promise.all([ending, going].map((c) => c.waitFor((x) => x.lastId, 'the first message')));
+    const loggedOut = Date.now();
+    expect((await call(t.app, 'POST', '/api/auth/logout', { body: { refreshToken: user.refreshToken } })).status).toBe(200);
+    await ending.waitFor((c) => c.ended, 'the end after the logout', LIMITS.recheckMs! + 2_000);
+    expect(Date.now() - loggedOut).toBeLessThan(LIMITS.recheckMs! + 1_000);
+    expect(ending.events.at(-1)).toEqual({ id: expect.any(String), event: 'end', data: { reason: 'access-revoked' } });
+    // Several re-checks later the other session's stream is still open and still delivers.
+    await new Promise((r) => setTimeout(r, LIMITS.recheckMs! * 3));
+    expect(going.ended).toBe(false);
+    await new LogFile(domainId).write({ access: [{ url: '/after-logout' }] });
+    await going.waitFor((c) => c.entries().some((e) => e.data.url === '/after-logout'), 'the entry on the other session');
+    going.close();
+  });
+
   it('ends the stream when the access token expires', async () => {
     // Re-checks far apart: only the expiry can end this stream in time.
     const server = await startServer({ recheckMs: 60_000 });
     try {
       const { user, domainId } = await owner('expiry');
       const lifetimeS = 3;
-      const token = await signAccessToken(t.runtime.jwtSecret, { userId: user.id, version: decodeJwt(user.token)['ver'] as number }, new Date(Date.now() - (ACCESS_TOKEN_TTL_S - lifetimeS) * 1000));
+      const claims = decodeJwt(user.token);
+      const token = await signAccessToken(t.runtime.jwtSecret, { userId: user.id, version: claims['ver'] as number, session: claims['sid'] as string }, new Date(Date.now() - (ACCESS_TOKEN_TTL_S - lifetimeS) * 1000));
       const exp = (decodeJwt(token).exp as number) * 1000;
       const client = await tail(domainId, token, '', server);
       await client.waitFor((c) => c.ended, 'the end at expiry', lifetimeS * 1000 + 2_000);

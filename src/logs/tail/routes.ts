@@ -27,7 +27,7 @@ const route = createRoute({
     `a second; an entry dated more than ${TAIL_LIMITS.windowMs / 60_000} minutes before it is stored (a backfill) is not sent. ` +
     'A message with only an `id:` moves the place over entries the filters leave out; `: keepalive` comments come every ' +
     `${TAIL_LIMITS.keepaliveMs / 1000} s. The stream ends with \`event: end\` and \`data: {"reason": …}\`: \`token-expired\` (sign in again), ` +
-    '`access-revoked` (the token was revoked, the user deactivated, the domain or `logs: read` taken away; checked every few seconds), ' +
+    '`access-revoked` (its session signed out or revoked, the user deactivated, the domain or `logs: read` taken away; checked every few seconds), ' +
     '`access-check-failed`, `shutdown`. A client that still has ' +
     `${TAIL_LIMITS.maxQueuedBytes / 1024 / 1024} MiB unread when new events come is disconnected. The token goes in the Authorization header only, never in the URL.`,
   request: { params: domainIdParams, query: tailQuery, headers: tailHeaders },

@@ -7,8 +7,8 @@
  * queue (stream.ts): a client that does not read is cut, never buffered without bound.
  *
  * A client's right to its stream is checked again every `recheckMs` with its own credential (the
- * token still valid, the user active, the domain visible, `logs: read` held), and its stream ends
- * when its access token expires; `close` ends every stream (shutdown).
+ * token still valid and its session live, the user active, the domain visible, `logs: read`
+ * held), and its stream ends when its access token expires; `close` ends every stream (shutdown).
  *
  * What a tail sends (README "Live tail"): each entry stored while the stream is open whose time is
  * within `windowMs` of the moment it is read, exactly once, access entries as `event: access`
