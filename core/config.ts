@@ -47,6 +47,7 @@ export const envSchema = z.object({
   EXPORT_TTL_S: positiveInt('a whole number of seconds above 0').default(86400),
   LOG_RETENTION_DAYS: positiveInt('a whole number of days above 0').default(90),
   STATS_ROLLUP_MIN_ROWS: wholeNumber('a whole number of rows, 0 or more', 0).default(32),
+  TAIL_PER_USER: positiveInt('a whole number above 0').default(5),
   TRUST_PROXY: boolFromEnv.default(false),
   ADMIN_EMAIL: z.string().trim().toLowerCase().regex(EMAIL_ADDRESS, { message: 'must be an e-mail address' }).default('admin@localhost'),
   ADMIN_PASSWORD: z.string().min(8, { message: 'must be 8 to 128 characters' }).max(128, { message: 'must be 8 to 128 characters' }).optional(),
@@ -90,6 +91,8 @@ export interface Config {
   logRetentionDays: number;
   /** POST /api/logs/query reads an hour raw where its domains hold fewer rows each, on average (src/rollups/plan.ts, sparseHoursUnbuilt). */
   statsRollupMinRows: number;
+  /** Live tails one user may hold open in one process (src/logs/tail/service.ts). */
+  tailPerUser: number;
   trustProxy: boolean;
   adminEmail: string;
   adminPassword: string | undefined;
@@ -156,6 +159,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     exportTtlS: e.EXPORT_TTL_S,
     logRetentionDays: e.LOG_RETENTION_DAYS,
     statsRollupMinRows: e.STATS_ROLLUP_MIN_ROWS,
+    tailPerUser: e.TAIL_PER_USER,
     trustProxy: e.TRUST_PROXY,
     adminEmail: e.ADMIN_EMAIL.trim().toLowerCase(),
     adminPassword: e.ADMIN_PASSWORD,

@@ -35,7 +35,7 @@ const route = createRoute({
     200: { description: 'The stream', content: { 'text/event-stream': { schema: z.string().openapi({ example: EXAMPLE }) } } },
     ...commonErrors,
     404: notFoundResponse('Domain'),
-    429: errorResponse(`This process already serves ${TAIL_LIMITS.maxClients} live tails; see Retry-After`),
+    429: errorResponse(`This process already serves ${TAIL_LIMITS.maxClients} live tails, or the caller's user TAIL_PER_USER of them; see Retry-After`),
     503: errorResponse('The server is shutting down'),
   },
 });
