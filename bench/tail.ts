@@ -54,7 +54,8 @@ async function main(): Promise<void> {
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
-  const hub = createTailHub({ ...t.runtime, clickhouse: timed }, TAIL_LIMITS);
+  // Every client is the administrator's: the per-user limit (TAIL_PER_USER) is lifted to the process's.
+  const hub = createTailHub({ ...t.runtime, clickhouse: timed }, { maxPerUser: TAIL_LIMITS.maxClients });
   const app = createApp(t.runtime, { tail: hub });
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: NODE_SERVER_OPTIONS });
   await new Promise((resolve) => server.once('listening', resolve));

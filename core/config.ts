@@ -51,6 +51,7 @@ export const envSchema = z.object({
   READ_MAX_MEMORY_MB: positiveInt('a whole number of megabytes above 0').default(2048),
   READS_PER_USER: positiveInt('a whole number above 0').default(2),
   READS_IN_FLIGHT: positiveInt('a whole number above 0').optional(),
+  TAIL_PER_USER: positiveInt('a whole number above 0').default(5),
   TRUST_PROXY: boolFromEnv.default(false),
   ADMIN_EMAIL: z.string().trim().toLowerCase().regex(EMAIL_ADDRESS, { message: 'must be an e-mail address' }).default('admin@localhost'),
   ADMIN_PASSWORD: z.string().min(8, { message: 'must be 8 to 128 characters' }).max(128, { message: 'must be 8 to 128 characters' }).optional(),
@@ -100,6 +101,8 @@ export interface Config {
   /** … how many run at once for one user, and in the process (undefined: 1 embedded, 8 with CLICKHOUSE_URL). */
   readsPerUser: number;
   readsInFlight: number | undefined;
+  /** Live tails one user may hold open in one process (src/logs/tail/service.ts). */
+  tailPerUser: number;
   trustProxy: boolean;
   adminEmail: string;
   adminPassword: string | undefined;
@@ -170,6 +173,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     readMaxMemoryMb: e.READ_MAX_MEMORY_MB,
     readsPerUser: e.READS_PER_USER,
     readsInFlight: e.READS_IN_FLIGHT,
+    tailPerUser: e.TAIL_PER_USER,
     trustProxy: e.TRUST_PROXY,
     adminEmail: e.ADMIN_EMAIL.trim().toLowerCase(),
     adminPassword: e.ADMIN_PASSWORD,

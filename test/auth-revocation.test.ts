@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, login, startTestApp, type TestApp } from './support/app.js';
+import { openPostgres } from '../core/db/postgres.js';
+import { createApp } from '../src/app.js';
+import { SESSION_COOKIE, SESSION_HEADER, SESSION_PATH } from '../src/auth/browser-session.js';
+import { call, JWT_SECRET, login, startTestApp, type TestApp } from './support/app.js';
 import { adminToken, expectAuthRequired, expectRefreshRefused, freshUser, refresh, tryLogin } from './support/auth.js';
 
 let t: TestApp;
@@ -122,6 +125,80 @@ describe('revocation of existing tokens', () => {
     expect(selfRenamed.status).toBe(200);
     for (const session of u.sessions) expect((await me(u.id, session.access)).status).toBe(200);
     expect((await refresh(t.app, u.sessions[1]!.refresh)).status).toBe(200);
+  });
+});
+
+describe('ending one session refuses its access tokens at once, in every process', () => {
+  const logout = (refreshToken: string) => call(t.app, 'POST', '/api/auth/logout', { body: { refreshToken } });
+
+  it('POST /api/auth/logout: the access token of the session answers 401 from the next request', async () => {
+    const u = await freshUser(t.app, admin, 'logout-access');
+    expect((await me(u.id, u.token)).status).toBe(200);
+    expect((await logout(u.refreshToken)).status).toBe(200);
+    expectAuthRequired(await me(u.id, u.token));
+    expectAuthRequired(await call(t.app, 'GET', '/api/domains', { token: u.token }));
+  });
+
+  it("POST /api/auth/session/logout (the dashboard's cookie): the same", async () => {
+    const u = await freshUser(t.app, admin, 'cookie-logout');
+    const signedIn = await call(t.app, 'POST', SESSION_PATH, { body: { email: u.email, password: u.password }, headers: { [SESSION_HEADER]: '1' } });
+    expect(signedIn.status).toBe(200);
+    const access = signedIn.body.data.accessToken as string;
+    const cookie = signedIn.headers.getSetCookie().find((c) => c.startsWith(`${SESSION_COOKIE}=`))!.split(';')[0]!;
+    expect((await me(u.id, access)).status).toBe(200);
+    expect((await call(t.app, 'POST', `${SESSION_PATH}/logout`, { headers: { [SESSION_HEADER]: '1', cookie } })).status).toBe(200);
+    expectAuthRequired(await me(u.id, access));
+    // The user's other session (from freshUser's login) lives on.
+    expect((await me(u.id, u.token)).status).toBe(200);
+  });
+
+  it("another session of the same user keeps working, access and refresh tokens, after one session logs out", async () => {
+    const u = await twoSessions('one-of-two');
+    expect((await logout(u.sessions[0]!.refresh)).status).toBe(200);
+    expectAuthRequired(await me(u.id, u.sessions[0]!.access));
+    expect((await me(u.id, u.sessions[1]!.access)).status).toBe(200);
+    expect((await refresh(t.app, u.sessions[1]!.refresh)).status).toBe(200);
+  });
+
+  it("refresh-token reuse: every access token of the family answers 401, the user's other session lives on", async () => {
+    const u = await twoSessions('reuse-access');
+    const [stolen, other] = u.sessions as [(typeof u.sessions)[0], (typeof u.sessions)[0]];
+    const rotated = await refresh(t.app, stolen.refresh);
+    expect(rotated.status).toBe(200);
+    const newest = rotated.body.data.accessToken as string;
+    // Rotation alone ends nothing: both access tokens of the family work.
+    for (const token of [stolen.access, newest]) expect((await me(u.id, token)).status).toBe(200);
+    // The spent refresh token presented again revokes the family…
+    expectRefreshRefused(await refresh(t.app, stolen.refresh));
+    // …and with it every access token issued in it.
+    for (const token of [stolen.access, newest]) expectAuthRequired(await me(u.id, token));
+    expect((await me(u.id, other.access)).status).toBe(200);
+    expect((await me(u.bystander.id, u.bystander.token)).status).toBe(200);
+  });
+
+  // Two API processes on one Postgres only exist in server mode: in embedded mode a DATA_DIR's
+  // stores belong to one process (docs/reference/modes.md), so there is no second process to ask.
+  it.skipIf(!process.env.DATABASE_URL)('a second app instance on the same database refuses the token at once (server mode only)', async () => {
+    // What a second process has of its own: its Postgres connections and its secret's bytes, so
+    // its own cache of verified tokens. It shares the ClickHouse client, which these requests
+    // never use (chDB takes one data directory per process).
+    const db = await openPostgres(t.databaseUrl!);
+    try {
+      const other = createApp({ ...t.runtime, db, jwtSecret: new TextEncoder().encode(JWT_SECRET) });
+      const u = await freshUser(t.app, admin, 'two-instances');
+      // Accepted by both (each has now verified, and remembered, the token's signature).
+      expect((await me(u.id, u.token)).status).toBe(200);
+      expect((await call(other, 'GET', `/api/users/${u.id}`, { token: u.token })).status).toBe(200);
+      expect((await logout(u.refreshToken)).status).toBe(200);
+      expectAuthRequired(await call(other, 'GET', `/api/users/${u.id}`, { token: u.token }));
+      // And the other way round: a logout through the second instance ends the session in the first.
+      const again = await login(t.app, u.email, u.password);
+      expect((await call(other, 'GET', `/api/users/${u.id}`, { token: again.accessToken })).status).toBe(200);
+      expect((await call(other, 'POST', '/api/auth/logout', { body: { refreshToken: again.refreshToken } })).status).toBe(200);
+      expectAuthRequired(await me(u.id, again.accessToken));
+    } finally {
+      await db.close();
+    }
   });
 });
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { decodeJwt, SignJWT, UnsecuredJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertApiToken, listApiTokens, revokeApiToken } from '../src/auth/store.js';
@@ -179,10 +180,10 @@ describe('POST /api/auth/logout', () => {
 });
 
 describe('access tokens', () => {
-  /** A token with our issuer and claims; `ver` is the user's current token version. */
-  async function sign(userId: number, ver: number, options: { key?: string; iat?: number; exp?: number; issuer?: string } = {}) {
+  /** A token with our issuer and claims; `ver` and `sid` as a token the service issued carries them. */
+  async function sign(userId: number, session: { ver: number; sid: string }, options: { key?: string; iat?: number; exp?: number; issuer?: string } = {}) {
     const now = Math.floor(Date.now() / 1000);
-    return new SignJWT({ ver })
+    return new SignJWT(session)
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setSubject(String(userId))
       .setIssuer(options.issuer ?? 'tailhouse')
@@ -191,11 +192,15 @@ describe('access tokens', () => {
       .sign(secret(options.key ?? JWT_SECRET));
   }
 
-  const versionOf = (accessToken: string) => decodeJwt(accessToken)['ver'] as number;
+  /** The user's token version and the session of an access token the service issued. */
+  const sessionOf = (accessToken: string) => {
+    const claims = decodeJwt(accessToken);
+    return { ver: claims['ver'] as number, sid: claims['sid'] as string };
+  };
 
   it('a token signed by the harness secret is accepted (control for the forgeries below)', async () => {
     const u = await freshUser(t.app, admin, 'control');
-    const res = await me(u.id, await sign(u.id, versionOf(u.token)));
+    const res = await me(u.id, await sign(u.id, sessionOf(u.token)));
     expect(res.status).toBe(200);
     expect(res.body.data.id).toBe(u.id);
   });
@@ -230,13 +235,13 @@ describe('access tokens', () => {
 
   it('401 for a token signed with another secret', async () => {
     const u = await freshUser(t.app, admin, 'forged');
-    expectAuthRequired(await me(u.id, await sign(u.id, versionOf(u.token), { key: 'another-secret-that-is-also-32-bytes-long!!' })));
+    expectAuthRequired(await me(u.id, await sign(u.id, sessionOf(u.token), { key: 'another-secret-that-is-also-32-bytes-long!!' })));
   });
 
   it('401 for an unsigned token (alg: none)', async () => {
     const u = await freshUser(t.app, admin, 'algnone');
     const now = Math.floor(Date.now() / 1000);
-    const unsigned = new UnsecuredJWT({ ver: versionOf(u.token) })
+    const unsigned = new UnsecuredJWT(sessionOf(u.token))
       .setSubject(String(u.id))
       .setIssuer('tailhouse')
       .setIssuedAt(now)
@@ -253,13 +258,13 @@ describe('access tokens', () => {
   it('401 for an expired token', async () => {
     const u = await freshUser(t.app, admin, 'expired');
     const now = Math.floor(Date.now() / 1000);
-    expectAuthRequired(await me(u.id, await sign(u.id, versionOf(u.token), { iat: now - 1000, exp: now - 100 })));
+    expectAuthRequired(await me(u.id, await sign(u.id, sessionOf(u.token), { iat: now - 1000, exp: now - 100 })));
   });
 
   it('401 for a token that worked until it expired (no verified token outlives its exp)', async () => {
     const u = await freshUser(t.app, admin, 'expiring');
     const now = Math.floor(Date.now() / 1000);
-    const shortLived = await sign(u.id, versionOf(u.token), { iat: now, exp: now + 2 });
+    const shortLived = await sign(u.id, sessionOf(u.token), { iat: now, exp: now + 2 });
     expect((await me(u.id, shortLived)).status).toBe(200);
     // Poll (no fixed sleep) until the token is refused; it must be within a few seconds of exp.
     const deadline = Date.now() + 8_000;
@@ -274,9 +279,9 @@ describe('access tokens', () => {
 
   it('401 for a token from another issuer or without the version claim', async () => {
     const u = await freshUser(t.app, admin, 'issuer');
-    expectAuthRequired(await me(u.id, await sign(u.id, versionOf(u.token), { issuer: 'someone-else' })));
+    expectAuthRequired(await me(u.id, await sign(u.id, sessionOf(u.token), { issuer: 'someone-else' })));
     const now = Math.floor(Date.now() / 1000);
-    const noVersion = await new SignJWT({})
+    const noVersion = await new SignJWT({ sid: sessionOf(u.token).sid })
       .setProtectedHeader({ alg: 'HS256' })
       .setSubject(String(u.id))
       .setIssuer('tailhouse')
@@ -286,9 +291,22 @@ describe('access tokens', () => {
     expectAuthRequired(await me(u.id, noVersion));
   });
 
+  it('401 for a token without the session claim (as signed before sessions were named in tokens), or naming a session not its own', async () => {
+    const u = await freshUser(t.app, admin, 'nosid');
+    const other = await freshUser(t.app, admin, 'nosid-other');
+    const { ver, sid } = sessionOf(u.token);
+    expectAuthRequired(await me(u.id, await sign(u.id, { ver } as { ver: number; sid: string })));
+    for (const wrong of ['', 'not-a-uuid', randomUUID(), sessionOf(other.token).sid]) expectAuthRequired(await me(u.id, await sign(u.id, { ver, sid: wrong })));
+    expect((await me(u.id, await sign(u.id, { ver, sid }))).status).toBe(200);
+    // Its refresh token is untouched: the client gets a token with the claim from it.
+    const renewed = await refresh(t.app, u.refreshToken);
+    expect(renewed.status).toBe(200);
+    expect(sessionOf(renewed.body.data.accessToken).sid).toBe(sid);
+  });
+
   it('401 for a token without an expiry (every token this service signs has one)', async () => {
     const u = await freshUser(t.app, admin, 'noexp');
-    const forever = await new SignJWT({ ver: versionOf(u.token) })
+    const forever = await new SignJWT(sessionOf(u.token))
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setSubject(String(u.id))
       .setIssuer('tailhouse')
@@ -306,7 +324,7 @@ describe('access tokens', () => {
   });
 
   it('401 for a validly signed token naming a user that never existed', async () => {
-    expectAuthRequired(await call(t.app, 'GET', '/api/users/999999', { token: await sign(999_999, 0) }));
+    expectAuthRequired(await call(t.app, 'GET', '/api/users/999999', { token: await sign(999_999, { ver: 0, sid: randomUUID() }) }));
   });
 
   it('401 for a token of a deactivated user', async () => {

@@ -36,6 +36,7 @@ describe('loadConfig defaults', () => {
       exportTtlS: 86400,
       logRetentionDays: 90,
       statsRollupMinRows: 32,
+      tailPerUser: 5,
       trustProxy: false,
       adminEmail: 'admin@localhost',
       adminPassword: undefined,
@@ -73,6 +74,7 @@ describe('loadConfig defaults', () => {
       ADMIN_PASSWORD: 'long-enough-password',
       LOG_LEVEL: 'warn',
       INGEST_BATCH_MS: '250',
+      TAIL_PER_USER: '2',
     });
     expect(config).toMatchObject({
       port: 8443,
@@ -86,6 +88,7 @@ describe('loadConfig defaults', () => {
       adminPassword: 'long-enough-password',
       logLevel: 'warn',
       ingestBatchMs: 250,
+      tailPerUser: 2,
     });
   });
 
@@ -135,6 +138,9 @@ describe('loadConfig errors: one line naming the variable', () => {
     ['INGEST_BATCH_MS', '10001'],
     ['INGEST_BATCH_MS', '-1'],
     ['INGEST_BATCH_MS', '0.5'],
+    ['TAIL_PER_USER', '0'],
+    ['TAIL_PER_USER', '1.5'],
+    ['TAIL_PER_USER', 'many'],
   ])('%s=%s', (name, value) => {
     const problems = problemsOf({ [name]: value });
     expect(problems).toHaveLength(1);

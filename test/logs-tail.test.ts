@@ -20,7 +20,7 @@ import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
 import { createLogger } from '../core/log.js';
 import type { ClickHouseClient } from '../core/db/clickhouse.js';
 import { createTailHub, TAIL_LIMITS, type TailHub, type TailLimits } from '../src/logs/tail/service.js';
-import { call, startTestApp, type TestApp } from './support/app.js';
+import { call, login, startTestApp, type TestApp } from './support/app.js';
 import { adminToken, freshUser } from './support/auth.js';
 import { describeProc, exitOf, killChildren, start, waitForOutput } from './support/child.js';
 import { until } from './support/ingest.js';
@@ -31,6 +31,8 @@ let admin: string;
 
 /** Tail queries sent through the hub's client: when, and the domain (the first bound parameter of each). */
 const queries: { at: number; domainId: number }[] = [];
+/** While set, the hubs' queries fail (ClickHouse unreachable). */
+let clickhouseDown = false;
 
 function counting(client: ClickHouseClient): ClickHouseClient {
   return new Proxy(client, {
@@ -38,7 +40,7 @@ function counting(client: ClickHouseClient): ClickHouseClient {
       if (prop === 'query') {
         return (params: Parameters<ClickHouseClient['query']>[0]) => {
           queries.push({ at: Date.now(), domainId: Number(Object.values(params.query_params ?? {})[0]) });
-          return target.query(params);
+          return clickhouseDown ? Promise.reject(new Error('connect ECONNREFUSED (the test took ClickHouse away)')) : target.query(params);
         };
       }
       const value = Reflect.get(target, prop, receiver);
@@ -57,8 +59,9 @@ interface Server {
 const closes: { domainId: number; reason: string }[] = [];
 const hubLog = createLogger('info', { write: (line: string) => void (JSON.parse(line).msg === 'live tail closed' && closes.push(JSON.parse(line))) });
 
+/** A server with a hub of its own: the limits given, the others as `serve` has them (TAIL_LIMITS, TAIL_PER_USER). */
 async function startServer(limits: Partial<TailLimits> = {}): Promise<Server> {
-  const hub = createTailHub({ ...t.runtime, clickhouse: counting(t.runtime.clickhouse), log: hubLog }, { ...TAIL_LIMITS, ...limits });
+  const hub = createTailHub({ ...t.runtime, clickhouse: counting(t.runtime.clickhouse), log: hubLog }, limits);
   const app = createApp(t.runtime, { tail: hub });
   const server = await new Promise<ServerType>((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: NODE_SERVER_OPTIONS }, () => resolve(s));
@@ -74,8 +77,9 @@ async function startServer(limits: Partial<TailLimits> = {}): Promise<Server> {
   };
 }
 
-// Re-checks and ends are quick here so that the tests of losing access wait little.
-const LIMITS: Partial<TailLimits> = { recheckMs: 250, endGraceMs: 1_000, keepaliveMs: 1_500 };
+// Re-checks and ends are quick here so that the tests of losing access wait little. One user
+// fills the whole process here (the per-user limit has its own test, on a server of its own).
+const LIMITS: Partial<TailLimits> = { recheckMs: 250, endGraceMs: 1_000, keepaliveMs: 1_500, maxPerUser: TAIL_LIMITS.maxClients };
 let main: Server;
 
 beforeAll(async () => {
@@ -543,6 +547,67 @@ describe('live tail limits', () => {
     await until(() => main.hub.clients === 0, 'every place freed');
   });
 
+  it('turns away the 6th tail of one user (TAIL_PER_USER) with 429 and Retry-After; other users still get theirs; a place of the user freed by any end is taken again', async () => {
+    // The limits `serve` has: TAIL_PER_USER unset, so 5.
+    const server = await startServer({ recheckMs: LIMITS.recheckMs! });
+    const open: SseClient[] = [];
+    try {
+      expect(t.runtime.config.tailPerUser).toBe(5);
+      const a = await owner('per-user-a');
+      const b = await owner('per-user-b');
+      const otherSession = await login(t.app, a.user.email, a.user.password);
+      open.push(...(await Promise.all(Array.from({ length: 5 }, () => tail(a.domainId, a.user.token, '', server)))));
+      const refused = async (token: string) => {
+        const client = await SseClient.open(server.base, tailPath(a.domainId), { token });
+        await client.waitFor((c) => c.ended, 'the answer');
+        return { status: client.status, body: client.body, retryAfter: client.headers['retry-after'] };
+      };
+      const tooMany = {
+        status: 429,
+        body: { success: false, error: 'Too many live tails for one user on this server (5, TAIL_PER_USER); close one and try again' },
+        retryAfter: '10',
+      };
+      expect(await refused(a.user.token)).toEqual(tooMany);
+      // The limit is the user's, whatever session or token it comes from.
+      expect(await refused(otherSession.accessToken)).toEqual(tooMany);
+      expect(server.hub.clients).toBe(5);
+      // Another user is not held back by it.
+      open.push(await tail(b.domainId, b.user.token, '', server));
+      // A client that leaves gives its place back to its user.
+      open.shift()!.close();
+      await until(() => server.hub.clients === 5, 'the place freed');
+      open.push(await tail(a.domainId, otherSession.accessToken, '', server));
+      expect(await refused(a.user.token)).toEqual(tooMany);
+      // So does a stream the server ends: signing out one session ends its 4 streams at the next re-check.
+      expect((await call(t.app, 'POST', '/api/auth/logout', { body: { refreshToken: a.user.refreshToken } })).status).toBe(200);
+      await until(() => server.hub.clients === 2, 'the streams of the signed-out session ended');
+      open.push(...(await Promise.all(Array.from({ length: 4 }, () => tail(a.domainId, otherSession.accessToken, '', server)))));
+      expect(await refused(otherSession.accessToken)).toEqual(tooMany);
+    } finally {
+      for (const c of open) c.close();
+      await server.close();
+    }
+  });
+
+  it('a tail that fails while opening gives its place back to its user', async () => {
+    const server = await startServer();
+    const open: SseClient[] = [];
+    try {
+      const { user, domainId } = await owner('open-fails');
+      clickhouseDown = true;
+      const failed = await Promise.all(Array.from({ length: 5 }, () => SseClient.open(server.base, tailPath(domainId), { token: user.token })));
+      await Promise.all(failed.map((c) => c.waitFor((x) => x.ended, 'the answer')));
+      expect(failed.map((c) => c.status)).toEqual([500, 500, 500, 500, 500]);
+      expect(server.hub.clients).toBe(0);
+      clickhouseDown = false;
+      open.push(...(await Promise.all(Array.from({ length: 5 }, () => tail(domainId, user.token, '', server)))));
+    } finally {
+      clickhouseDown = false;
+      for (const c of open) c.close();
+      await server.close();
+    }
+  });
+
   it('cuts a client that stops reading, without holding back the others', async () => {
     const { user, domainId } = await owner('slow');
     const fast = await tail(domainId, user.token);
@@ -631,13 +696,32 @@ describe('live tail access', () => {
     }
   });
 
+  it("ends the stream at the next re-check once its session is logged out; another session's stream goes on", async () => {
+    const { user, domainId } = await owner('logout');
+    const other = await login(t.app, user.email, user.password);
+    const [ending, going] = await Promise.all([tail(domainId, user.token), tail(domainId, other.accessToken)]);
+    await Promise.all([ending, going].map((c) => c.waitFor((x) => x.lastId, 'the first message')));
+    const loggedOut = Date.now();
+    expect((await call(t.app, 'POST', '/api/auth/logout', { body: { refreshToken: user.refreshToken } })).status).toBe(200);
+    await ending.waitFor((c) => c.ended, 'the end after the logout', LIMITS.recheckMs! + 2_000);
+    expect(Date.now() - loggedOut).toBeLessThan(LIMITS.recheckMs! + 1_000);
+    expect(ending.events.at(-1)).toEqual({ id: expect.any(String), event: 'end', data: { reason: 'access-revoked' } });
+    // Several re-checks later the other session's stream is still open and still delivers.
+    await new Promise((r) => setTimeout(r, LIMITS.recheckMs! * 3));
+    expect(going.ended).toBe(false);
+    await new LogFile(domainId).write({ access: [{ url: '/after-logout' }] });
+    await going.waitFor((c) => c.entries().some((e) => e.data.url === '/after-logout'), 'the entry on the other session');
+    going.close();
+  });
+
   it('ends the stream when the access token expires', async () => {
     // Re-checks far apart: only the expiry can end this stream in time.
     const server = await startServer({ recheckMs: 60_000 });
     try {
       const { user, domainId } = await owner('expiry');
       const lifetimeS = 3;
-      const token = await signAccessToken(t.runtime.jwtSecret, { userId: user.id, version: decodeJwt(user.token)['ver'] as number }, new Date(Date.now() - (ACCESS_TOKEN_TTL_S - lifetimeS) * 1000));
+      const claims = decodeJwt(user.token);
+      const token = await signAccessToken(t.runtime.jwtSecret, { userId: user.id, version: claims['ver'] as number, session: claims['sid'] as string }, new Date(Date.now() - (ACCESS_TOKEN_TTL_S - lifetimeS) * 1000));
       const exp = (decodeJwt(token).exp as number) * 1000;
       const client = await tail(domainId, token, '', server);
       await client.waitFor((c) => c.ended, 'the end at expiry', lifetimeS * 1000 + 2_000);

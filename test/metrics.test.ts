@@ -4,8 +4,11 @@
  * ingest worker, alert rounds and deliveries, rollup rounds; METRICS_LISTEN through a real `serve`.
  */
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { serve, type ServerType } from '@hono/node-server';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../core/config.js';
 import { sql } from '../core/db/sql.js';
@@ -13,6 +16,7 @@ import { createLogger } from '../core/log.js';
 import { parseIngestConfig } from '../ingest/config.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { createApp, type App } from '../src/app.js';
+import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
 import { startMetricsListener } from '../src/metrics/listener.js';
 import { Metrics } from '../src/metrics/registry.js';
 import { startRollupBuilder } from '../src/rollups/builder.js';
@@ -130,6 +134,41 @@ describe('GET /metrics on the API port', () => {
     // No series names a path itself.
     expect(after).not.toContain(`/api/domains/${domain.id}"`);
     expect(after).not.toContain('/no/such/path');
+  });
+
+  it('counts a method outside GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH as `other`, over a real socket', async () => {
+    // A real node server: it passes on every method its parser knows, which app.request() cannot send (TRACE).
+    const server = await new Promise<ServerType>((resolve) => {
+      const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: NODE_SERVER_OPTIONS }, () => resolve(s));
+    });
+    const port = (server.address() as AddressInfo).port;
+    const send = (method: string, path: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = http.request({ host: '127.0.0.1', port, path, method, agent: false }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    const odd = ['PROPFIND', 'M-SEARCH', 'PURGE', 'TRACE', 'MKCOL', 'SEARCH', 'LINK'];
+    try {
+      const before = await scrape();
+      for (const method of odd) {
+        expect(await send(method, '/api/domains'), method).toBeGreaterThanOrEqual(400);
+        expect(await send(method, '/no/such/path'), method).toBe(404);
+      }
+      expect(await send('PATCH', '/no/such/path')).toBe(404);
+      const after = await scrape();
+      // Requests of a method, over every route and status.
+      const count = (text: string, method: string) =>
+        [...text.matchAll(/^tailhouse_http_request_duration_seconds_count\{(.*)\} (\S+)$/gm)].filter((m) => m[1]!.includes(`method="${method}"`)).reduce((sum, m) => sum + Number(m[2]), 0);
+      expect(count(after, 'other') - count(before, 'other')).toBe(odd.length * 2);
+      expect(count(after, 'PATCH') - count(before, 'PATCH')).toBe(1);
+      for (const method of odd) expect(after, method).not.toContain(`method="${method}"`);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 
   it('times the ClickHouse reads of listings, searches, stats, queries and exports by kind', async () => {

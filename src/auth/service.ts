@@ -43,7 +43,7 @@ async function issueSession(deps: AuthDeps, user: { id: number; token_version: n
     hash: tokenHash(refreshToken),
     expiresAt: new Date(Date.now() + REFRESH_TOKEN_TTL_S * 1000),
   });
-  const accessToken = await signAccessToken(deps.jwtSecret, { userId: user.id, version: user.token_version });
+  const accessToken = await signAccessToken(deps.jwtSecret, { userId: user.id, version: user.token_version, session: family });
   return { accessToken, refreshToken, tokenType: 'Bearer', expiresIn: ACCESS_TOKEN_TTL_S, user: publicUser };
 }
 
@@ -133,7 +133,9 @@ export async function resetPasswordWithToken(deps: AuthDeps, token: string, newP
 
 /**
  * The caller behind an `Authorization` header: a JWT whose user still exists, is active and has
- * not had its sessions ended since the token was issued, or a live personal access token.
+ * not had its sessions ended since the token was issued, and whose own session (its refresh-token
+ * family) is not revoked; or a live personal access token. Both are read with the user's row, in
+ * the same query, so a session ended in any process is refused by every process at its next request.
  */
 export async function authenticate(deps: AuthDeps, header: string | undefined): Promise<Principal> {
   const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
@@ -141,24 +143,26 @@ export async function authenticate(deps: AuthDeps, header: string | undefined): 
   const token = match[1]!;
   const credential = token.startsWith(PERSONAL_TOKEN_PREFIX) ? 'personal-token' : 'session';
   let userId: number | undefined;
-  let version: number | undefined;
+  let session: { version: number; id: string } | null = null;
   let expiresAt: Date | null = null;
   if (credential === 'personal-token') {
     userId = await useApiToken(deps.db, tokenHash(token));
   } else {
     const claims = await verifyAccessToken(deps.jwtSecret, token);
     userId = claims?.userId;
-    version = claims?.version;
+    if (claims) session = { version: claims.version, id: claims.session };
     expiresAt = claims?.expiresAt ?? null;
   }
   if (userId === undefined) throw unauthorized();
-  return principalFor(deps.db, userId, version, credential, expiresAt);
+  return principalFor(deps.db, userId, session, credential, expiresAt);
 }
 
-async function principalFor(db: Db, userId: number, version: number | undefined, credential: Principal['credential'], expiresAt: Date | null): Promise<Principal> {
-  const row = await findUserWithPermissions(db, userId);
-  if (!row || !row.active || (version !== undefined && row.token_version !== version)) throw unauthorized();
-  const { password_hash: _hash, permissions, ...user } = row;
+/** `session`: an access token's user version and session, both to be still current; null for a personal access token. */
+async function principalFor(db: Db, userId: number, session: { version: number; id: string } | null, credential: Principal['credential'], expiresAt: Date | null): Promise<Principal> {
+  const row = await findUserWithPermissions(db, userId, session?.id ?? null);
+  if (!row || !row.active) throw unauthorized();
+  if (session && (row.token_version !== session.version || !row.session_live)) throw unauthorized();
+  const { password_hash: _hash, permissions, session_live: _live, ...user } = row;
   return { user, permissions: new PermissionSet(row.role, permissions), credential, expiresAt };
 }
 

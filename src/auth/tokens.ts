@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { jwtVerify, SignJWT } from 'jose';
+import { z } from 'zod';
 
 export const ACCESS_TOKEN_TTL_S = 15 * 60;
 export const REFRESH_TOKEN_TTL_S = 30 * 24 * 3600;
@@ -45,11 +46,16 @@ export interface AccessClaims {
   userId: number;
   /** The user's token_version when issued; a later bump invalidates the token. */
   version: number;
+  /**
+   * The session the token belongs to (claim `sid`): the `family` of the refresh tokens of one
+   * sign-in. Once that family is revoked (logout, refresh-token reuse), the token is refused.
+   */
+  session: string;
 }
 
 export async function signAccessToken(secret: Uint8Array, claims: AccessClaims, now = new Date()): Promise<string> {
   const iat = Math.floor(now.getTime() / 1000);
-  return new SignJWT({ ver: claims.version })
+  return new SignJWT({ ver: claims.version, sid: claims.session })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(String(claims.userId))
     .setIssuedAt(iat)
@@ -68,13 +74,27 @@ const verifiedTokens = new WeakMap<Uint8Array, Map<string, { claims: VerifiedCla
 const VERIFIED_TOKENS_MAX = 10_000;
 
 /**
+ * The payload of a token this service signed (jose has checked its signature, issuer and expiry).
+ * A token without `sid` (signed before sessions were named in tokens) is refused like a malformed
+ * one: its session could not be checked, and a client gets a new one from its refresh token.
+ */
+const accessPayload = z.object({
+  sub: z.string().regex(/^[1-9]\d{0,14}$/).transform(Number),
+  ver: z.number().int(),
+  sid: z.uuid(),
+  // Every token this service signs expires; one without `exp` is not one of them.
+  exp: z.number(),
+});
+
+/**
  * The claims of a valid token, or undefined for anything forged, expired or malformed.
  *
  * A client sends the same access token with every request for its 15 minutes, so a token whose
  * signature has been checked once is remembered (by its whole text, so only that exact string
  * matches) until it expires: the WebCrypto HMAC was the largest single cost of an authenticated
- * request (bench/auth). Expiry is still checked on every use, exactly as jose does; revocation
- * does not depend on this, it is the per-request token_version check against the user's row.
+ * request (bench/auth). Expiry is still checked on every use, exactly as jose does. Revocation
+ * does not depend on this: the user's token_version and the session's refresh tokens are read
+ * with the user's row on every request (findUserWithPermissions).
  */
 export async function verifyAccessToken(secret: Uint8Array, token: string): Promise<VerifiedClaims | undefined> {
   let cache = verifiedTokens.get(secret);
@@ -90,13 +110,12 @@ export async function verifyAccessToken(secret: Uint8Array, token: string): Prom
   }
   try {
     const { payload } = await jwtVerify(token, await hmacKey(secret), { algorithms: ['HS256'], issuer: 'tailhouse' });
-    const userId = Number(payload.sub);
-    const version = payload['ver'];
-    // Every token this service signs expires; one without `exp` is not one of them.
-    if (!Number.isSafeInteger(userId) || userId <= 0 || typeof version !== 'number' || typeof payload.exp !== 'number') return undefined;
-    const claims = { userId, version, expiresAt: new Date(payload.exp * 1000) };
+    const parsed = accessPayload.safeParse(payload);
+    if (!parsed.success) return undefined;
+    const { sub, ver, sid, exp } = parsed.data;
+    const claims = { userId: sub, version: ver, session: sid, expiresAt: new Date(exp * 1000) };
     if (cache.size >= VERIFIED_TOKENS_MAX) cache.clear();
-    cache.set(token, { claims, exp: payload.exp });
+    cache.set(token, { claims, exp });
     return claims;
   } catch {
     return undefined;

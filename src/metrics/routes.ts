@@ -29,13 +29,24 @@ export function metricsRoutes(metrics: Metrics, token: string | null) {
 }
 
 /**
- * Observes every request by method, route pattern (`/api/domains/:id`, never the path itself: one
- * series per route, not per URL) and status. A path no route matched is counted as `unmatched`.
+ * The methods counted under their own name. Node's server passes on every method its parser knows
+ * (PROPFIND, M-SEARCH, PURGE, TRACE, … about 30), which clients and scanners send at will; each
+ * would be a series of its own. CONNECT never reaches the app (Node's server handles it apart).
+ */
+const COUNTED_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH']);
+
+/** A request's `method` label: its method when it is one of COUNTED_METHODS, else `other`. */
+const methodLabel = (method: string) => (COUNTED_METHODS.has(method) ? method : 'other');
+
+/**
+ * Observes every request by method (methodLabel), route pattern (`/api/domains/:id`, never the path
+ * itself: one series per route, not per URL) and status. A path no route matched is counted as
+ * `unmatched`.
  */
 export const countRequests = (metrics: Metrics) =>
   createMiddleware<AppEnv>(async (c, next) => {
     const started = performance.now();
     await next();
     const route = c.get('unmatched') ? 'unmatched' : c.req.routePath;
-    metrics.requestServed(c.req.method, route, c.res.status, (performance.now() - started) / 1000);
+    metrics.requestServed(methodLabel(c.req.method), route, c.res.status, (performance.now() - started) / 1000);
   });

@@ -55,12 +55,26 @@ export async function findUserByEmail(db: Db, email: string): Promise<UserRow | 
   return row;
 }
 
-/** A user with their permission pairs, in one round trip: the per-request identity lookup. */
-export async function findUserWithPermissions(db: Db, id: number): Promise<(UserRow & { permissions: { resource: string; action: string }[] }) | undefined> {
-  const [row] = await db.query<UserRow & { permissions: { resource: string; action: string }[] | string }>(sql`
+export interface UserWithPermissions extends UserRow {
+  permissions: { resource: string; action: string }[];
+  /** Whether the session asked about is live: a refresh token of its family not revoked. Null when none was asked about. */
+  session_live: boolean | null;
+}
+
+/**
+ * A user with their permission pairs and, given a session (a refresh-token family), whether it is
+ * live, in one round trip: the per-request identity lookup. A session of another user, or one
+ * whose tokens are gone, is not live.
+ */
+export async function findUserWithPermissions(db: Db, id: number, session: string | null): Promise<UserWithPermissions | undefined> {
+  const live =
+    session === null
+      ? sql`null::boolean`
+      : sql`exists (select 1 from refresh_tokens r where r.family = ${session}::uuid and r.user_id = u.id and r.revoked_at is null)`;
+  const [row] = await db.query<Omit<UserWithPermissions, 'permissions'> & { permissions: UserWithPermissions['permissions'] | string }>(sql`
     select u.*, coalesce(
       (select json_agg(json_build_object('resource', p.resource, 'action', p.action)) from user_permissions p where p.user_id = u.id),
-      '[]'::json) as permissions
+      '[]'::json) as permissions, ${live} as session_live
     from users u where u.id = ${id}`);
   if (!row) return undefined;
   return { ...row, permissions: typeof row.permissions === 'string' ? JSON.parse(row.permissions) : row.permissions };

@@ -27,7 +27,7 @@ const route = createRoute({
     `a second; an entry dated more than ${TAIL_LIMITS.windowMs / 60_000} minutes before it is stored (a backfill) is not sent. ` +
     'A message with only an `id:` moves the place over entries the filters leave out; `: keepalive` comments come every ' +
     `${TAIL_LIMITS.keepaliveMs / 1000} s. The stream ends with \`event: end\` and \`data: {"reason": …}\`: \`token-expired\` (sign in again), ` +
-    '`access-revoked` (the token was revoked, the user deactivated, the domain or `logs: read` taken away; checked every few seconds), ' +
+    '`access-revoked` (its session signed out or revoked, the user deactivated, the domain or `logs: read` taken away; checked every few seconds), ' +
     '`access-check-failed`, `shutdown`. A client that still has ' +
     `${TAIL_LIMITS.maxQueuedBytes / 1024 / 1024} MiB unread when new events come is disconnected. The token goes in the Authorization header only, never in the URL.`,
   request: { params: domainIdParams, query: tailQuery, headers: tailHeaders },
@@ -35,7 +35,7 @@ const route = createRoute({
     200: { description: 'The stream', content: { 'text/event-stream': { schema: z.string().openapi({ example: EXAMPLE }) } } },
     ...commonErrors,
     404: notFoundResponse('Domain'),
-    429: errorResponse(`This process already serves ${TAIL_LIMITS.maxClients} live tails; see Retry-After`),
+    429: errorResponse(`This process already serves ${TAIL_LIMITS.maxClients} live tails, or the caller's user TAIL_PER_USER of them; see Retry-After`),
     503: errorResponse('The server is shutting down'),
   },
 });

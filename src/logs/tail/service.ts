@@ -1,14 +1,15 @@
 /**
  * The live tail of a domain's logs (`GET /api/logs/domains/:domainId/tail`, Server-Sent Events).
  *
- * One hub per process holds every tailing client: at most `maxClients` of them (429 beyond), and
+ * One hub per process holds every tailing client: at most `maxClients` of them, and at most
+ * `maxPerUser` of one user, so that one user cannot take every place (429 beyond either), and
  * one poller per domain with clients (poller.ts), which queries ClickHouse at most once per
  * `intervalMs` whatever the number of clients. Each client's events go through its own bounded
  * queue (stream.ts): a client that does not read is cut, never buffered without bound.
  *
  * A client's right to its stream is checked again every `recheckMs` with its own credential (the
- * token still valid, the user active, the domain visible, `logs: read` held), and its stream ends
- * when its access token expires; `close` ends every stream (shutdown).
+ * token still valid and its session live, the user active, the domain visible, `logs: read`
+ * held), and its stream ends when its access token expires; `close` ends every stream (shutdown).
  *
  * What a tail sends (README "Live tail"): each entry stored while the stream is open whose time is
  * within `windowMs` of the moment it is read, exactly once, access entries as `event: access`
@@ -25,16 +26,19 @@ import { tailSelection, type TailQuery } from './schemas.js';
 import { newRows, segmentHeads } from './store.js';
 import { sseMessage, TailStream, type CloseReason, type EndReason, type StreamLimits } from './stream.js';
 
-type Deps = Pick<Services, 'db' | 'clickhouse' | 'jwtSecret' | 'log'>;
+type Deps = Pick<Services, 'db' | 'clickhouse' | 'jwtSecret' | 'log' | 'config'>;
 
 export interface TailLimits extends PollerTiming, StreamLimits {
   /** Tailing clients per process. */
   maxClients: number;
+  /** Tailing clients of one user per process (TAIL_PER_USER). */
+  maxPerUser: number;
   /** How often a client's access is checked again. */
   recheckMs: number;
 }
 
-export const TAIL_LIMITS: TailLimits = {
+/** The limits but the per-user one, which is configured (TAIL_PER_USER). */
+export const TAIL_LIMITS: Omit<TailLimits, 'maxPerUser'> = {
   maxClients: 100,
   intervalMs: 1000,
   windowMs: 5 * 60_000,
@@ -50,8 +54,42 @@ export const TAIL_LIMITS: TailLimits = {
 /** setTimeout's longest delay. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-/** Seconds a client turned away for the cap is asked to wait. */
+/** Seconds a client turned away for a cap is asked to wait. */
 const RETRY_AFTER_S = 10;
+
+/**
+ * The places of a process's tails, in all and per user. A place is taken before a tail is opened
+ * and given back by the release `take` returns, which counts once however often it is called: a
+ * stream's every way to end (client gone, cut, shutdown, token expired, access revoked) and a
+ * failure while opening all call it.
+ */
+function createPlaces(limits: Pick<TailLimits, 'maxClients' | 'maxPerUser'>) {
+  let taken = 0;
+  const takenBy = new Map<number, number>();
+  const refuse = (message: string) => new ApiError(429, message, undefined, { 'Retry-After': String(RETRY_AFTER_S) });
+  return {
+    get taken() {
+      return taken;
+    },
+    /** Takes a place for the user, or throws 429 when the process or the user has none left. */
+    take(userId: number): () => void {
+      if (taken >= limits.maxClients) throw refuse(`Too many live tails on this server (${limits.maxClients}); try again later`);
+      const ofUser = takenBy.get(userId) ?? 0;
+      if (ofUser >= limits.maxPerUser) throw refuse(`Too many live tails for one user on this server (${limits.maxPerUser}, TAIL_PER_USER); close one and try again`);
+      taken++;
+      takenBy.set(userId, ofUser + 1);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        taken--;
+        const left = takenBy.get(userId)! - 1;
+        if (left === 0) takenBy.delete(userId);
+        else takenBy.set(userId, left);
+      };
+    },
+  };
+}
 
 export interface TailRequest {
   principal: Principal;
@@ -84,7 +122,7 @@ function dataOf(entry: SearchEntry): Uint8Array {
 }
 
 export interface TailHub {
-  /** 404/403 as for a listing; 429 when the process has `maxClients` already; else the SSE body (null for `headOnly`). */
+  /** 404/403 as for a listing; 429 when the process has `maxClients` already, or the user `maxPerUser`; else the SSE body (null for `headOnly`). */
   open(request: TailRequest): Promise<ReadableStream<Uint8Array> | null>;
   /** Tailing clients now. */
   readonly clients: number;
@@ -92,11 +130,13 @@ export interface TailHub {
   close(): Promise<void>;
 }
 
-export function createTailHub(deps: Deps, limits: TailLimits = TAIL_LIMITS): TailHub {
+/** The process's hub; `overrides` change the limits of TAIL_LIMITS and the configuration (tests). */
+export function createTailHub(deps: Deps, overrides: Partial<TailLimits> = {}): TailHub {
+  const limits: TailLimits = { ...TAIL_LIMITS, maxPerUser: deps.config.tailPerUser, ...overrides };
   const pollers = new Map<number, DomainPoller>();
   const streams = new Set<TailStream>();
   // Places taken: open streams, and tails still being opened.
-  let taken = 0;
+  const places = createPlaces(limits);
   let closed = false;
   const reads = {
     segmentHeads: (domainId: number, since: number) => segmentHeads(deps.clickhouse, domainId, since),
@@ -120,13 +160,20 @@ export function createTailHub(deps: Deps, limits: TailLimits = TAIL_LIMITS): Tai
 
   async function open(request: TailRequest): Promise<ReadableStream<Uint8Array> | null> {
     if (closed) throw new ApiError(503, 'Server is shutting down');
-    const { principal, domainId } = request;
-    await authorize(principal, domainId);
+    await authorize(request.principal, request.domainId);
     if (request.headOnly) return null;
-    if (taken >= limits.maxClients) {
-      throw new ApiError(429, `Too many live tails on this server (${limits.maxClients}); try again later`, undefined, { 'Retry-After': String(RETRY_AFTER_S) });
+    const release = places.take(request.principal.user.id);
+    try {
+      return await openStream(request, release);
+    } catch (err) {
+      release();
+      throw err;
     }
-    taken++;
+  }
+
+  /** The stream of a client holding a place, which `release` gives back when the stream closes. */
+  async function openStream(request: TailRequest, release: () => void): Promise<ReadableStream<Uint8Array>> {
+    const { principal, domainId } = request;
     const started = Date.now();
     const poller = pollerOf(domainId);
     const stream = new TailStream(limits, (reason) => onClose(reason), request.disconnect);
@@ -143,14 +190,13 @@ export function createTailHub(deps: Deps, limits: TailLimits = TAIL_LIMITS): Tai
       // Shut down while the poller read where the domain stands: this stream would never be ended.
       if (closed) throw new ApiError(503, 'Server is shutting down');
     } catch (err) {
-      taken--;
       poller.remove(client);
       throw closed ? new ApiError(503, 'Server is shutting down') : err;
     }
     let recheckTimer: NodeJS.Timeout | undefined;
     let expiryTimer: NodeJS.Timeout | undefined;
     const onClose = (reason: CloseReason) => {
-      taken--;
+      release();
       streams.delete(stream);
       poller.remove(client);
       clearTimeout(recheckTimer);
@@ -182,7 +228,7 @@ export function createTailHub(deps: Deps, limits: TailLimits = TAIL_LIMITS): Tai
   return {
     open,
     get clients() {
-      return taken;
+      return places.taken;
     },
     async close() {
       closed = true;
