@@ -1,0 +1,177 @@
+/**
+ * bench/fair-reads: one user's light request while another user runs six heavy ones at once
+ * (issue 29: at most its own time plus one of the heavy ones; before the fair queue, 82 ms alone
+ * became 19.2 s).
+ *
+ *   npx tsx bench/fair-reads.ts                          # 2,000,000 + 9 × 200,000 rows of bench/query's logs
+ *   BENCH_ROWS=500000 npx tsx bench/fair-reads.ts        # a quick run
+ *   BENCH_DATA_DIR=/tmp/…/data npx tsx bench/fair-reads.ts   # a DATA_DIR kept by an earlier run (BENCH_KEEP=1) or by bench/query
+ *
+ * What it does, through the real programs:
+ *   1. the data: bench/query's generator (bench/lib/query-data.ts) over the 30 days ending now,
+ *      loaded through `tailhouse domains add` and `tailhouse import`, or a kept DATA_DIR;
+ *   2. `node bin/tailhouse.js serve` as a child on 127.0.0.1, waited for until idle;
+ *   3. two plain users: A owns the main domain, B owns site1 (on a kept DATA_DIR the owners are put
+ *      back and the users deleted at the end);
+ *   4. BENCH_ROUNDS rounds, each in this order: B's query alone (median of 3), one of A's heavy
+ *      queries alone, then A's six heavy queries sent at once and, 300 ms later (all six are in
+ *      by then), B's query and B's listing while they run. Times are from the request to the
+ *      body's last byte.
+ *
+ * The ratio the issue asks for is B's time under load ÷ (B alone + one of A's alone); ≤ 1 is met.
+ * Figures are printed with the other load on the machine; nothing is asserted.
+ *
+ * Environment (optional): BENCH_ROWS (default 2000000), BENCH_DATA_DIR, BENCH_ROUNDS (default 3),
+ * BENCH_KEEP (1: keep the temporary directory).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { killAll } from './lib/measure.js';
+import { BENCH_ADMIN, loadQueryData, MAIN_DOMAIN, otherDomain, writeQueryLogs } from './lib/query-data.js';
+import { api as apiOf, childEnv, killServer, login, ROOT, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
+import { fmt, load, sleep, tail } from './lib/util.js';
+
+const int = (name: string, fallback: number) => {
+  const v = Number(process.env[name] ?? fallback);
+  if (!Number.isSafeInteger(v) || v <= 0) throw new Error(`${name} must be a positive whole number`);
+  return v;
+};
+const ROWS = int('BENCH_ROWS', 2_000_000);
+const ROUNDS = int('BENCH_ROUNDS', 3);
+const KEPT_DATA_DIR = process.env.BENCH_DATA_DIR;
+const KEEP = process.env.BENCH_KEEP === '1';
+const HEAVY_AT_ONCE = 6;
+/** How long after A's six are sent B asks: they are all queued by then (each is tens of ms of Postgres work before its reads). */
+const QUEUED_AFTER_MS = 300;
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const ms0 = (n: number) => fmt(n);
+
+let server: Server | undefined;
+const api = (method: string, p: string, token?: string, body?: unknown) => apiOf(server!.base, method, p, token, body);
+
+/** One request, timed from the request to the body's last byte; fails unless 200. */
+async function timed(method: string, p: string, token: string, body?: unknown): Promise<number> {
+  const started = performance.now();
+  const res = await api(method, p, token, body);
+  const ms = performance.now() - started;
+  if (res.status !== 200) throw new Error(`${method} ${p} answered ${res.status}: ${JSON.stringify(res.json).slice(0, 300)}`);
+  return ms;
+}
+
+interface Round {
+  bAlone: number;
+  aAlone: number;
+  bLoaded: number;
+  listingLoaded: number;
+  heavyLoaded: number[];
+  otherCores: number;
+}
+
+async function main(): Promise<void> {
+  const dir = KEPT_DATA_DIR ? null : fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-bench-fair-'));
+  const cleanUp = () => {
+    if (server) killServer(server);
+    killAll();
+    if (dir && !KEEP) fs.rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('SIGINT', () => {
+    cleanUp();
+    process.exit(130);
+  });
+  let restore: (() => Promise<void>) | undefined;
+  try {
+    const head = fs.existsSync(path.join(ROOT, '.git')) ? fs.readFileSync(path.join(ROOT, '.git', 'HEAD'), 'utf8').trim() : '?';
+    console.log(`bench/fair-reads: Node ${process.version}, ${os.cpus().length} CPUs, ${ROOT} (${head}); load average at start: ${load()}${dir && KEEP ? `; files in ${dir}` : ''}`);
+
+    let dataDir: string;
+    if (KEPT_DATA_DIR) {
+      dataDir = KEPT_DATA_DIR;
+      console.log(`1. data: the kept DATA_DIR ${dataDir}`);
+    } else {
+      const logs = writeQueryLogs(dir!, ROWS, Date.now());
+      dataDir = path.join(dir!, 'data');
+      const loaded = await loadQueryData(dataDir, logs, ROWS);
+      for (const file of [logs.mainLog, ...logs.otherLogs]) fs.rmSync(file);
+      console.log(`1. data: ${fmt(ROWS)} rows of ${MAIN_DOMAIN} + 9 × ${fmt(Math.round(ROWS / 10))}, loaded in ${((loaded.domainsMs + loaded.importMs) / 1000).toFixed(1)} s`);
+    }
+
+    const s = await startServer(childEnv(dataDir, BENCH_ADMIN), { detached: true, onSpawn: (spawned) => (server = spawned) });
+    const idle = await waitIdle(s.pid, 1_800_000);
+    console.log(`2. serve (pid ${s.pid}) ${idle.idle ? 'idle' : '**still busy**'} after ${(idle.waitedMs / 1000).toFixed(1)} s; load average ${load()}`);
+
+    const admin = await login(s.base, BENCH_ADMIN);
+    const all = (await api('GET', '/api/domains?limit=100', admin)).json.data.domains as { id: number; name: string; ownerId: number | null }[];
+    const domainA = all.find((d) => d.name === MAIN_DOMAIN);
+    const domainB = all.find((d) => d.name === otherDomain(1));
+    if (!domainA || !domainB) throw new Error(`no ${MAIN_DOMAIN} or ${otherDomain(1)} in ${dataDir}`);
+    const users: { id: number; token: string }[] = [];
+    for (const [tag, domain] of [['a', domainA], ['b', domainB]] as const) {
+      const credentials = { email: `fair-${tag}-${process.pid}@example.com`, password: 'fair-reads-password-1' };
+      const created = await api('POST', '/api/users', admin, credentials);
+      if (created.status !== 201) throw new Error(`creating user ${tag} answered ${created.status}: ${JSON.stringify(created.json)}`);
+      await api('PUT', `/api/domains/${domain.id}`, admin, { ownerId: created.json.data.id });
+      users.push({ id: created.json.data.id, token: (await api('POST', '/api/auth/login', undefined, credentials)).json.data.accessToken });
+    }
+    restore = async () => {
+      for (const d of [domainA, domainB]) await api('PUT', `/api/domains/${d.id}`, admin, { ownerId: d.ownerId });
+      for (const u of users) await api('DELETE', `/api/users/${u.id}`, admin);
+    };
+    const [a, b] = [users[0]!, users[1]!];
+    console.log(`3. user A owns ${MAIN_DOMAIN} (domain ${domainA.id}), user B owns ${otherDomain(1)} (domain ${domainB.id})`);
+
+    // A's: every row of 30 days grouped by URL and address, with a filter no rollup holds (raw rows only).
+    const heavy = { domains: [domainA.id], metrics: ['requests', 'visitors', 'p95ResponseTime'], dimensions: ['url', 'ipAddress'], filters: [['contains', 'userAgent', ['mozilla']]], dateRange: '30d', limit: 100 };
+    const light = { domains: [domainB.id], metrics: ['requests'], dateRange: '24h' };
+    const listing = `/api/logs/domains/${domainB.id}/access?limit=20`;
+    await timed('POST', '/api/logs/query', b.token, light);
+    await timed('POST', '/api/logs/query', a.token, heavy);
+
+    const rounds: Round[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      process.stderr.write(`round ${round + 1}…\n`);
+      await waitIdle(s.pid, 30_000);
+      const { value, otherCores } = await withOtherLoad(s.pid, async () => {
+        const bAlone = median([await timed('POST', '/api/logs/query', b.token, light), await timed('POST', '/api/logs/query', b.token, light), await timed('POST', '/api/logs/query', b.token, light)]);
+        const aAlone = await timed('POST', '/api/logs/query', a.token, heavy);
+        const started = performance.now();
+        const heavies = Array.from({ length: HEAVY_AT_ONCE }, () => timed('POST', '/api/logs/query', a.token, heavy).then(() => performance.now() - started));
+        await sleep(QUEUED_AFTER_MS);
+        const [bLoaded, listingLoaded] = await Promise.all([timed('POST', '/api/logs/query', b.token, light), timed('GET', listing, b.token)]);
+        return { bAlone, aAlone, bLoaded, listingLoaded, heavyLoaded: await Promise.all(heavies) };
+      });
+      rounds.push({ ...value, otherCores });
+    }
+
+    console.log(`\n4. B's one-metric query (24 h of ${otherDomain(1)}) and B's listing while A's ${HEAVY_AT_ONCE} heavy queries (30 d of ${MAIN_DOMAIN} by URL and address) run; ms, request to last byte\n`);
+    console.log("| round | B alone | one of A's alone | B under load | ratio B ÷ (B alone + A alone) | B's listing under load | A's six: last answer | other load |");
+    console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+    const ratios = rounds.map((r) => r.bLoaded / (r.bAlone + r.aAlone));
+    rounds.forEach((r, i) =>
+      console.log(`| ${i + 1} | ${ms0(r.bAlone)} | ${ms0(r.aAlone)} | ${ms0(r.bLoaded)} | ${ratios[i]!.toFixed(2)} | ${ms0(r.listingLoaded)} | ${ms0(Math.max(...r.heavyLoaded))} | ${r.otherCores.toFixed(2)} |`),
+    );
+    const m = median(ratios);
+    console.log(`\nratio, median of ${ROUNDS} rounds: ${m.toFixed(2)} (spread ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}); target ≤ 1: ${m <= 1 ? 'met' : '**not met**'}`);
+    await restore();
+    restore = undefined;
+    await stopServer(s);
+    console.log(`load average at the end ${load()}`);
+  } finally {
+    if (restore) await restore().catch(() => {});
+    cleanUp();
+  }
+}
+
+main().catch((err) => {
+  console.error(`bench/fair-reads: ${(err as Error).stack ?? err}`);
+  if (server) {
+    console.error(`server output: ${tail(server.output(), 10)}`);
+    killServer(server);
+  }
+  killAll();
+  process.exit(1);
+});
