@@ -26,6 +26,7 @@ import fc from 'fast-check';
 import { simpleParser } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issuePersonalToken } from '../src/auth/service.js';
+import { DIMENSION_NAMES, FILTER_OPS, METRIC_NAMES } from '../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type CallResult, type TestApp } from './support/app.js';
 import { seedLogs, type SeededLogs } from './support/logs.js';
 
@@ -633,4 +634,80 @@ describe('hostile input for every operation of the OpenAPI document', () => {
     const report = [...failures].map(([group, examples]) => `${group} (${examples.length}×), e.g. ${examples.slice(0, 2).join(' | ')}`);
     expect(report, summary).toEqual([]);
   }, 600_000);
+});
+
+/**
+ * POST /api/logs/query's body is a small language (lists of names, filters as tuples of lists), so
+ * beside the field-by-field values above it gets whole bodies generated from a fixed seed: valid
+ * names mixed with junk, lists empty, nested and huge (thousands of entries, long strings), the
+ * fields present or not. Whatever the mix, no answer is a 5xx.
+ */
+describe('POST /api/logs/query with generated bodies', () => {
+  it('no generated body gets a 5xx, and every error has the envelope', async () => {
+    const junk = fc.oneof(fc.constant(null), fc.boolean(), fc.integer(), fc.double(), fc.string({ maxLength: 40 }), fc.constant(LONG), fc.constant([]), fc.constant({}), fc.constant([[[[]]]]));
+    /** A list: empty, short, or huge (an entry thousands of times, within the 1 MiB body limit). */
+    const listOf = <T>(item: fc.Arbitrary<T>) =>
+      fc.oneof(
+        { arbitrary: fc.array(item, { minLength: 1, maxLength: 4 }), weight: 6 },
+        { arbitrary: fc.constant([]), weight: 1 },
+        { arbitrary: item.map((x) => new Array(JSON.stringify(x ?? null).length > 100 ? 50 : 3000).fill(x)), weight: 1 },
+      );
+    const value = fc.oneof(fc.string({ maxLength: 30 }), fc.constantFrom('5xx', '/item*', '*', '10.0.0.0/8', '2001:db8::/32', "' OR 1=1 --", '%_\\', 'x'.repeat(5000)), fc.integer({ min: -1, max: 70_000 }), fc.boolean());
+    /** Filters that pass validation, their value lists empty to huge (up to the 1,000 a filter takes). */
+    const validFilter = fc.oneof(
+      fc.constantFrom<unknown[]>(['is', 'statusClass', ['5xx', '4xx']], ['isNot', 'bot', [true]], ['is', 'statusCode', [404, 500]], ['is', 'domain', ['x.example.com']]),
+      fc.tuple(fc.constantFrom('glob', 'contains', 'is', 'isNot'), fc.constantFrom('url', 'path', 'userAgent', 'referrer'), fc.array(fc.oneof(fc.string({ minLength: 1, maxLength: 30 }), fc.constant('/item*')), { minLength: 1, maxLength: 1000 })),
+      fc.tuple(fc.constant('cidr'), fc.constant('ipAddress'), fc.array(fc.constantFrom('10.0.0.0/8', '2001:db8::/32', '203.0.113.7'), { minLength: 1, maxLength: 100 })),
+    );
+    const plainDimensions = DIMENSION_NAMES.filter((d) => !d.startsWith('time'));
+    /** Bodies of valid names in valid places (what validation lets through to the store, an empty orderBy included). */
+    const validBody = fc
+      .record({
+        metrics: fc.uniqueArray(fc.constantFrom(...METRIC_NAMES), { minLength: 1, maxLength: 4 }),
+        dimensions: fc.tuple(fc.uniqueArray(fc.constantFrom(...plainDimensions), { maxLength: 3 }), fc.option(fc.constantFrom('time', 'time:hour', 'time:day'), { nil: undefined })),
+        filters: fc.array(validFilter, { maxLength: 4 }),
+        dateRange: fc.constantFrom('1h', '24h', '7d', '30d'),
+        compare: fc.option(fc.constant('previous'), { nil: undefined }),
+        limit: fc.integer({ min: 1, max: 10_000 }),
+      })
+      .chain(({ dimensions: [plain, time], ...rest }) => {
+        const dimensions = time ? [time, ...plain] : plain;
+        const asked = [...rest.metrics, ...dimensions];
+        return fc.subarray(asked).chain((named) =>
+          fc.tuple(...named.map((name) => fc.tuple(fc.constant(name), fc.constantFrom('asc', 'desc')))).map((orderBy) => ({ domains: [seeded.domain.id], ...rest, dimensions, orderBy })),
+        );
+      });
+    /** Bodies with junk anywhere: names that are none, lists in the wrong places, nesting. */
+    const sometimes = <T>(arbitrary: fc.Arbitrary<T>) => fc.oneof({ arbitrary, weight: 4 }, { arbitrary: junk, weight: 1 });
+    const nameOr = (names: readonly string[]) => sometimes(fc.constantFrom(...names));
+    const hostileBody = fc.record(
+      {
+        domains: sometimes(listOf(fc.oneof(fc.integer({ min: -5, max: 2 ** 32 }), fc.constant(seeded.domain.id)))),
+        metrics: sometimes(listOf(nameOr(METRIC_NAMES))),
+        dimensions: sometimes(listOf(nameOr(DIMENSION_NAMES))),
+        filters: sometimes(listOf(sometimes(fc.tuple(nameOr(FILTER_OPS), nameOr(DIMENSION_NAMES), sometimes(listOf(sometimes(value))))))),
+        orderBy: sometimes(listOf(sometimes(fc.tuple(nameOr([...METRIC_NAMES, ...DIMENSION_NAMES]), nameOr(['asc', 'desc']))))),
+        dateRange: nameOr(['1h', '24h', '7d', '30d', 'custom']),
+        startDate: fc.oneof(fc.constantFrom(...DATES_ODD, ...DATES_OUT_OF_RANGE), junk),
+        compare: nameOr(['previous']),
+        limit: sometimes(fc.integer({ min: -1, max: 20_000 })),
+        page: sometimes(fc.integer({ min: -1, max: 200 })),
+      },
+      { requiredKeys: [] },
+    );
+    const body = fc.oneof(validBody, hostileBody);
+    const bodies = fc.sample(body, { seed: SEED + 2, numRuns: 300 });
+    const failures: string[] = [];
+    const statuses = new Map<number, number>();
+    for (const json of bodies) {
+      const text = JSON.stringify(json);
+      const res = await call(t.app, 'POST', '/api/logs/query', { token: plain.token, body: text, ip: nextIp() });
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      const envelopeOk = res.status < 400 ? res.body?.success === true : res.body?.success === false && typeof res.body.error === 'string';
+      if (res.status >= 500 || !envelopeOk) failures.push(`${res.status} ${JSON.stringify(res.body).slice(0, 200)} for ${text.slice(0, 300)}`);
+    }
+    // The generator reaches the store too: many bodies are answered, not all refused.
+    expect(statuses.get(200) ?? 0, JSON.stringify([...statuses])).toBeGreaterThan(50);
+    expect(failures.slice(0, 5), `${failures.length} of ${bodies.length}`).toEqual([]);
+  }, 300_000);
 });

@@ -36,6 +36,10 @@ describe('loadConfig defaults', () => {
       exportTtlS: 86400,
       logRetentionDays: 90,
       statsRollupMinRows: 32,
+      readTimeoutS: 30,
+      readMaxMemoryMb: 2048,
+      readsPerUser: 2,
+      readsInFlight: undefined,
       tailPerUser: 5,
       trustProxy: false,
       adminEmail: 'admin@localhost',
@@ -75,6 +79,10 @@ describe('loadConfig defaults', () => {
       LOG_LEVEL: 'warn',
       INGEST_BATCH_MS: '250',
       TAIL_PER_USER: '2',
+      READ_TIMEOUT_S: '10',
+      READ_MAX_MEMORY_MB: '512',
+      READS_PER_USER: '1',
+      READS_IN_FLIGHT: '4',
     });
     expect(config).toMatchObject({
       port: 8443,
@@ -89,6 +97,10 @@ describe('loadConfig defaults', () => {
       logLevel: 'warn',
       ingestBatchMs: 250,
       tailPerUser: 2,
+      readTimeoutS: 10,
+      readMaxMemoryMb: 512,
+      readsPerUser: 1,
+      readsInFlight: 4,
     });
   });
 
@@ -141,6 +153,10 @@ describe('loadConfig errors: one line naming the variable', () => {
     ['TAIL_PER_USER', '0'],
     ['TAIL_PER_USER', '1.5'],
     ['TAIL_PER_USER', 'many'],
+    ['READ_TIMEOUT_S', '0'],
+    ['READ_MAX_MEMORY_MB', '1.5'],
+    ['READS_PER_USER', 'two'],
+    ['READS_IN_FLIGHT', '-1'],
   ])('%s=%s', (name, value) => {
     const problems = problemsOf({ [name]: value });
     expect(problems).toHaveLength(1);
