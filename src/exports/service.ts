@@ -5,7 +5,7 @@ import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Db } from '../../core/db/postgres.js';
 import { resolveDomain } from '../domains/service.js';
 import { ApiError, invalidField } from '../http/errors.js';
-import { readClient } from '../reads/client.js';
+import { withReads } from '../reads/client.js';
 import { selectionOf, type ExportRequest } from './schemas.js';
 import { deleteExpiredExports, findDownload, insertExport, lockExportQuota, recentExports, type ExportFormat } from './store.js';
 import { exportBytes, exportCountQuery, openExportBody, READER_PACE, SlowReaderError, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan, type ReaderPace } from './stream.js';
@@ -99,7 +99,7 @@ export async function createExport(
   if (early) throw early;
 
   const range = { startDate: body.startDate, endDate };
-  const rows = await countRows(readClient(deps, principal, 'export'), exportCountQuery(domain.id, body.selection, range));
+  const rows = await withReads(deps, principal, 'export', (clickhouse) => countRows(clickhouse, exportCountQuery(domain.id, body.selection, range)));
   if (rows > limits.maxRows) {
     throw invalidField('startDate', `the export would hold ${rows} entries, more than the limit of ${limits.maxRows}: narrow the date range or the filters`);
   }

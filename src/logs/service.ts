@@ -2,7 +2,7 @@ import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
 import { pagination, type Pagination } from '../http/envelope.js';
 import { timeQuery } from '../metrics/registry.js';
-import { readClient } from '../reads/client.js';
+import { withReads } from '../reads/client.js';
 import { accessFiltersSet, accessWhere, errorFiltersSet, errorWhere } from './filters.js';
 import { statusCountsQuery } from './hour-counts.js';
 import { searchScope } from './search-fields.js';
@@ -28,14 +28,14 @@ export async function listAccessLogs(deps: Deps, principal: Principal, domainId:
   const matchesByHour = statusOnly && query.statusCode ? (statusCountsQuery(domainId, query.statusCode, query) ?? undefined) : undefined;
   const rowsByHour = keyOnly ? { domainId, endDate: query.endDate } : undefined;
   const page = { offset: offsetOf(query), limit: query.limit, keyOnly, matchesByHour, rowsByHour };
-  const { rows, total } = await timeQuery(deps.metrics, 'listing', () => listAccessEntries(readClient(deps, principal, 'listing'), accessWhere(domainId, query), page));
+  const { rows, total } = await timeQuery(deps.metrics, 'listing', () => withReads(deps, principal, 'listing', (clickhouse) => listAccessEntries(clickhouse, accessWhere(domainId, query), page)));
   return { logs: rows, pagination: pagination(query.page, query.limit, total) };
 }
 
 export async function listErrorLogs(deps: Deps, principal: Principal, domainId: number, query: ErrorListQuery): Promise<LogPage<ErrorEntry>> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
   const page = { offset: offsetOf(query), limit: query.limit, keyOnly: errorFiltersSet(query).length === 0 };
-  const { rows, total } = await timeQuery(deps.metrics, 'listing', () => listErrorEntries(readClient(deps, principal, 'listing'), errorWhere(domainId, query), page));
+  const { rows, total } = await timeQuery(deps.metrics, 'listing', () => withReads(deps, principal, 'listing', (clickhouse) => listErrorEntries(clickhouse, errorWhere(domainId, query), page)));
   return { logs: rows, pagination: pagination(query.page, query.limit, total) };
 }
 
@@ -43,11 +43,12 @@ export async function listErrorLogs(deps: Deps, principal: Principal, domainId: 
 export async function searchLogs(deps: Deps, principal: Principal, domainId: number, body: SearchBody, now = new Date()): Promise<LogPage<SearchEntry>> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
   const request = { domainId, query: body.query, fields: body.fields, startDate: body.startDate, endDate: body.endDate ?? now };
-  const clickhouse = readClient(deps, principal, 'search');
-  const { rows, total } = await timeQuery(deps.metrics, 'search', async () => {
-    // Fields no row of the range can match are not searched, nor access rows where none can (search-fields.ts).
-    const scope = await searchScope(clickhouse, request);
-    return searchEntries(clickhouse, { ...request, ...scope }, { offset: offsetOf(body), limit: body.limit });
-  });
+  const { rows, total } = await timeQuery(deps.metrics, 'search', () =>
+    withReads(deps, principal, 'search', async (clickhouse) => {
+      // Fields no row of the range can match are not searched, nor access rows where none can (search-fields.ts).
+      const scope = await searchScope(clickhouse, request);
+      return searchEntries(clickhouse, { ...request, ...scope }, { offset: offsetOf(body), limit: body.limit });
+    }),
+  );
   return { logs: rows, pagination: pagination(body.page, body.limit, total) };
 }

@@ -1,8 +1,14 @@
 /**
- * The ClickHouse client a request reads through: each statement waits for its turn in the
- * process's fair queue (scheduler.ts) as the request's user, carries the limits of its class as a
- * SETTINGS clause, and a statement stopped by a limit answers 503 or 422 with what to change,
+ * How a request reads ClickHouse (`withReads`): it waits for a place in the process's fair queue
+ * (scheduler.ts) as its user, holds it while its statements run, and reads through a client whose
+ * every statement carries the limits of the request's class as a SETTINGS clause; a statement
+ * stopped by a limit answers 503 (422 for a statement too long to parse) with what to change,
  * never 500 and never minutes.
+ *
+ * A place is a request's, not a statement's: a request of several statements (a build state, then
+ * the query) waits once, so another user's request waits for at most one request of each user
+ * ahead of it. Given per statement, the second statement of a light request queued again behind a
+ * heavy one, and a two-statement query waited for two heavy ones (bench/README, "Fair reads").
  *
  * | class     | for                                              |
  * |-----------|--------------------------------------------------|
@@ -19,7 +25,6 @@
  * The limits go in the statement's own SETTINGS clause, never in `clickhouse_settings`: chDB
  * turns those into SET statements that stay on the process's session (README, "Two modes").
  */
-import { finished } from 'node:stream';
 import type { QueryParams } from '@clickhouse/client';
 import type { Config } from '../../core/config.js';
 import { clickhouseCode, derivedClient, type ClickHouseClient } from '../../core/db/clickhouse.js';
@@ -73,26 +78,13 @@ export function readError(err: unknown, limits: ReadLimits): unknown {
 
 type ResultOf = Awaited<ReturnType<ClickHouseClient['query']>>;
 
-/** The result with `release` called once it has been read, closed, or failed. */
-function releasedWhenRead(result: ResultOf, release: () => void, limits: ReadLimits): ResultOf {
-  const settled = <T>(read: Promise<T>): Promise<T> =>
-    read.then(
-      (value) => (release(), value),
-      (err: unknown) => {
-        release();
-        throw readError(err, limits);
-      },
-    );
-  return Object.assign(Object.create(result) as ResultOf, {
-    json: () => settled(result.json()),
-    text: () => settled(result.text()),
-    stream: () => {
-      const stream = result.stream();
-      finished(stream, release);
-      return stream;
-    },
-    close: () => (release(), result.close()),
-  });
+/** The result, its reads failing with readError's answers. */
+function mappedWhenRead(result: ResultOf, limits: ReadLimits): ResultOf {
+  const mapped = <T>(read: Promise<T>): Promise<T> =>
+    read.catch((err: unknown) => {
+      throw readError(err, limits);
+    });
+  return Object.assign(Object.create(result) as ResultOf, { json: () => mapped(result.json()), text: () => mapped(result.text()) });
 }
 
 /** A process's reads for requests: their queue and each class's limits. */
@@ -101,7 +93,7 @@ export interface Reads {
   limits: Record<ReadClass, ReadLimits>;
 }
 
-/** Reads a user may have waiting before a request is refused with 429. */
+/** Requests of one user that may wait for a place before the next is refused with 429. */
 const QUEUED_PER_USER = 64;
 
 export function createReads(config: Pick<Config, 'readTimeoutS' | 'readMaxMemoryMb' | 'readsPerUser' | 'readsInFlight' | 'clickhouseUrl'>): Reads {
@@ -117,20 +109,25 @@ export function createReads(config: Pick<Config, 'readTimeoutS' | 'readMaxMemory
 
 export type ReadDeps = Pick<Services, 'clickhouse' | 'reads'>;
 
-/** The client `principal`'s reads of class `cls` go through (scheduled and limited), reading the same store as `deps.clickhouse`. */
-export function readClient(deps: ReadDeps, principal: Principal, cls: ReadClass): ClickHouseClient {
-  const limits = deps.reads.limits[cls];
+/** A client reading the store of `base` whose statements carry `limits`, and answer as readError says when one stops them. */
+export function limitedClient(base: ClickHouseClient, limits: ReadLimits): ClickHouseClient {
   const settings = settingsOf(limits);
-  const base = deps.clickhouse;
   return derivedClient(base, {
     async query(params: QueryParams) {
-      const release = await deps.reads.scheduler.acquire(principal.user.id);
       try {
-        return releasedWhenRead(await base.query({ ...params, query: withSettings(params.query, settings) }), release, limits);
+        return mappedWhenRead(await base.query({ ...params, query: withSettings(params.query, settings) }), limits);
       } catch (err) {
-        release();
         throw readError(err, limits);
       }
     },
   } as Pick<ClickHouseClient, 'query'>);
+}
+
+/**
+ * Runs `read`, the ClickHouse part of one request of `principal`'s, once a place is free for it,
+ * with a client whose statements carry the limits of `cls`; the place is given back when `read` settles.
+ */
+export function withReads<T>(deps: ReadDeps, principal: Principal, cls: ReadClass, read: (clickhouse: ClickHouseClient) => Promise<T>): Promise<T> {
+  const clickhouse = limitedClient(deps.clickhouse, deps.reads.limits[cls]);
+  return deps.reads.scheduler.run(principal.user.id, () => read(clickhouse));
 }

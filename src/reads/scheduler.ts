@@ -1,10 +1,10 @@
 /**
- * The fair queue of a process's ClickHouse reads made for requests: at most `inFlight` at once, at
- * most `perUser` of them for one user, and when a place frees, the waiting user served least
- * recently goes first. So one user's many heavy requests delay another user's read by at most one
- * of their statements each, however many they queue: without it the embedded engine ran requests
- * in arrival order, and six heavy requests of one user put another user's 82 ms query at 19 s
- * (bench/README, "Fair reads").
+ * The fair queue of the requests that read ClickHouse in a process: at most `inFlight` of them
+ * reading at once, at most `perUser` of one user's, and when a place frees, the waiting user served
+ * least recently goes first (a user's own requests in the order they came). So one user's many
+ * heavy requests delay another user's request by at most one of them, however many they queue:
+ * without it the embedded engine ran statements in arrival order, and six heavy requests of one
+ * user put another user's 82 ms query at 19 s (bench/README, "Fair reads").
  *
  * Background work (ingest, the rollup builder, the alert evaluator, live-tail pollers) does not
  * pass here: it is not a user's, and waits behind nobody.
@@ -12,15 +12,15 @@
 import { ApiError } from '../http/errors.js';
 
 export interface SchedulerLimits {
-  /** Reads running at once in this process. */
+  /** Requests reading at once in this process. */
   inFlight: number;
-  /** Reads running at once for one user. */
+  /** Requests of one user reading at once. */
   perUser: number;
-  /** Reads one user may have waiting; past it a request is refused (429). */
+  /** Requests one user may have waiting; past it the next is refused (429). */
   queuedPerUser: number;
 }
 
-/** Seconds a user with too many reads waiting is asked to wait. */
+/** Seconds a user with too many requests waiting is asked to wait. */
 const RETRY_AFTER_S = 5;
 
 interface UserQueue {
@@ -40,20 +40,20 @@ export class ReadScheduler {
 
   constructor(readonly limits: SchedulerLimits) {}
 
-  /** Reads running now, and waiting (for tests and /metrics). */
+  /** Requests reading now, and waiting (for tests). */
   get counts(): { running: number; waiting: number } {
     let waiting = 0;
     for (const user of this.users.values()) waiting += user.waiting.length;
     return { running: this.running, waiting };
   }
 
-  /** A place for one read of `userId`, once its turn comes; 429 when the user already has `queuedPerUser` waiting. */
+  /** A place for one request of `userId`, once its turn comes; 429 when the user already has `queuedPerUser` waiting. */
   acquire(userId: number): Promise<Release> {
     let user = this.users.get(userId);
     if (!user) this.users.set(userId, (user = { running: 0, waiting: [], servedAt: -1 }));
     if (user.waiting.length >= this.limits.queuedPerUser) {
       return Promise.reject(
-        new ApiError(429, `Too many reads waiting for this user (${this.limits.queuedPerUser}); try again when earlier requests have answered`, undefined, { 'Retry-After': String(RETRY_AFTER_S) }),
+        new ApiError(429, `Too many requests of this user waiting to read (${this.limits.queuedPerUser}); try again when earlier ones have answered`, undefined, { 'Retry-After': String(RETRY_AFTER_S) }),
       );
     }
     const queued = user;

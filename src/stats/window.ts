@@ -15,7 +15,7 @@ import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
 import { resolveDomain } from '../domains/service.js';
 import { timeQuery } from '../metrics/registry.js';
-import { readClient } from '../reads/client.js';
+import { withReads } from '../reads/client.js';
 import { readWithKnownPlan } from '../rollups/known-plans.js';
 import {
   buildStateOf,
@@ -197,7 +197,7 @@ type StatsDeps = Pick<Services, 'db' | 'clickhouse' | 'reads' | 'config' | 'metr
 /** GET /api/logs/domains/:domainId/stats: the domain must be visible and the caller hold logs:read. */
 export async function getLogStats(deps: StatsDeps, principal: Principal, domainId: number, window: StatsWindow, filters: readonly QueryFilter[] = [], now = Date.now()): Promise<LogStats> {
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
-  return windowStats({ ...deps, clickhouse: readClient(deps, principal, 'stats') }, domainId, window, filters, now);
+  return withReads(deps, principal, 'stats', (clickhouse) => windowStats({ ...deps, clickhouse }, domainId, window, filters, now));
 }
 
 /** A domain's statistics over `window` (no access check: GET …/stats checks it, `tailhouse stats` runs as the operator). */

@@ -5,7 +5,7 @@
 import type { Principal, Services } from '../../context.js';
 import { resolveDomains } from '../../domains/service.js';
 import { timeQuery } from '../../metrics/registry.js';
-import { readClient } from '../../reads/client.js';
+import { withReads } from '../../reads/client.js';
 import { parseQuery } from './parse.js';
 import { runQuery } from './run.js';
 import type { QueryBody } from './schemas.js';
@@ -21,7 +21,7 @@ export async function queryLogs(deps: Deps, principal: Principal, body: QueryBod
   const kept = body.page > 1 ? keptSeries(deps.clickhouse, key, now) : undefined;
   if (kept) return answerOf({ ...kept.query, page: body.page }, kept.ordered);
   const query = parseQuery(body, { now, retentionDays: deps.config.logRetentionDays, domains });
-  const ordered = orderGroups(query, await timeQuery(deps.metrics, 'query', () => runQuery(readClient(deps, principal, 'stats'), query, deps.config.statsRollupMinRows)));
+  const ordered = orderGroups(query, await timeQuery(deps.metrics, 'query', () => withReads(deps, principal, 'stats', (clickhouse) => runQuery(clickhouse, query, deps.config.statsRollupMinRows))));
   keepSeries(deps.clickhouse, key, { query, ordered, at: now });
   return answerOf(query, ordered);
 }
