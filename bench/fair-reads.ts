@@ -24,6 +24,7 @@
  * Environment (optional): BENCH_ROWS (default 2000000), BENCH_DATA_DIR, BENCH_ROUNDS (default 3),
  * BENCH_KEEP (1: keep the temporary directory).
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -87,7 +88,13 @@ async function main(): Promise<void> {
   });
   let restore: (() => Promise<void>) | undefined;
   try {
-    const head = fs.existsSync(path.join(ROOT, '.git')) ? fs.readFileSync(path.join(ROOT, '.git', 'HEAD'), 'utf8').trim() : '?';
+    const head = (() => {
+      try {
+        return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+      } catch {
+        return 'not a git checkout';
+      }
+    })();
     console.log(`bench/fair-reads: Node ${process.version}, ${os.cpus().length} CPUs, ${ROOT} (${head}); load average at start: ${load()}${dir && KEEP ? `; files in ${dir}` : ''}`);
 
     let dataDir: string;
