@@ -29,27 +29,18 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { killAll } from './lib/measure.js';
-import { BENCH_ADMIN, loadQueryData, MAIN_DOMAIN, otherDomain, writeQueryLogs } from './lib/query-data.js';
-import { api as apiOf, childEnv, killServer, login, ROOT, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
-import { fmt, load, sleep, tail } from './lib/util.js';
+import { BENCH_ADMIN, benchDataDir, MAIN_DOMAIN, otherDomain } from './lib/query-data.js';
+import { api as apiOf, childEnv, failBench, killServer, login, ROOT, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
+import { fmt, load, median, positiveIntEnv, sleep } from './lib/util.js';
 
-const int = (name: string, fallback: number) => {
-  const v = Number(process.env[name] ?? fallback);
-  if (!Number.isSafeInteger(v) || v <= 0) throw new Error(`${name} must be a positive whole number`);
-  return v;
-};
-const ROWS = int('BENCH_ROWS', 2_000_000);
-const ROUNDS = int('BENCH_ROUNDS', 3);
+const ROWS = positiveIntEnv('BENCH_ROWS', 2_000_000);
+const ROUNDS = positiveIntEnv('BENCH_ROUNDS', 3);
 const KEPT_DATA_DIR = process.env.BENCH_DATA_DIR;
 const KEEP = process.env.BENCH_KEEP === '1';
 const HEAVY_AT_ONCE = 6;
 /** How long after A's six are sent B asks: they are all queued by then (each is tens of ms of Postgres work before its reads). */
 const QUEUED_AFTER_MS = 300;
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 const ms0 = (n: number) => fmt(n);
 
 let server: Server | undefined;
@@ -97,17 +88,7 @@ async function main(): Promise<void> {
     })();
     console.log(`bench/fair-reads: Node ${process.version}, ${os.cpus().length} CPUs, ${ROOT} (${head}); load average at start: ${load()}${dir && KEEP ? `; files in ${dir}` : ''}`);
 
-    let dataDir: string;
-    if (KEPT_DATA_DIR) {
-      dataDir = KEPT_DATA_DIR;
-      console.log(`1. data: the kept DATA_DIR ${dataDir}`);
-    } else {
-      const logs = writeQueryLogs(dir!, ROWS, Date.now());
-      dataDir = path.join(dir!, 'data');
-      const loaded = await loadQueryData(dataDir, logs, ROWS);
-      for (const file of [logs.mainLog, ...logs.otherLogs]) fs.rmSync(file);
-      console.log(`1. data: ${fmt(ROWS)} rows of ${MAIN_DOMAIN} + 9 × ${fmt(Math.round(ROWS / 10))}, loaded in ${((loaded.domainsMs + loaded.importMs) / 1000).toFixed(1)} s`);
-    }
+    const dataDir = await benchDataDir({ kept: KEPT_DATA_DIR, dir, rows: ROWS, keep: KEEP });
 
     const s = await startServer(childEnv(dataDir, BENCH_ADMIN), { detached: true, onSpawn: (spawned) => (server = spawned) });
     const idle = await waitIdle(s.pid, 1_800_000);
@@ -201,12 +182,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  console.error(`bench/fair-reads: ${(err as Error).stack ?? err}`);
-  if (server) {
-    console.error(`server output: ${tail(server.output(), 10)}`);
-    killServer(server);
-  }
-  killAll();
-  process.exit(1);
-});
+main().catch((err: unknown) => failBench('fair-reads', err, server));

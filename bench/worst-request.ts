@@ -46,18 +46,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { STORED_TIME_RANGE } from '../core/db/time-range.js';
 import { killAll } from './lib/measure.js';
-import { BENCH_ADMIN, COMMON, loadQueryData, MAIN_DOMAIN, NEEDLE, writeQueryLogs } from './lib/query-data.js';
-import { api as apiOf, childEnv, killServer, login, ROOT, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
-import { fmt, load, sleep, tail } from './lib/util.js';
+import { BENCH_ADMIN, benchDataDir, COMMON, MAIN_DOMAIN, NEEDLE } from './lib/query-data.js';
+import { api as apiOf, childEnv, failBench, killServer, login, ROOT, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
+import { fmt, load, median, positiveIntEnv, sleep } from './lib/util.js';
 
-const int = (name: string, fallback: number) => {
-  const v = Number(process.env[name] ?? fallback);
-  if (!Number.isSafeInteger(v) || v <= 0) throw new Error(`${name} must be a positive whole number`);
-  return v;
-};
-const ROWS = int('BENCH_ROWS', 10_000_000);
-const RUNS = int('BENCH_RUNS', 5);
-const ROUNDS = int('BENCH_ROUNDS', 3);
+const ROWS = positiveIntEnv('BENCH_ROWS', 10_000_000);
+const RUNS = positiveIntEnv('BENCH_RUNS', 5);
+const ROUNDS = positiveIntEnv('BENCH_ROUNDS', 3);
 const KEPT_DATA_DIR = process.env.BENCH_DATA_DIR;
 const KEEP = process.env.BENCH_KEEP === '1';
 
@@ -67,10 +62,6 @@ const HEALTHZ_EVERY_MS = 10;
 const FIELDS = ['url', 'message', 'userAgent', 'referrer', 'ipAddress'];
 const WIDEST = { startDate: new Date(STORED_TIME_RANGE.first).toISOString(), endDate: new Date(STORED_TIME_RANGE.last).toISOString() };
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
 const ms1 = (n: number) => n.toFixed(1);
 const met = (value: number, target: number) => (value <= target ? 'met' : '**not met**');
@@ -160,17 +151,7 @@ async function main(): Promise<void> {
     console.log(`bench/worst-request: Node ${process.version}, chDB ${chdb}, ${os.cpus().length} CPUs; load average at start: ${load()}${dir && KEEP ? `; files in ${dir}` : ''}`);
 
     // 1. The data.
-    let dataDir: string;
-    if (KEPT_DATA_DIR) {
-      dataDir = KEPT_DATA_DIR;
-      console.log(`1. data: the kept DATA_DIR ${dataDir}`);
-    } else {
-      const logs = writeQueryLogs(dir!, ROWS, Date.now());
-      dataDir = path.join(dir!, 'data');
-      const loaded = await loadQueryData(dataDir, logs, ROWS);
-      for (const file of [logs.mainLog, ...logs.otherLogs]) if (!KEEP) fs.rmSync(file);
-      console.log(`1. data: ${fmt(ROWS)} rows of ${MAIN_DOMAIN} + 9 × ${fmt(Math.round(ROWS / 10))}, loaded through the CLI in ${((loaded.domainsMs + loaded.importMs) / 1000).toFixed(1)} s`);
-    }
+    const dataDir = await benchDataDir({ kept: KEPT_DATA_DIR, dir, rows: ROWS, keep: KEEP });
 
     // 2. The server.
     const s = await startServer(childEnv(dataDir, BENCH_ADMIN), { detached: true, onSpawn: (spawned) => (server = spawned) });
@@ -266,12 +247,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  console.error(`bench/worst-request: ${(err as Error).stack ?? err}`);
-  if (server) {
-    console.error(`server output: ${tail(server.output(), 10)}`);
-    killServer(server);
-  }
-  killAll();
-  process.exit(1);
-});
+main().catch((err: unknown) => failBench('worst-request', err, server));

@@ -219,3 +219,21 @@ export async function loadQueryData(dataDir: string, logs: QueryLogs, rows: numb
   }
   return { ids, domainsMs, fleetDomainsMs, importMs: performance.now() - started, imports };
 }
+
+/**
+ * The DATA_DIR a bench reads: `kept` as it is, or bench/query's logs of `rows` rows (and 9 × rows/10)
+ * written into `dir` and loaded into `dir/data` (the log files removed unless `keep`). Prints
+ * what it is as the bench's step 1.
+ */
+export async function benchDataDir(options: { kept: string | undefined; dir: string | null; rows: number; keep: boolean }): Promise<string> {
+  if (options.kept) {
+    console.log(`1. data: the kept DATA_DIR ${options.kept}`);
+    return options.kept;
+  }
+  const logs = writeQueryLogs(options.dir!, options.rows, Date.now());
+  const dataDir = path.join(options.dir!, 'data');
+  const loaded = await loadQueryData(dataDir, logs, options.rows);
+  for (const file of [logs.mainLog, ...logs.otherLogs]) if (!options.keep) fs.rmSync(file);
+  console.log(`1. data: ${fmt(options.rows)} rows of ${MAIN_DOMAIN} + 9 × ${fmt(Math.round(options.rows / 10))}, loaded through the CLI in ${((loaded.domainsMs + loaded.importMs) / 1000).toFixed(1)} s`);
+  return dataDir;
+}

@@ -9,7 +9,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../test/support/ports.js';
-import { machineBusyTicks, terminate } from './measure.js';
+import { killAll, machineBusyTicks, terminate } from './measure.js';
 import { sleep, tail } from './util.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -34,6 +34,20 @@ export interface Server {
   detached: boolean;
   /** The last 8,000 characters of its stdout and stderr. */
   output: () => string;
+}
+
+/**
+ * A bench's end on an error: the error, the server's last output, the server and every measured
+ * child killed, exit status 1.
+ */
+export function failBench(name: string, err: unknown, server: Server | undefined): never {
+  console.error(`bench/${name}: ${(err as Error).stack ?? err}`);
+  if (server) {
+    console.error(`server output: ${tail(server.output(), 10)}`);
+    killServer(server);
+  }
+  killAll();
+  process.exit(1);
 }
 
 /** SIGKILL to the server (its process group when detached); nothing if it is gone. */
