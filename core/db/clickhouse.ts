@@ -106,7 +106,7 @@ const STATEMENTS = ['query', 'exec', 'command', 'insert'] as const;
  * statement that fails part way (a limit reached while its rows were being written) and hands it to
  * the connection's next statement at the head of that one's answer: the rows of one user's stopped
  * read would appear in whatever read came next, another user's or a live tail's (bench/README,
- * "Fair reads"). Statements with bound parameters already ran one at a time in chDB's own queue;
+ * "bench/fair-reads"). Statements with bound parameters already ran one at a time in chDB's own queue;
  * inserts through the engine's own handle (chdbOf) write no rows to hand on.
  */
 function oneStatementAtATime(chdb: ChdbConnection): ChdbConnection {

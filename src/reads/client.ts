@@ -8,7 +8,7 @@
  * A place is a request's, not a statement's: a request of several statements (a build state, then
  * the query) waits once, so another user's request waits for at most one request of each user
  * ahead of it. Given per statement, the second statement of a light request queued again behind a
- * heavy one, and a two-statement query waited for two heavy ones (bench/README, "Fair reads").
+ * heavy one, and a two-statement query waited for two heavy ones (bench/README, "bench/fair-reads").
  *
  * | class     | for                                              |
  * |-----------|--------------------------------------------------|

@@ -4,7 +4,7 @@
  * least recently goes first (a user's own requests in the order they came). So one user's many
  * heavy requests delay another user's request by at most one of them, however many they queue:
  * without it the embedded engine ran statements in arrival order, and six heavy requests of one
- * user put another user's 82 ms query at 19 s (bench/README, "Fair reads").
+ * user put another user's 82 ms query at 19 s (bench/README, "bench/fair-reads").
  *
  * Background work (ingest, the rollup builder, the alert evaluator, live-tail pollers) does not
  * pass here: it is not a user's, and waits behind nobody.
