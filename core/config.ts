@@ -1,4 +1,5 @@
 import path from 'node:path';
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 import { EMAIL_ADDRESS } from './formats.js';
 
@@ -52,6 +53,18 @@ export const envSchema = z.object({
   READS_PER_USER: positiveInt('a whole number above 0').default(2),
   READS_IN_FLIGHT: positiveInt('a whole number above 0').optional(),
   TAIL_PER_USER: positiveInt('a whole number above 0').default(5),
+  WEBHOOK_ALLOW_NETWORKS: z
+    .string()
+    .transform((v, ctx) => {
+      const networks = v.split(/[\s,]+/).filter((n) => n !== '');
+      const bad = networks.find((n) => !ipaddr.isValidCIDR(n));
+      if (bad !== undefined) {
+        ctx.addIssue({ code: 'custom', message: `must be CIDR networks separated by commas, e.g. 10.20.0.0/16,fd00:1::/64; ${JSON.stringify(bad)} is not one` });
+        return z.NEVER;
+      }
+      return networks.map((n) => ipaddr.parseCIDR(n).toString());
+    })
+    .default([]),
   TRUST_PROXY: boolFromEnv.default(false),
   ADMIN_EMAIL: z.string().trim().toLowerCase().regex(EMAIL_ADDRESS, { message: 'must be an e-mail address' }).default('admin@localhost'),
   ADMIN_PASSWORD: z.string().min(8, { message: 'must be 8 to 128 characters' }).max(128, { message: 'must be 8 to 128 characters' }).optional(),
@@ -103,6 +116,8 @@ export interface Config {
   readsInFlight: number | undefined;
   /** Live tails one user may hold open in one process (src/logs/tail/service.ts). */
   tailPerUser: number;
+  /** Networks (CIDRs) trusted as webhook targets beside public addresses (src/alerts/addresses.ts). */
+  webhookAllowNetworks: string[];
   trustProxy: boolean;
   adminEmail: string;
   adminPassword: string | undefined;
@@ -174,6 +189,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     readsPerUser: e.READS_PER_USER,
     readsInFlight: e.READS_IN_FLIGHT,
     tailPerUser: e.TAIL_PER_USER,
+    webhookAllowNetworks: e.WEBHOOK_ALLOW_NETWORKS,
     trustProxy: e.TRUST_PROXY,
     adminEmail: e.ADMIN_EMAIL.trim().toLowerCase(),
     adminPassword: e.ADMIN_PASSWORD,

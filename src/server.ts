@@ -39,7 +39,16 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
     throw err;
   }
   // With several processes on one Postgres, one of them evaluates each interval (docs/reference/alerts.md#evaluation).
-  const alerts = startAlertEvaluator({ db: runtime.db, clickhouse: runtime.clickhouse, mailer: runtime.mailer, log, baseUrl: config.baseUrl, intervalMs: config.alertIntervalS * 1000, metrics });
+  const alerts = startAlertEvaluator({
+    db: runtime.db,
+    clickhouse: runtime.clickhouse,
+    mailer: runtime.mailer,
+    log,
+    baseUrl: config.baseUrl,
+    intervalMs: config.alertIntervalS * 1000,
+    metrics,
+    delivery: { allowNetworks: config.webhookAllowNetworks },
+  });
   // Stats rollups are built here, beside ingest, not on its insert path (src/rollups/builder.ts).
   const rollups = startStatsRollups({ db: runtime.db, clickhouse: runtime.clickhouse, log, retentionDays: config.logRetentionDays, metrics });
   // Rows stored before their user agent's class was (sql/clickhouse/008) are classified meanwhile.

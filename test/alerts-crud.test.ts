@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALERTS_PER_DOMAIN } from '../src/alerts/limits.js';
+import { createApp } from '../src/app.js';
 import { sql } from '../core/db/sql.js';
 import { PUBLIC_ADDRESSES, REFUSED_ADDRESSES } from './support/addresses.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
@@ -263,6 +264,24 @@ describe('abuse limits', () => {
     const switched = await api(t.app, 'PUT', `${alertsOf(ownDomain)}/${mail.body.data.id}`, { token: admin, body: { notificationMethod: 'webhook', notificationTarget: literalUrl(address) } });
     expectError(switched, 422, 'Validation failed');
     for (const id of [made.body.data.id, mail.body.data.id]) expect((await api(t.app, 'DELETE', `${alertsOf(ownDomain)}/${id}`, { token: admin })).status).toBe(200);
+  });
+
+  it('WEBHOOK_ALLOW_NETWORKS: a target in a network the operator trusts is accepted, one outside it still refused', async () => {
+    const trusting = createApp({ ...t.runtime, config: { ...t.runtime.config, webhookAllowNetworks: ['10.20.0.0/16', 'fd00:1::/64'] } });
+    const made: number[] = [];
+    for (const address of ['10.20.3.4', 'fd00:1::5', '::ffff:10.20.0.9']) {
+      const res = await api(trusting, 'POST', alertsOf(ownDomain), { token: creator.token, body: webhook(literalUrl(address)) });
+      expect(res.status, `${address}: ${JSON.stringify(res.body)}`).toBe(201);
+      made.push(res.body.data.id);
+      // The same target without the setting: refused.
+      expectError(await api(t.app, 'POST', alertsOf(ownDomain), { token: creator.token, body: webhook(literalUrl(address)) }), 422, 'Validation failed');
+    }
+    for (const [address, range] of [['10.21.0.1', 'private'], ['127.0.0.1', 'loopback'], ['fd00:2::1', 'uniqueLocal']]) {
+      const res = await api(trusting, 'POST', alertsOf(ownDomain), { token: creator.token, body: webhook(literalUrl(address!)) });
+      expectError(res, 422, 'Validation failed');
+      expect(res.body.details.notificationTarget).toContain(`(${range})`);
+    }
+    for (const id of made) expect((await api(t.app, 'DELETE', `${alertsOf(ownDomain)}/${id}`, { token: admin })).status).toBe(200);
   });
 
   it('refuses a host name that resolves to a non-public address now; accepts public addresses and names that do not resolve now', async () => {

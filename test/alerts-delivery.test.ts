@@ -612,6 +612,36 @@ describe('webhook delivery', () => {
       for (const a of alerts) await deleteAlert(domain.id, a.id);
     }
   });
+  it('WEBHOOK_ALLOW_NETWORKS: an address in a trusted network is connected to, as the connection\'s own lookup judges it; outside it, refused before any connection', async () => {
+    let connections = 0;
+    const chat = net.createServer((socket) => {
+      connections++;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => chat.listen(0, '127.0.0.1', resolve));
+    const port = (chat.address() as net.AddressInfo).port;
+    const domain = await newDomain();
+    const alert = await newAlert(domain.id, { notificationMethod: 'webhook', notificationTarget: 'https://placeholder.example.com/hook' });
+    await t.runtime.db.query(sql`update alerts set notification_target = ${`https://chat.provider.test:${port}/hook`} where id = ${alert.id}`);
+    const resolve = async () => ['127.0.0.1'];
+    try {
+      const elsewhere = evaluator({ delivery: { resolve, allowNetworks: ['10.0.0.0/8'], webhookTimeoutMs: 300 } });
+      await round(elsewhere);
+      expect(await elsewhere.deliverDue()).toMatchObject({ delivered: 0, failed: 1 });
+      expect((await notificationsOf(t.runtime.db, alert.id))[0]!.last_error).toBe('webhook host chat.provider.test is a non-public address (127.0.0.1: loopback): refused');
+      expect(connections).toBe(0);
+      // Trusted: the connection goes to the address (the test's server hangs up: a failed attempt of another kind).
+      const trusting = evaluator({ delivery: { resolve, allowNetworks: ['127.0.0.0/8'], webhookTimeoutMs: 300 } });
+      // An hour on: the retry is due.
+      expect(await trusting.deliverDue(Date.now() + 3_600_000)).toMatchObject({ delivered: 0, failed: 1 });
+      expect(connections).toBe(1);
+      expect((await notificationsOf(t.runtime.db, alert.id))[0]!.last_error).not.toMatch(/non-public/);
+    } finally {
+      chat.close();
+      await deleteAlert(domain.id, alert.id);
+    }
+  });
+
   it('a name is judged by the lookup the connection itself uses: refused when it resolves to a non-public address, and never resolved a second time (no DNS rebinding)', async () => {
     // What listens on the server's own network, on the port of the targets.
     let connections = 0;

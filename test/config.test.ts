@@ -41,6 +41,7 @@ describe('loadConfig defaults', () => {
       readsPerUser: 2,
       readsInFlight: undefined,
       tailPerUser: 5,
+      webhookAllowNetworks: [],
       trustProxy: false,
       adminEmail: 'admin@localhost',
       adminPassword: undefined,
@@ -83,6 +84,7 @@ describe('loadConfig defaults', () => {
       READ_MAX_MEMORY_MB: '512',
       READS_PER_USER: '1',
       READS_IN_FLIGHT: '4',
+      WEBHOOK_ALLOW_NETWORKS: '10.20.0.0/16, fd00:1::/64',
     });
     expect(config).toMatchObject({
       port: 8443,
@@ -101,6 +103,7 @@ describe('loadConfig defaults', () => {
       readMaxMemoryMb: 512,
       readsPerUser: 1,
       readsInFlight: 4,
+      webhookAllowNetworks: ['10.20.0.0/16', 'fd00:1::/64'],
     });
   });
 
@@ -157,6 +160,8 @@ describe('loadConfig errors: one line naming the variable', () => {
     ['READ_MAX_MEMORY_MB', '1.5'],
     ['READS_PER_USER', 'two'],
     ['READS_IN_FLIGHT', '-1'],
+    ['WEBHOOK_ALLOW_NETWORKS', '10.0.0.0/8,intranet'],
+    ['WEBHOOK_ALLOW_NETWORKS', '10.0.0.0/33'],
   ])('%s=%s', (name, value) => {
     const problems = problemsOf({ [name]: value });
     expect(problems).toHaveLength(1);

@@ -46,6 +46,24 @@ export function nonPublicRange(address: string): string | null {
   return v6.match(GLOBAL_UNICAST) ? null : 'outside global unicast 2000::/3';
 }
 
+/** Why a webhook may not reach an address (a range's name), or null when it may. */
+export type AddressRule = (address: string) => string | null;
+
+/**
+ * The rule for users' webhook targets: public unicast (nonPublicRange), and besides the networks the
+ * operator trusts (WEBHOOK_ALLOW_NETWORKS, CIDRs: a chat server on the provider's own network). An
+ * IPv4-mapped IPv6 address is judged as the IPv4 address it carries, as everywhere here.
+ */
+export function webhookAddressRule(allowNetworks: readonly string[]): AddressRule {
+  if (allowNetworks.length === 0) return nonPublicRange;
+  const networks = allowNetworks.map((cidr) => ipaddr.parseCIDR(cidr));
+  return (address) => {
+    if (!isIP(address)) return nonPublicRange(address);
+    const parsed = ipaddr.process(address);
+    return networks.some(([network, bits]) => network.kind() === parsed.kind() && parsed.match(network, bits)) ? null : nonPublicRange(address);
+  };
+}
+
 /** The addresses a host name resolves to (all of them, as the system resolver answers). */
 export type ResolveAll = (hostname: string) => Promise<string[]>;
 
@@ -57,15 +75,15 @@ export interface NonPublicAddress {
 }
 
 /**
- * The first non-public address among those of a URL's host (`hostname` as `URL` gives it, IPv6
- * in brackets): the literal itself, or each address its name resolves to. Null: all public.
+ * The first address `rule` refuses among those of a URL's host (`hostname` as `URL` gives it, IPv6
+ * in brackets): the literal itself, or each address its name resolves to. Null: all allowed.
  * Resolution errors propagate.
  */
-export async function nonPublicAddressOf(hostname: string, resolve: ResolveAll = systemResolve): Promise<NonPublicAddress | null> {
+export async function nonPublicAddressOf(hostname: string, resolve: ResolveAll = systemResolve, rule: AddressRule = nonPublicRange): Promise<NonPublicAddress | null> {
   const host = hostname.replace(/^\[|\]$/g, '');
   const addresses = isIP(host) ? [host] : await resolve(host);
   for (const address of addresses) {
-    const range = nonPublicRange(address);
+    const range = rule(address);
     if (range !== null) return { address, range };
   }
   return null;

@@ -31,7 +31,7 @@ import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
 import type { Mailer } from '../mail/mailer.js';
 import type { Metrics } from '../metrics/registry.js';
-import type { ResolveAll } from './addresses.js';
+import { webhookAddressRule, type ResolveAll } from './addresses.js';
 import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';
 import { emailOf, webhookBodyOf, type DeliveryFacts, type NotificationPayload } from './notifications.js';
 import { postOnce, publicPost, type WebhookPost } from './webhook-post.js';
@@ -48,6 +48,8 @@ export interface DeliveryOptions {
   post?: WebhookPost;
   /** How the default post resolves names (tests may inject one); the system resolver otherwise. */
   resolve?: ResolveAll;
+  /** The networks trusted as webhook targets besides public addresses (WEBHOOK_ALLOW_NETWORKS). */
+  allowNetworks?: readonly string[];
   /** A webhook answer must arrive within this (default 10 s). */
   webhookTimeoutMs?: number;
   /** A mail must be accepted within this (default 60 s, below the lease). */
@@ -164,7 +166,7 @@ export interface Deliverer {
 export function createDeliverer(options: DeliveryOptions): Deliverer {
   const { db, mailer } = options;
   const log = options.log.child({ component: 'alerts' });
-  const post = options.post ?? publicPost(options.resolve);
+  const post = options.post ?? publicPost(options.resolve, webhookAddressRule(options.allowNetworks ?? []));
   const timeoutMs = options.webhookTimeoutMs ?? 10_000;
   const mailTimeoutMs = options.mailTimeoutMs ?? 60_000;
   const insecure = new Set(options.insecureWebhookOrigins ?? []);

@@ -3,7 +3,7 @@ import type { Principal, Services } from '../context.js';
 import { resolveDomain, resolveDomains } from '../domains/service.js';
 import { ApiError, notFound } from '../http/errors.js';
 import type { Action } from '../users/permissions.js';
-import { nonPublicAddressOf, systemResolve, type ResolveAll } from './addresses.js';
+import { nonPublicAddressOf, nonPublicRange, systemResolve, webhookAddressRule, type AddressRule, type ResolveAll } from './addresses.js';
 import { ALERTS_PER_DOMAIN } from './limits.js';
 import { definitionProblems, type AlertDefinition } from './schemas.js';
 import {
@@ -19,7 +19,7 @@ import {
   type Configurer,
 } from './store.js';
 
-type Deps = Pick<Services, 'db'>;
+type Deps = Pick<Services, 'db' | 'config'>;
 
 
 /** How long a webhook target's DNS answer is waited for when an alert is saved. */
@@ -32,11 +32,11 @@ const TARGET_LOOKUP_TIMEOUT_MS = 3_000;
  * resolver is slow or down) is accepted: delivery checks the addresses again at every attempt,
  * and refusing would make an alert's creation depend on DNS being up.
  */
-export async function webhookTargetProblem(target: string, resolve: ResolveAll = systemResolve): Promise<string | null> {
+export async function webhookTargetProblem(target: string, resolve: ResolveAll = systemResolve, rule: AddressRule = nonPublicRange): Promise<string | null> {
   const host = new URL(target).hostname;
   let timer: NodeJS.Timeout | undefined;
   const gaveUp = new Promise<null>((resolveTimeout) => (timer = setTimeout(() => resolveTimeout(null), TARGET_LOOKUP_TIMEOUT_MS)));
-  const internal = await Promise.race([nonPublicAddressOf(host, resolve).catch(() => null), gaveUp]).finally(() => clearTimeout(timer));
+  const internal = await Promise.race([nonPublicAddressOf(host, resolve, rule).catch(() => null), gaveUp]).finally(() => clearTimeout(timer));
   if (!internal) return null;
   const literal = internal.address === host.replace(/^\[|\]$/g, '');
   return literal
@@ -44,10 +44,10 @@ export async function webhookTargetProblem(target: string, resolve: ResolveAll =
     : `must reach a public address; ${host} resolves to ${internal.address} (${internal.range})`;
 }
 
-/** The definition's problems beyond its form: a webhook target that reaches no public address. */
-async function targetProblems(d: AlertDefinition): Promise<void> {
+/** The definition's problems beyond its form: a webhook target that reaches no public address (nor one of WEBHOOK_ALLOW_NETWORKS). */
+async function targetProblems(deps: Deps, d: AlertDefinition): Promise<void> {
   if (d.notificationMethod !== 'webhook') return;
-  const problem = await webhookTargetProblem(d.notificationTarget);
+  const problem = await webhookTargetProblem(d.notificationTarget, systemResolve, webhookAddressRule(deps.config.webhookAllowNetworks));
   if (problem) throw new ApiError(422, 'Validation failed', { notificationTarget: problem });
 }
 
@@ -76,7 +76,7 @@ export async function listFiringAlerts(deps: Deps, principal: Principal): Promis
 export async function createAlert(deps: Deps, principal: Principal, domainId: number, definition: AlertDefinition, client: ClientInfo): Promise<Alert> {
   const domain = await domainFor(deps, principal, domainId, 'create');
   const wanted = normalised(definition);
-  await targetProblems(wanted);
+  await targetProblems(deps, wanted);
   const row = await insertAlertWithinCap(deps.db, domainId, configurerOf(principal), wanted, ALERTS_PER_DOMAIN);
   if (!row) throw new ApiError(409, `The domain already has ${ALERTS_PER_DOMAIN} alerts, the most a domain may have; delete one to add another`);
   await recordActivity(deps.db, { userId: principal.user.id, action: 'alert.create', resource: resource(domainId, row.id), details: `Created alert "${row.name}" on ${domain.name}` }, client);
@@ -101,7 +101,7 @@ export async function updateAlert(
   if (Object.keys(problems).length > 0) throw new ApiError(422, 'Validation failed', problems);
   // Checked when the target is set, as on creation; an alert whose name resolves elsewhere since
   // can still be changed or disabled (delivery refuses a non-public address at every attempt).
-  if (defined.notificationTarget !== undefined || defined.notificationMethod !== undefined) await targetProblems(merged);
+  if (defined.notificationTarget !== undefined || defined.notificationMethod !== undefined) await targetProblems(deps, merged);
   const row = await updateAlertRow(deps.db, domainId, alertId, merged, configurerOf(principal));
   if (!row) throw notFound('Alert');
   const changed = Object.keys(defined).join(', ') || 'nothing';

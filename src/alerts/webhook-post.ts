@@ -11,7 +11,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
-import { nonPublicRange, systemResolve, type ResolveAll } from './addresses.js';
+import { nonPublicRange, systemResolve, type AddressRule, type ResolveAll } from './addresses.js';
 
 export interface WebhookRequest {
   headers: Record<string, string>;
@@ -53,13 +53,13 @@ export function postOnce(url: URL, request: WebhookRequest, lookup?: LookupFunct
  * the name's addresses is not public; otherwise it hands the connection those addresses (of the
  * family asked for, all of them when asked for all).
  */
-export function publicOnlyLookup(resolve: ResolveAll = systemResolve): LookupFunction {
+export function publicOnlyLookup(resolve: ResolveAll = systemResolve, rule: AddressRule = nonPublicRange): LookupFunction {
   return (hostname, options, callback) => {
     const done = callback as (err: Error | null, address: string | { address: string; family: number }[], family?: number) => void;
     resolve(hostname).then(
       (addresses) => {
         for (const address of addresses) {
-          const range = nonPublicRange(address);
+          const range = rule(address);
           if (range !== null) return done(refusal(hostname, address, range), '');
         }
         const entries = addresses.map((address) => ({ address, family: isIP(address) })).filter((e) => !options.family || e.family === options.family);
@@ -72,13 +72,13 @@ export function publicOnlyLookup(resolve: ResolveAll = systemResolve): LookupFun
   };
 }
 
-/** The POST for users' targets: only public addresses, judged by the connection's own lookup. */
-export function publicPost(resolve: ResolveAll = systemResolve): WebhookPost {
-  const lookup = publicOnlyLookup(resolve);
+/** The POST for users' targets: only addresses `rule` allows (public ones), judged by the connection's own lookup. */
+export function publicPost(resolve: ResolveAll = systemResolve, rule: AddressRule = nonPublicRange): WebhookPost {
+  const lookup = publicOnlyLookup(resolve, rule);
   return (url, request) => {
     const host = url.hostname.replace(/^\[|\]$/g, '');
     if (isIP(host)) {
-      const range = nonPublicRange(host);
+      const range = rule(host);
       if (range !== null) return Promise.reject(refusal(url.hostname, host, range));
     }
     return postOnce(url, request, lookup);
