@@ -92,6 +92,17 @@ interface Received {
 }
 
 /** A local HTTP receiver: `answer` decides each response (a status, or 'hang' to never answer). */
+/** A server on 127.0.0.1 that hangs up on every connection, counting them: what the server's own network holds, for the webhook address checks. */
+async function hangingUpServer(): Promise<{ port: number; connections: () => number; close: () => Promise<void> }> {
+  let connections = 0;
+  const server = net.createServer((socket) => {
+    connections++;
+    socket.destroy();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as net.AddressInfo).port, connections: () => connections, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
 async function webhookReceiver(answer: (n: number) => number | 'hang') {
   const received: Received[] = [];
   const hanging: http.ServerResponse[] = [];
@@ -613,13 +624,8 @@ describe('webhook delivery', () => {
     }
   });
   it('WEBHOOK_ALLOW_NETWORKS: an address in a trusted network is connected to, as the connection\'s own lookup judges it; outside it, refused before any connection', async () => {
-    let connections = 0;
-    const chat = net.createServer((socket) => {
-      connections++;
-      socket.destroy();
-    });
-    await new Promise<void>((resolve) => chat.listen(0, '127.0.0.1', resolve));
-    const port = (chat.address() as net.AddressInfo).port;
+    const chat = await hangingUpServer();
+    const port = chat.port;
     const resolve = async () => ['127.0.0.1'];
     /** A new alert to the chat server, its firing notification delivered by an evaluator trusting `allowNetworks`. */
     const deliverWith = async (allowNetworks: string[]) => {
@@ -637,24 +643,19 @@ describe('webhook delivery', () => {
     };
     try {
       expect(await deliverWith(['10.0.0.0/8'])).toBe('webhook host chat.provider.test is a non-public address (127.0.0.1: loopback): refused');
-      expect(connections).toBe(0);
+      expect(chat.connections()).toBe(0);
       // Trusted: the connection goes to the address (the test's server hangs up: a failed attempt of another kind).
       expect(await deliverWith(['127.0.0.0/8'])).not.toMatch(/non-public/);
-      expect(connections).toBe(1);
+      expect(chat.connections()).toBe(1);
     } finally {
-      chat.close();
+      await chat.close();
     }
   });
 
   it('a name is judged by the lookup the connection itself uses: refused when it resolves to a non-public address, and never resolved a second time (no DNS rebinding)', async () => {
     // What listens on the server's own network, on the port of the targets.
-    let connections = 0;
-    const internal = net.createServer((socket) => {
-      connections++;
-      socket.destroy();
-    });
-    await new Promise<void>((resolve) => internal.listen(0, '127.0.0.1', resolve));
-    const port = (internal.address() as net.AddressInfo).port;
+    const internal = await hangingUpServer();
+    const port = internal.port;
     const domain = await newDomain();
     const loopback = await newAlert(domain.id, { notificationMethod: 'webhook', notificationTarget: 'https://placeholder.example.com/hook' });
     const rebinding = await newAlert(domain.id, { notificationMethod: 'webhook', notificationTarget: 'https://placeholder.example.com/hook' });
@@ -676,9 +677,9 @@ describe('webhook delivery', () => {
       // the name was looked up once: nothing reached the server's own network.
       expect((await notificationsOf(t.runtime.db, rebinding.id))[0]!.last_error).not.toMatch(/non-public/);
       expect(lookups.filter((n) => n === 'rebinding.example.test')).toHaveLength(1);
-      expect(connections).toBe(0);
+      expect(internal.connections()).toBe(0);
     } finally {
-      await new Promise((resolve) => internal.close(resolve));
+      await internal.close();
       await deleteAlert(domain.id, loopback.id);
       await deleteAlert(domain.id, rebinding.id);
     }

@@ -116,6 +116,14 @@ describe('the limits each read statement carries', () => {
     expect(await selectRows(limitedClient(t.runtime.clickhouse, t.runtime.reads.limits.stats), 'SELECT length(groupArray(number)) AS n FROM numbers({n:UInt32})', { n: 10_000_000 })).toEqual([{ n: 10_000_000 }]);
   });
 
+  it('a statement longer than ClickHouse parses (max_query_size) answers 422, not 500', async () => {
+    const clickhouse = limitedClient(t.runtime.clickhouse, t.runtime.reads.limits.stats);
+    const err = await selectRows(clickhouse, `SELECT length('${'x'.repeat(300_000)}') AS n`, {}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).status).toBe(422);
+    expect((err as ApiError).details).toEqual({ body: expect.stringMatching(/longer than ClickHouse accepts \(max_query_size\)/) });
+  });
+
   it('a request stopped by a limit answers 503 with the envelope, in every class', async () => {
     const reads = limited({});
     for (const limits of Object.values(reads.limits)) limits.timeoutS = 0.001;
