@@ -4,7 +4,26 @@ import { domainIdParams } from '../domains/schemas.js';
 import { idParam } from '../http/query.js';
 import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';
 
-export const CONDITIONS = ['errorRate', 'clientErrorRate', 'requestCount', 'averageResponseTime', 'p95ResponseTime'] as const;
+/**
+ * What an alert watches: a metric of the statistics' registry (src/stats/registry.ts) that a
+ * threshold can watch, computed by the registry's SQL, or `requestChange` (the relative change of
+ * the requests against the same window 7 days earlier, src/alerts/metrics.ts). `requestCount` is
+ * the specification's name for `requests` and stays accepted.
+ */
+export const CONDITIONS = [
+  'errorRate',
+  'clientErrorRate',
+  'requests',
+  'requestCount',
+  'bandwidth',
+  'visitors',
+  'averageResponseTime',
+  'p50ResponseTime',
+  'p95ResponseTime',
+  'p99ResponseTime',
+  'maxResponseTime',
+  'requestChange',
+] as const;
 export const OPERATORS = ['greaterThan', 'greaterThanOrEqual', 'lessThan', 'lessThanOrEqual'] as const;
 export const METHODS = ['email', 'webhook'] as const;
 
@@ -25,12 +44,22 @@ export interface AlertDefinition {
 }
 
 /** What a threshold means per condition, and its range. */
-const THRESHOLD_RULES: Record<Condition, { max: number; rule: string }> = {
-  errorRate: { max: 1, rule: 'must be a fraction from 0 to 1 for errorRate' },
-  requestCount: { max: Number.MAX_SAFE_INTEGER, rule: 'must be a number of requests, 0 or more' },
-  clientErrorRate: { max: 1, rule: 'must be a fraction from 0 to 1 for clientErrorRate' },
-  averageResponseTime: { max: 3_600_000, rule: 'must be milliseconds from 0 to 3600000 for averageResponseTime' },
-  p95ResponseTime: { max: 3_600_000, rule: 'must be milliseconds from 0 to 3600000 for p95ResponseTime' },
+const fraction = (c: Condition) => ({ min: 0, max: 1, rule: `must be a fraction from 0 to 1 for ${c}` });
+const count = (what: string) => ({ min: 0, max: Number.MAX_SAFE_INTEGER, rule: `must be a number of ${what}, 0 or more` });
+const milliseconds = (c: Condition) => ({ min: 0, max: 3_600_000, rule: `must be milliseconds from 0 to 3600000 for ${c}` });
+const THRESHOLD_RULES: Record<Condition, { min: number; max: number; rule: string }> = {
+  errorRate: fraction('errorRate'),
+  clientErrorRate: fraction('clientErrorRate'),
+  requests: count('requests'),
+  requestCount: count('requests'),
+  bandwidth: count('bytes'),
+  visitors: count('visitors'),
+  averageResponseTime: milliseconds('averageResponseTime'),
+  p50ResponseTime: milliseconds('p50ResponseTime'),
+  p95ResponseTime: milliseconds('p95ResponseTime'),
+  p99ResponseTime: milliseconds('p99ResponseTime'),
+  maxResponseTime: milliseconds('maxResponseTime'),
+  requestChange: { min: -1, max: 1_000_000, rule: 'must be a relative change from -1 (traffic gone) up, for requestChange (0: unchanged, -0.7: 70 % fewer requests)' },
 };
 
 const oneOf = (values: readonly string[]) => `must be one of ${values.join(', ')}`;
@@ -70,8 +99,8 @@ function isHttpsUrl(text: string): boolean {
  */
 export function definitionProblems(d: AlertDefinition): Record<string, string> {
   const problems: Record<string, string> = {};
-  const { max, rule } = THRESHOLD_RULES[d.condition];
-  if (d.threshold < 0 || d.threshold > max) problems.threshold = rule;
+  const { min, max, rule } = THRESHOLD_RULES[d.condition];
+  if (d.threshold < min || d.threshold > max) problems.threshold = rule;
   if (d.notificationMethod === 'email' && !EMAIL_ADDRESS.test(d.notificationTarget.toLowerCase())) {
     problems.notificationTarget = 'must be an e-mail address for the email method';
   }
