@@ -45,6 +45,8 @@ export const envSchema = z.object({
   INGEST_STATS_INTERVAL_MS: z.coerce.number({ message: 'must be a whole number of milliseconds, 0 for never' }).int().min(0).default(60_000),
   INGEST_BATCH_MS: wholeNumber('a whole number of milliseconds from 0 to 10000', 0, 10_000).default(1_000),
   ALERT_INTERVAL_S: positiveInt('a whole number of seconds above 0').default(30),
+  ALERT_GROUP_WAIT_S: wholeNumber('a whole number of seconds from 0 to 3600', 0, 3_600).default(30),
+  ALERT_REPEAT_S: positiveInt('a whole number of seconds above 0').default(14_400),
   EXPORT_TTL_S: positiveInt('a whole number of seconds above 0').default(86400),
   LOG_RETENTION_DAYS: positiveInt('a whole number of days above 0').default(90),
   STATS_ROLLUP_MIN_ROWS: wholeNumber('a whole number of rows, 0 or more', 0).default(32),
@@ -104,6 +106,10 @@ export interface Config {
   /** How long followed files' chunks wait to share an insert (ingest/shared-batches.ts). */
   ingestBatchMs: number;
   alertIntervalS: number;
+  /** How long a notification waits for more alerts to its target (src/alerts/outbox.ts). */
+  alertGroupWaitS: number;
+  /** While an alert fires, a reminder this often. */
+  alertRepeatS: number;
   exportTtlS: number;
   logRetentionDays: number;
   /** POST /api/logs/query reads an hour raw where its domains hold fewer rows each, on average (src/rollups/plan.ts, sparseHoursUnbuilt). */
@@ -181,6 +187,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     ingestStatsIntervalMs: e.INGEST_STATS_INTERVAL_MS,
     ingestBatchMs: e.INGEST_BATCH_MS,
     alertIntervalS: e.ALERT_INTERVAL_S,
+    alertGroupWaitS: e.ALERT_GROUP_WAIT_S,
+    alertRepeatS: e.ALERT_REPEAT_S,
     exportTtlS: e.EXPORT_TTL_S,
     logRetentionDays: e.LOG_RETENTION_DAYS,
     statsRollupMinRows: e.STATS_ROLLUP_MIN_ROWS,

@@ -46,6 +46,8 @@ export async function runServer(config: Config, log: Logger): Promise<void> {
     log,
     baseUrl: config.baseUrl,
     intervalMs: config.alertIntervalS * 1000,
+    groupWaitMs: config.alertGroupWaitS * 1000,
+    repeatMs: config.alertRepeatS * 1000,
     metrics,
     delivery: { allowNetworks: config.webhookAllowNetworks },
   });

@@ -1,13 +1,14 @@
 /**
- * Delivery of the notification outbox (alert_notifications): e-mail through the mailer, webhooks as
- * a JSON POST. Runs outside the evaluation transaction, so a slow mail server or webhook never holds
+ * Delivery of the notification outbox (alert_notifications, outbox.ts): one notification per
+ * target, naming every alert of its events (notifications.ts); e-mail through the mailer, webhooks
+ * as a JSON POST. Runs outside the evaluation transaction, so a slow mail server or webhook never holds
  * the evaluator's lock.
  *
  * - Claiming: a short statement marks up to `batch` due rows as held until now + `leaseMs`
- *   (FOR UPDATE SKIP LOCKED, only the oldest pending row of each alert, so a resolution never
+ *   (FOR UPDATE SKIP LOCKED, only the oldest pending row of each target, so a resolution never
  *   overtakes its firing notification); any number of processes may deliver side by side.
- * - Success marks the row delivered (and the alert's last_delivered_at); a failure records the
- *   attempt (attempts, last_error, next_attempt_at with exponential back-off; the alert's
+ * - Success marks the row delivered (and its alerts' last_delivered_at); a failure records the
+ *   attempt (attempts, last_error, next_attempt_at with exponential back-off; its alerts'
  *   last_delivery_error) and logs a structured warning. After `giveUpAfterMs` without success the
  *   row is marked failed and an error is logged: nothing is dropped silently.
  * - A permanent refusal (see isPermanent) is retried on the same back-off only until the
@@ -16,8 +17,9 @@
  *   retries cover a receiver that refused by mistake for a moment.
  * - At most NOTIFICATIONS_PER_TARGET_PER_HOUR notifications go to one target (e-mail address or
  *   webhook URL) in any hour, whatever alerts, domains or users they come from, counted atomically
- *   by the claim (see claimNotifications). One over the limit is held, never dropped: it stays
- *   pending until the target's hour has room, the alert's last_delivery_error says so, a warning
+ *   by the claim (see claimNotifications); a 1,000-domain incident is one notification. One over
+ *   the limit is held, never dropped: it stays pending until the target's hour has room (the next
+ *   rounds' events join it meanwhile), its alerts' last_delivery_error says so, a warning
  *   is logged, and the message it finally sends says since when it was held. One held for
  *   `giveUpAfterMs` is given up like a failed one.
  * - At least once: a process that dies after the mail server accepted a message but before the row
@@ -33,14 +35,16 @@ import type { Mailer } from '../mail/mailer.js';
 import type { Metrics } from '../metrics/registry.js';
 import { webhookAddressRule, type ResolveAll } from './addresses.js';
 import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';
-import { emailOf, webhookBodyOf, type DeliveryFacts, type NotificationPayload } from './notifications.js';
+import { emailOfGroup, groupKeyOf, webhookBodyOfGroup, type NotificationGroup } from './notifications.js';
+import { claimNotifications, markDelivered, markFailed, markHeld, type ClaimedNotification, type HeldNotification } from './outbox.js';
 import { postOnce, publicPost, type WebhookPost } from './webhook-post.js';
-import { claimNotifications, markDelivered, markFailed, markHeld, type ClaimedNotification, type HeldNotification } from './store.js';
 
 export interface DeliveryOptions {
   db: Db;
   mailer: Mailer;
   log: Logger;
+  /** BASE_URL: the service a notification says it comes from. */
+  baseUrl: string;
   /**
    * How a webhook is sent (tests may inject one that reaches a local receiver). The default sends
    * to public addresses only, judged by the connection's own name lookup (webhook-post.ts).
@@ -177,19 +181,20 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
   const perTargetPerHour = options.perTargetPerHour ?? NOTIFICATIONS_PER_TARGET_PER_HOUR;
   const stop = new AbortController();
 
-  async function sendWebhook(n: ClaimedNotification, payload: NotificationPayload, facts: DeliveryFacts): Promise<void> {
-    const url = new URL(n.notification_target);
+  async function sendWebhook(n: ClaimedNotification, group: NotificationGroup): Promise<void> {
+    const url = new URL(n.target);
     const allowedInsecure = url.protocol === 'http:' && insecure.has(url.origin);
     if (url.protocol !== 'https:' && !allowedInsecure) throw new Error('webhook targets must be https URLs');
+    const firing = group.events.some((e) => e.kind !== 'resolved');
     // A redirect is an answer we do not follow: a webhook is one POST to the URL the user gave.
     const status = await (allowedInsecure ? postOnce : post)(url, {
       headers: {
         'content-type': 'application/json',
         'user-agent': 'tailhouse-alerts',
         'x-tailhouse-notification': String(n.id),
-        'x-tailhouse-event': n.kind,
+        'x-tailhouse-event': firing ? 'firing' : 'resolved',
       },
-      body: webhookBodyOf(String(n.id), payload, facts),
+      body: webhookBodyOfGroup(group),
       signal: AbortSignal.any([AbortSignal.timeout(timeoutMs), stop.signal]),
     });
     if (status < 200 || status > 299) {
@@ -199,30 +204,32 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
   }
 
   async function deliverOne(n: ClaimedNotification, nowMs: number): Promise<'delivered' | 'failed' | 'gaveUp'> {
-    const payload = n.payload as NotificationPayload;
-    const method = n.notification_method;
-    const facts = { alertId: n.alert_id, notificationId: String(n.id), kind: n.kind, method, attempt: n.attempts };
-    const target = method === 'webhook' ? { target: originOf(n.notification_target) } : {};
-    const delivery: DeliveryFacts = {
-      configuredBy: n.configured_by_name === null || n.configured_by_email === null ? null : { name: n.configured_by_name, email: n.configured_by_email },
+    const method = n.method;
+    const facts = { notificationId: String(n.id), alertIds: n.alert_ids, events: n.events.length, method, attempt: n.attempts };
+    const target = method === 'webhook' ? { target: originOf(n.target) } : {};
+    const group: NotificationGroup = {
+      id: String(n.id),
+      groupKey: groupKeyOf(method, n.target),
+      events: n.events,
       heldSince: n.held_since === null ? null : new Date(n.held_since).toISOString(),
       perTargetPerHour,
+      service: new URL(options.baseUrl).origin,
     };
     try {
       if (method === 'email') {
         // The mailer logs the recipient and subject; the body is never logged.
-        await withTimeout(mailer.send({ to: n.notification_target, ...emailOf(payload, delivery) }), mailTimeoutMs, 'the mail server did not accept the message in time');
+        await withTimeout(mailer.send({ to: n.target, ...emailOfGroup(group) }), mailTimeoutMs, 'the mail server did not accept the message in time');
       } else {
-        await sendWebhook(n, payload, delivery);
+        await sendWebhook(n, group);
       }
     } catch (err) {
-      const error = describe(err, n.notification_target);
+      const error = describe(err, n.target);
       const permanent = isPermanent(err);
       const ageMs = nowMs - new Date(n.created_at).getTime();
       const retryAtMs = nowMs + retryDelay(n.attempts, backoff);
       const expired = ageMs + (retryAtMs - nowMs) > backoff.giveUpAfterMs;
       if (expired || (permanent && n.attempts >= permanentAttempts)) {
-        // The recorded error says that retries stopped: it is what the alert's lastDeliveryError shows.
+        // The recorded error says that retries stopped: it is what the alerts' lastDeliveryError shows.
         await markFailed(db, n.id, new Date(nowMs), `${error} (given up after ${n.attempts} attempt${n.attempts === 1 ? '' : 's'})`, null);
         log.error({ ...facts, ...target, error, permanent, reason: expired ? 'expired' : 'refused' }, 'alert notification given up after repeated failures');
         return 'gaveUp';
@@ -238,7 +245,7 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
 
   /** A notification the per-target limit held back: noted on its alert and logged once, given up when held too long. */
   async function held(n: HeldNotification, nowMs: number): Promise<'held' | 'gaveUp'> {
-    const facts = { alertId: n.alert_id, notificationId: String(n.id), kind: n.kind, method: n.notification_method, ...(n.notification_method === 'webhook' ? { target: originOf(n.notification_target) } : {}) };
+    const facts = { notificationId: String(n.id), alertIds: n.alert_ids, method: n.method, ...(n.method === 'webhook' ? { target: originOf(n.target) } : {}) };
     const nextAttemptAt = new Date(n.next_attempt_at);
     const reason = `held back: its target received ${perTargetPerHour} notifications in the last hour, the most it may`;
     if (nextAttemptAt.getTime() - new Date(n.created_at).getTime() > backoff.giveUpAfterMs) {
@@ -247,7 +254,7 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
       return 'gaveUp';
     }
     if (n.newly_held) {
-      await markHeld(db, n.alert_id, new Date(nowMs), `${reason}; due again at ${nextAttemptAt.toISOString()}`);
+      await markHeld(db, n.alert_ids, new Date(nowMs), `${reason}; due again at ${nextAttemptAt.toISOString()}`);
       log.warn({ ...facts, perTargetPerHour, nextAttemptAt: nextAttemptAt.toISOString() }, 'alert notification held: its target reached the hourly limit');
     }
     return 'held';
@@ -263,15 +270,15 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
         if (stop.signal.aborted) break;
         const claim = await claimNotifications(db, new Date(nowMs), new Date(nowMs + leaseMs), batch, { perHour: perTargetPerHour });
         if (claim.claimed.length === 0 && claim.held.length === 0) break;
-        // One per alert in a batch, so delivering them side by side keeps each alert's order.
+        // One per target in a batch, so delivering them side by side keeps each target's order.
         const count = async (method: 'email' | 'webhook', outcome: Promise<keyof DeliveryResult>) => {
           const o = await outcome;
           result[o]++;
           options.metrics?.notification(method, o);
         };
         await Promise.all([
-          ...claim.claimed.map((n) => count(n.notification_method, deliverOne(n, nowMs))),
-          ...claim.held.map((n) => count(n.notification_method, held(n, nowMs))),
+          ...claim.claimed.map((n) => count(n.method, deliverOne(n, nowMs))),
+          ...claim.held.map((n) => count(n.method, held(n, nowMs))),
         ]);
       }
       return result;

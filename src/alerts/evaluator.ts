@@ -1,7 +1,8 @@
 /**
  * The alert evaluator (docs/reference/alerts.md#evaluation): every interval, each enabled alert's
- * metric over its trailing `duration`, its state machine ok → firing → ok, and the notifications
- * that follow.
+ * metric over its trailing `duration` on each domain it covers (its domain, or a rule's domains),
+ * each (alert, domain) pair's state machine ok → firing → ok, the silences that hold its
+ * notifications back, and one notification per target for the round's changes.
  *
  * ## One evaluator among several `serve` processes
  *
@@ -11,7 +12,8 @@
  *  1. CLAIM, a short transaction: `pg_try_advisory_xact_lock` (busy: another process is in its
  *     own claim or apply this instant, so skip), then the round ledger (alert_evaluator, one row)
  *     takes this round's time only if its last round is older than the start of the current
- *     interval (floor(now / interval) × interval); the enabled alerts are read with their state.
+ *     interval (floor(now / interval) × interval); the enabled alerts' (alert, domain) pairs are read
+ *     with their states, and the silences in force or to come.
  *     Every process ticks just after each interval boundary, the first one wins, the others skip:
  *     one round per interval for the whole cluster, and when the winner dies, whoever ticks first
  *     in the next interval evaluates (takeover within one interval, with no lease to expire).
@@ -19,14 +21,15 @@
  *     transaction across it would, in embedded mode, block every other PGlite query meanwhile.
  *  3. APPLY, a short transaction: `pg_advisory_xact_lock` (waits, since holders are all short),
  *     check that the ledger still holds this round (else a later round was claimed while this one
- *     measured, and this round's older figures are dropped), run each state machine on the state
- *     read at the claim, write the alerts whose persisted fields change in one statement, and
- *     enqueue the notifications of the rows written in the outbox in the same transaction.
+ *     measured, and this round's older figures are dropped), run each pair's state machine on the
+ *     state read at the claim, write the pairs whose state changes in one statement, record their
+ *     history, and add their events to their targets' notifications in the outbox (outbox.ts), in
+ *     the same transaction.
  *
  * The state read at the claim is still current at the apply: only applies write it, and once the
  * ledger holds this round no other round's apply passes its ledger check (see
- * enabledAlertDefinitions in store.ts). A notification is written in the transaction that changes
- * the state, and only for a row that write reached (an alert changed through the API in between
+ * evaluationPairs in store.ts). A notification is written in the transaction that changes
+ * the state, and only for a pair that write reached (an alert changed through the API in between
  * waits for the next round), so neither a second process nor a restart can send a transition twice
  * or lose one. Delivery (delivery.ts) claims outbox rows in transactions of its own (FOR UPDATE
  * SKIP LOCKED) and talks to the mail server or webhook outside of any, so a slow SMTP server never
@@ -34,28 +37,31 @@
  *
  * ## What a round writes
  *
- * Only the alerts whose persisted fields change: a transition or a reminder (state,
- * state_changed_at, last_notified_at, last_triggered_at), plus the first round after an alert was
- * created or changed through the API (its figures, so an operator sees what a new definition
- * measures). An alert whose state stays is neither written nor row-locked: at 3,000 alerts,
- * rewriting every row each round cost tens of milliseconds and a dead row version per alert per
- * round, for figures nobody reads. So last_value, last_requests and last_evaluated_at are the
- * figures of the last round that wrote the row; the API shows none of them, and each
- * notification's payload keeps its own.
+ * Only the pairs whose state changes (alert_states: a transition, a notification, a reminder),
+ * with a history entry for each transition; a pair whose state stays is neither written nor
+ * row-locked (at 3,000 alerts, rewriting every row each round cost tens of milliseconds and a dead
+ * row version per alert per round). The round's value of every pair goes into one row
+ * (alert_evaluator.last_values), which the API shows beside each state. A pair without a state row
+ * is ok and never notified.
  *
- * ## The state machine (per alert)
+ * ## The state machine (per pair)
  *
- * - ok, condition met → firing: notification `firing`, last_triggered_at = state_changed_at = now.
- * - firing, met → stays; a `reminder` when the last notification is 4 hours old (REMINDER_MS).
- * - firing, not met → ok with a `resolved` notification, but not before the alert has been
- *   firing for its own `duration` (the flapping guard): an alert that crosses its threshold back
- *   and forth sends at most one firing/resolved pair per duration, stays `firing` meanwhile, and a
- *   real breach is never delayed (holding the resolution, not the firing).
+ * - ok, condition met → firing: last_triggered_at = state_changed_at = now.
+ * - firing, not met → ok, but not before the pair has been firing for its alert's `duration` (the
+ *   flapping guard): an alert that crosses its threshold back and forth changes at most twice per
+ *   duration, stays `firing` meanwhile, and a real breach is never delayed (holding the
+ *   resolution, not the firing).
  * - "Not met" includes a window without data: a rate below the minimum of requests
  *   (MIN_ERROR_RATE_REQUESTS, option `minErrorRateRequests`), a response-time metric without any
- *   response time (metrics.ts). Such a window never fires, and lets a firing alert resolve.
+ *   response time, a requestChange without enough traffic a week before (metrics.ts). Such a
+ *   window never fires, and lets a firing pair resolve.
+ * - Notifications follow what the target was told (notified_state): unless a silence covers the
+ *   pair, a state that differs from it is notified (`firing` or `resolved`), and a pair still
+ *   firing gets a `reminder` every ALERT_REPEAT_S. A silenced pair is evaluated and shown but
+ *   nothing is sent; when the silence ends, a state the target does not know yet is notified then.
  * - An alert changed through the API between the claim and the apply waits for the next round;
- *   a disabled alert is not evaluated at all and keeps its state until it is enabled again.
+ *   a disabled alert is not evaluated at all and keeps its states until it is enabled again. The
+ *   state of a domain that left a rule's scope is forgotten.
  *
  * Times (windows, state changes, reminders, retries) come from the injectable clock, so the tests
  * can move it by hours; processes sharing a database are expected to keep their clocks in sync.
@@ -67,27 +73,38 @@ import type { Logger } from '../../core/log.js';
 import type { Mailer } from '../mail/mailer.js';
 import type { Metrics } from '../metrics/registry.js';
 import { createDeliverer, type DeliveryOptions, type DeliveryResult } from './delivery.js';
-import { metricOf, MIN_ERROR_RATE_REQUESTS, RATE_CONDITIONS, windowFigures, windowKey } from './metrics.js';
-import { statsUrl, type NotificationPayload } from './notifications.js';
+import { measure, measureKey, MIN_ERROR_RATE_REQUESTS, RATE_CONDITIONS, type Measure } from './metrics.js';
+import { dashboardUrl, type AlertEvent, type EventKind } from './notifications.js';
+import { enqueueEvents, pruneNotifications, type TargetEvents } from './outbox.js';
 import type { Operator } from './schemas.js';
+import { silenceOf } from './silences/match.js';
+import { liveSilences } from './silences/store.js';
 import {
   claimRound,
-  enabledAlertDefinitions,
-  enqueueNotifications,
+  dropLeftStates,
+  evaluationPairs,
   lockRoundForApply,
-  pruneNotifications,
-  saveEvaluations,
-  type EvaluationDefinition,
-  type EvaluationWrite,
-  type NewNotification,
-  type NotificationKind,
+  pruneHistory,
+  recordHistory,
+  saveLastValues,
+  saveStates,
+  type AlertState,
+  type EvaluationPair,
+  type HistoryEntry,
+  type StateWrite,
 } from './store.js';
 
-/** While firing, a reminder at most this often. */
-export const REMINDER_MS = 4 * 3_600_000;
+/** While firing, a reminder at most this often (ALERT_REPEAT_S's default). */
+export const REPEAT_MS = 4 * 3_600_000;
+
+/** How long a notification waits for more events to its target (ALERT_GROUP_WAIT_S's default). */
+export const GROUP_WAIT_MS = 30_000;
 
 /** Delivered and abandoned outbox rows are kept this long. */
 const KEEP_NOTIFICATIONS_MS = 30 * 86_400_000;
+
+/** State changes are kept this long (GET …/alerts/history). */
+export const KEEP_HISTORY_MS = 90 * 86_400_000;
 
 export function compare(value: number, operator: Operator, threshold: number): boolean {
   switch (operator) {
@@ -102,60 +119,86 @@ export function compare(value: number, operator: Operator, threshold: number): b
   }
 }
 
-export interface StateFields {
-  state: 'ok' | 'firing';
+/** What a pair keeps between rounds (alert_states). */
+export interface PairState {
+  state: AlertState;
   stateChangedAt: Date | null;
-  lastNotifiedAt: Date | null;
   lastTriggeredAt: Date | null;
+  /** What the target was last told. */
+  notifiedState: AlertState;
+  lastNotifiedAt: Date | null;
 }
 
-/** Whether a step changed anything the alert's row keeps. */
-export function stateChanged(before: StateFields, after: StateFields): boolean {
+export const NEW_PAIR: PairState = { state: 'ok', stateChangedAt: null, lastTriggeredAt: null, notifiedState: 'ok', lastNotifiedAt: null };
+
+/** Whether a step changed anything the pair's row keeps. */
+export function stateChanged(before: PairState, after: PairState): boolean {
   const same = (a: Date | null, b: Date | null) => (a === null || b === null ? a === b : a.getTime() === b.getTime());
   return (
     before.state !== after.state ||
+    before.notifiedState !== after.notifiedState ||
     !same(before.stateChangedAt, after.stateChangedAt) ||
     !same(before.lastNotifiedAt, after.lastNotifiedAt) ||
     !same(before.lastTriggeredAt, after.lastTriggeredAt)
   );
 }
 
-/** One step of the state machine (see the module comment); pure. */
-export function step(current: StateFields, met: boolean, nowMs: number, durationS: number, reminderMs = REMINDER_MS): StateFields & { notify: NotificationKind | null } {
+/** One step of a pair's state machine and its notification (see the module comment); pure. */
+export function step(
+  current: PairState,
+  met: boolean,
+  silenced: boolean,
+  nowMs: number,
+  durationS: number,
+  repeatMs = REPEAT_MS,
+): PairState & { notify: EventKind | null } {
   const now = new Date(nowMs);
   const since = (d: Date | null) => (d === null ? Infinity : nowMs - d.getTime());
-  if (current.state === 'ok') {
-    if (!met) return { ...current, notify: null };
-    return { state: 'firing', stateChangedAt: now, lastNotifiedAt: now, lastTriggeredAt: now, notify: 'firing' };
-  }
-  if (met) {
-    if (since(current.lastNotifiedAt) >= reminderMs) return { ...current, lastNotifiedAt: now, notify: 'reminder' };
-    return { ...current, notify: null };
-  }
-  if (since(current.stateChangedAt) >= durationS * 1000) return { ...current, state: 'ok', stateChangedAt: now, lastNotifiedAt: now, notify: 'resolved' };
-  return { ...current, notify: null };
+  let next: PairState = current;
+  if (current.state === 'ok' && met) next = { ...current, state: 'firing', stateChangedAt: now, lastTriggeredAt: now };
+  else if (current.state === 'firing' && !met && since(current.stateChangedAt) >= durationS * 1000) next = { ...current, state: 'ok', stateChangedAt: now };
+  if (silenced) return { ...next, notify: null };
+  if (next.state !== next.notifiedState) return { ...next, notifiedState: next.state, lastNotifiedAt: now, notify: next.state === 'firing' ? 'firing' : 'resolved' };
+  if (next.state === 'firing' && since(next.lastNotifiedAt) >= repeatMs) return { ...next, lastNotifiedAt: now, notify: 'reminder' };
+  return { ...next, notify: null };
 }
+
+const stateOf = (p: EvaluationPair): PairState =>
+  p.state === null
+    ? NEW_PAIR
+    : {
+        state: p.state,
+        stateChangedAt: p.state_changed_at && new Date(p.state_changed_at),
+        lastTriggeredAt: p.last_triggered_at && new Date(p.last_triggered_at),
+        notifiedState: p.notified_state ?? 'ok',
+        lastNotifiedAt: p.last_notified_at && new Date(p.last_notified_at),
+      };
+
+const measureOf = (p: EvaluationPair): Measure => ({ domainId: p.domain_id, duration: p.duration, filters: p.filters, condition: p.condition });
 
 export interface AlertEvaluatorOptions {
   db: Db;
   clickhouse: ClickHouseClient;
   mailer: Mailer;
   log: Logger;
-  /** BASE_URL, for the statistics link in notifications. */
+  /** BASE_URL, for the dashboard links in notifications. */
   baseUrl: string;
   /** ALERT_INTERVAL_S in ms. */
   intervalMs: number;
+  /** ALERT_GROUP_WAIT_S in ms: a notification waits this long for more events to its target (default GROUP_WAIT_MS). */
+  groupWaitMs?: number;
+  /** ALERT_REPEAT_S in ms: while firing, a reminder this often (default REPEAT_MS). */
+  repeatMs?: number;
   /** The clock (epoch ms); default Date.now. */
   now?: () => number;
   /** Names this evaluator in the round ledger; default hostname:pid. */
   holder?: string;
   /** A rate (errorRate, clientErrorRate) needs at least this many requests in its window to count (default 10). */
   minErrorRateRequests?: number;
-  reminderMs?: number;
   /** How often due notifications (retries) are looked for between rounds; default min(5 s, interval). */
   deliveryPollMs?: number;
-  /** Webhook transport, back-off and the like (db, mailer, log and metrics come from above). */
-  delivery?: Omit<DeliveryOptions, 'db' | 'mailer' | 'log' | 'metrics'>;
+  /** Webhook transport, back-off and the like (db, mailer, log, metrics and baseUrl come from above). */
+  delivery?: Omit<DeliveryOptions, 'db' | 'mailer' | 'log' | 'metrics' | 'baseUrl'>;
   /** Counts rounds and notifications (src/metrics/). */
   metrics?: Metrics;
 }
@@ -165,11 +208,16 @@ export type RoundResult =
   | {
       ran: true;
       at: string;
-      /** Enabled alerts when the round was claimed: each one's state machine ran. */
+      /** Enabled alerts when the round was claimed. */
       alerts: number;
-      /** Alert rows written: those whose persisted fields changed (less any changed through the API meanwhile). */
+      /** Their (alert, domain) pairs: each one's state machine ran. */
+      pairs: number;
+      /** Pairs written: those whose state changed (less any of an alert changed through the API meanwhile). */
       written: number;
-      notifications: Record<NotificationKind, number>;
+      /** Events per kind, and the notifications (targets) they went into. */
+      notifications: Record<EventKind, number> & { targets: number };
+      /** Pairs whose notification a silence held back this round. */
+      silenced: number;
       ms: number;
       /** Where the time went: the claim transaction, the ClickHouse query, the apply transaction. */
       phases: { claimMs: number; measureMs: number; applyMs: number };
@@ -191,8 +239,9 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
   const clock = options.now ?? Date.now;
   const holder = options.holder ?? `${os.hostname()}:${process.pid}`;
   const minRequests = options.minErrorRateRequests ?? MIN_ERROR_RATE_REQUESTS;
-  const reminderMs = options.reminderMs ?? REMINDER_MS;
-  const deliverer = createDeliverer({ ...options.delivery, db, mailer: options.mailer, log: options.log, metrics: options.metrics });
+  const repeatMs = options.repeatMs ?? REPEAT_MS;
+  const groupWaitMs = options.groupWaitMs ?? GROUP_WAIT_MS;
+  const deliverer = createDeliverer({ ...options.delivery, db, mailer: options.mailer, log: options.log, metrics: options.metrics, baseUrl: options.baseUrl });
   let lastPruneMs = 0;
   // What is in flight, for stop().
   const inFlight = new Set<Promise<unknown>>();
@@ -202,20 +251,21 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
     return work;
   };
 
-  /** The facts of a notification; `a` holds the state before the step, `state` the one after. */
-  function payloadOf(a: EvaluationDefinition, kind: NotificationKind, state: StateFields, value: number | null, requests: number, nowMs: number): NotificationPayload {
-    const firingSince = kind === 'firing' ? state.stateChangedAt : a.state_changed_at;
+  /** The facts of a pair's notification, from its state after the step. */
+  function eventOf(p: EvaluationPair, kind: EventKind, after: PairState, value: number | null, requests: number, nowMs: number): AlertEvent {
+    const window = { start: new Date(nowMs - p.duration * 1000).toISOString(), end: new Date(nowMs).toISOString() };
     return {
       kind,
-      state: state.state,
-      alert: { id: a.id, name: a.name, condition: a.condition, operator: a.operator, threshold: Number(a.threshold), duration: a.duration },
-      domain: { id: a.domain_id, name: a.domain_name },
+      alert: { id: p.alert_id, name: p.name, condition: p.condition, operator: p.operator, threshold: Number(p.threshold), duration: p.duration, filters: p.filters },
+      domain: { id: p.domain_id, name: p.domain_name },
       value,
       requests,
-      ...(RATE_CONDITIONS.includes(a.condition) ? { minRequests } : {}),
-      window: { start: new Date(nowMs - a.duration * 1000).toISOString(), end: new Date(nowMs).toISOString() },
-      firingSince: firingSince === null ? null : new Date(firingSince).toISOString(),
-      statsUrl: statsUrl(options.baseUrl, a.domain_id, a.duration),
+      ...(RATE_CONDITIONS.includes(p.condition) ? { minRequests } : {}),
+      window,
+      startsAt: (after.lastTriggeredAt ?? new Date(nowMs)).toISOString(),
+      endsAt: after.state === 'ok' ? (after.stateChangedAt ?? new Date(nowMs)).toISOString() : null,
+      dashboardUrl: dashboardUrl(options.baseUrl, p.domain_id, window, p.filters),
+      configuredBy: p.configured_by_name === null || p.configured_by_email === null ? null : { name: p.configured_by_name, email: p.configured_by_email },
     };
   }
 
@@ -225,62 +275,65 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
     const intervalStart = new Date(Math.floor(nowMs / intervalMs) * intervalMs);
     const roundAt = at.toISOString();
     // 1. CLAIM
-    const { outcome, definitions } = await db.transaction(async (tx) => {
-      const claim = await claimRound(tx, { at, intervalStart, holder, staleAfterS: Math.max(60, (3 * intervalMs) / 1000) });
-      return { outcome: claim, definitions: claim === 'claimed' ? await enabledAlertDefinitions(tx) : [] };
+    const claim = await db.transaction(async (tx) => {
+      const outcome = await claimRound(tx, { at, intervalStart, holder, staleAfterS: Math.max(60, (3 * intervalMs) / 1000) });
+      if (outcome !== 'claimed') return { outcome, pairs: [], silences: [] };
+      return { outcome, pairs: await evaluationPairs(tx), silences: await liveSilences(tx, at) };
     });
-    if (outcome !== 'claimed') {
-      log.debug({ roundAt, reason: outcome }, 'alert round skipped');
-      return { ran: false, reason: outcome };
+    if (claim.outcome !== 'claimed') {
+      log.debug({ roundAt, reason: claim.outcome }, 'alert round skipped');
+      return { ran: false, reason: claim.outcome };
     }
+    const { pairs, silences } = claim;
     const claimed = performance.now();
     // 2. MEASURE
-    const windows = definitions.map((a) => ({ domainId: a.domain_id, duration: a.duration }));
-    const figures = await windowFigures(clickhouse, windows, nowMs, definitions.map((a) => a.condition));
-    const measured = performance.now();
+    const measured = await measure(clickhouse, pairs.map(measureOf), nowMs, minRequests);
+    const measuredAt = performance.now();
     // 3. APPLY
-    const notifications: Record<NotificationKind, number> = { firing: 0, resolved: 0, reminder: 0 };
+    const notifications = { firing: 0, resolved: 0, reminder: 0, targets: 0 };
+    let silencedPairs = 0;
     const applied = await db.transaction(async (tx) => {
       if (!(await lockRoundForApply(tx, { at, holder }))) return null;
-      const writes: EvaluationWrite[] = [];
-      const outbox: (NewNotification & { facts: Record<string, unknown> })[] = [];
-      for (const a of definitions) {
-        const f = figures.get(windowKey({ domainId: a.domain_id, duration: a.duration }))!;
-        const value = metricOf(a.condition, f, minRequests);
-        const met = value !== null && compare(value, a.operator, Number(a.threshold));
-        const before: StateFields = {
-          state: a.state,
-          stateChangedAt: a.state_changed_at && new Date(a.state_changed_at),
-          lastNotifiedAt: a.last_notified_at && new Date(a.last_notified_at),
-          lastTriggeredAt: a.last_triggered_at && new Date(a.last_triggered_at),
-        };
-        const next = step(before, met, nowMs, a.duration, reminderMs);
+      const writes: (StateWrite & { pair: EvaluationPair; before: PairState; notify: EventKind | null; value: number | null; requests: number; silenceId: number | null })[] = [];
+      const values: Record<string, Record<string, number | null>> = {};
+      for (const p of pairs) {
+        const { value, requests } = measured.get(measureKey(measureOf(p)))!;
+        (values[p.alert_id] ??= {})[p.domain_id] = value;
+        const met = value !== null && compare(value, p.operator, Number(p.threshold));
+        const before = stateOf(p);
+        const silenceId = silenceOf(silences, p.alert_id, p.domain_id, nowMs);
+        const next = step(before, met, silenceId !== null, nowMs, p.duration, repeatMs);
+        if (silenceId !== null && next.state !== next.notifiedState) silencedPairs++;
         if (before.state === 'firing' && !met && next.state === 'firing') {
-          log.debug({ alertId: a.id, value }, 'alert below its threshold but firing for less than its duration: resolution held');
+          log.debug({ alertId: p.alert_id, domainId: p.domain_id, value }, 'alert below its threshold but firing for less than its duration: resolution held');
         }
-        // Nothing the row keeps changes, and this definition's figures were written before: the
-        // row is left alone (see "What a round writes").
-        if (!stateChanged(before, next) && a.last_evaluated_at !== null) continue;
-        writes.push({ id: a.id, version: new Date(a.updated_at), value, requests: f.requests, evaluatedAt: at, ...next });
-        if (next.notify) {
-          outbox.push({
-            alertId: a.id,
-            kind: next.notify,
-            payload: payloadOf(a, next.notify, next, value, f.requests, nowMs),
-            facts: { alertId: a.id, domainId: a.domain_id, event: next.notify, state: next.state, condition: a.condition, value, threshold: Number(a.threshold), requests: f.requests },
-          });
-        }
+        if (!stateChanged(before, next)) continue;
+        const { notify, ...state } = next;
+        writes.push({ ...state, alertId: p.alert_id, domainId: p.domain_id, version: new Date(p.updated_at), pair: p, before, notify, value, requests, silenceId });
       }
-      // A row disabled, changed or deleted through the API since the claim is not written: its
-      // notification waits for the next round, which evaluates the alert as it is then.
-      const written = await saveEvaluations(tx, writes);
-      const queued = outbox.filter((n) => written.has(n.alertId));
-      await enqueueNotifications(tx, queued.map(({ facts: _facts, ...n }) => n), at);
-      for (const n of queued) {
-        notifications[n.kind]++;
-        log.info(n.facts, `alert ${n.kind}`);
+      // A pair of an alert disabled, changed or deleted through the API since the claim is not
+      // written: its notification waits for the next round, which evaluates the alert as it is then.
+      const written = await saveStates(tx, writes);
+      const done = writes.filter((w) => written.has(`${w.alertId}:${w.domainId}`));
+      await dropLeftStates(tx, pairs.map((p) => ({ alertId: p.alert_id, domainId: p.domain_id })));
+      await saveLastValues(tx, values);
+      const history: HistoryEntry[] = done
+        .filter((w) => w.state !== w.before.state)
+        .map((w) => ({ alertId: w.alertId, alertName: w.pair.name, domainId: w.domainId, from: w.before.state, to: w.state, at, value: w.value, notified: w.notify !== null, silenceId: w.silenceId }));
+      await recordHistory(tx, history);
+      const byTarget = new Map<string, TargetEvents>();
+      for (const w of done) {
+        if (!w.notify) continue;
+        const key = `${w.pair.notification_method} ${w.pair.notification_target}`;
+        const batch = byTarget.get(key) ?? { method: w.pair.notification_method, target: w.pair.notification_target, events: [] };
+        batch.events.push(eventOf(w.pair, w.notify, w, w.value, w.requests, nowMs));
+        byTarget.set(key, batch);
+        notifications[w.notify]++;
+        log.info({ alertId: w.alertId, domainId: w.domainId, event: w.notify, state: w.state, condition: w.pair.condition, value: w.value, threshold: Number(w.pair.threshold) }, `alert ${w.notify}`);
       }
-      return written.size;
+      notifications.targets = byTarget.size;
+      await enqueueEvents(tx, [...byTarget.values()], at, groupWaitMs);
+      return done.length;
     });
     if (applied === null) {
       log.debug({ roundAt }, 'alert round superseded by a later one');
@@ -288,10 +341,11 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
     }
     const done = performance.now();
     const ms = done - started;
-    const phases = { claimMs: claimed - started, measureMs: measured - claimed, applyMs: done - measured };
-    log.debug({ roundAt, alerts: definitions.length, written: applied, ...notifications, ms: Math.round(ms), applyMs: Math.round(phases.applyMs) }, 'alert round');
+    const phases = { claimMs: claimed - started, measureMs: measuredAt - claimed, applyMs: done - measuredAt };
+    const alerts = new Set(pairs.map((p) => p.alert_id)).size;
+    log.debug({ roundAt, alerts, pairs: pairs.length, written: applied, ...notifications, silenced: silencedPairs, ms: Math.round(ms), applyMs: Math.round(phases.applyMs) }, 'alert round');
     if (ms > intervalMs) log.warn({ roundAt, ms: Math.round(ms), intervalMs }, 'an alert round took longer than ALERT_INTERVAL_S');
-    return { ran: true, at: roundAt, alerts: definitions.length, written: applied, notifications, ms, phases };
+    return { ran: true, at: roundAt, alerts, pairs: pairs.length, written: applied, notifications, silenced: silencedPairs, ms, phases };
   }
 
   const counted = (work: Promise<RoundResult>) =>
@@ -311,7 +365,8 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
     if (nowMs - lastPruneMs > 3_600_000) {
       lastPruneMs = nowMs;
       const pruned = await pruneNotifications(db, new Date(nowMs - KEEP_NOTIFICATIONS_MS), new Date(nowMs));
-      if (pruned > 0) log.info({ pruned }, 'old alert notifications pruned');
+      const forgotten = await pruneHistory(db, new Date(nowMs - KEEP_HISTORY_MS));
+      if (pruned + forgotten > 0) log.info({ pruned, history: forgotten }, 'old alert notifications and history pruned');
     }
     return deliverer.deliverDue(nowMs);
   }

@@ -29,6 +29,13 @@ export const toDomain = (row: DomainRow): Domain => ({
 /** Whose domains a caller sees: all (an admin) or those it owns. */
 export type Visibility = { all: true } | { all: false; ownerId: number };
 
+/**
+ * Whether the user row `user` sees the domain row `domain`, in SQL: the same rule as Visibility
+ * (an administrator sees every domain, a user those it owns), for queries that judge another
+ * user than the caller (a rule's creator, a silence's author) at evaluation time.
+ */
+export const visibleToUser = (user: SqlFragment, domain: SqlFragment): SqlFragment => sql`(${user}.role = 'admin' or ${domain}.owner_id = ${user}.id)`;
+
 const visibleTo = (visibility: Visibility): SqlFragment => (visibility.all ? sql`true` : sql`owner_id = ${visibility.ownerId}`);
 
 export async function findVisibleDomain(db: Db, id: number, visibility: Visibility): Promise<DomainRow | undefined> {
