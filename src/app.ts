@@ -7,6 +7,7 @@ import { authRoutes } from './auth/routes.js';
 import type { AppEnv, Services } from './context.js';
 import { docsRoutes } from './docs/routes.js';
 import { alertsRoutes } from './alerts/routes.js';
+import { silencesRoutes } from './alerts/silences/routes.js';
 import { domainsRoutes } from './domains/routes.js';
 import { downloadRoutes, exportRoutes } from './exports/routes.js';
 import type { ExportLimits } from './exports/service.js';
@@ -70,6 +71,7 @@ export function createApp(services: Services, options: AppOptions = {}) {
   app.route('/api/logs', exportRoutes(services));
   app.route('/api/downloads', downloadRoutes(services, options.exportLimits));
   app.route('/api/logs', alertsRoutes(services));
+  app.route('/api/logs', silencesRoutes(services));
   app.route('/api/logs', logStatsRoutes(services));
   app.route('/api/logs', logsRoutes(services, options.tail ?? createTailHub(services)));
   app.route('/api/logs', queryRoutes(services));

@@ -81,6 +81,8 @@ create table alert_history (
   id bigint generated always as identity primary key,
   alert_id integer not null,
   alert_name text not null,
+  -- A rule's creator (null: a domain's alert): a rule's history is shown to them and administrators.
+  rule_owner integer,
   domain_id integer not null references domains (id) on delete cascade,
   from_state text not null check (from_state in ('ok', 'firing')),
   to_state text not null check (to_state in ('ok', 'firing')),

@@ -319,7 +319,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
       await saveLastValues(tx, values);
       const history: HistoryEntry[] = done
         .filter((w) => w.state !== w.before.state)
-        .map((w) => ({ alertId: w.alertId, alertName: w.pair.name, domainId: w.domainId, from: w.before.state, to: w.state, at, value: w.value, notified: w.notify !== null, silenceId: w.silenceId }));
+        .map((w) => ({ alertId: w.alertId, alertName: w.pair.name, ruleOwner: w.pair.rule_owner, domainId: w.domainId, from: w.before.state, to: w.state, at, value: w.value, notified: w.notify !== null, silenceId: w.silenceId }));
       await recordHistory(tx, history);
       const byTarget = new Map<string, TargetEvents>();
       for (const w of done) {

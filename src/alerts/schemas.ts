@@ -2,6 +2,7 @@ import { z } from '@hono/zod-openapi';
 import { EMAIL_ADDRESS } from '../../core/formats.js';
 import { domainIdParams } from '../domains/schemas.js';
 import { idParam } from '../http/query.js';
+import { filtersField, type QueryFilter } from '../stats/query/filters.js';
 import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';
 
 /**
@@ -38,10 +39,65 @@ export interface AlertDefinition {
   operator: Operator;
   threshold: number;
   duration: number;
+  /** The rows the metric is computed over (the query endpoint's filters, as written); [] = all. */
+  filters: FilterTuple[];
   notificationMethod: NotificationMethod;
   notificationTarget: string;
   enabled: boolean;
 }
+
+/** The domains a rule covers: every domain its creator sees at evaluation, or a list. */
+export type AlertScope = { domains: 'all' } | { domainIds: number[] };
+
+/** The most domains a rule's list may name (beyond it, `"all"` is what one means). */
+export const SCOPE_DOMAINS_MAX = 10_000;
+
+/** A filter as a user writes it, `[operator, dimension, [values…]]`: how an alert keeps and shows its filters. */
+export type FilterTuple = [string, string, unknown[]];
+
+/**
+ * The filters an alert takes: the query endpoint's (src/stats/query/filters.ts), same syntax, same
+ * checks and messages, but not on the domain dimension, which the alert's domain or scope chooses.
+ * The filters are kept as written (a CIDR as its text), and parsed again where they are used
+ * (queryFiltersOf).
+ */
+export const alertFiltersField = z
+  .array(z.unknown(), { message: 'must be an array of filters' })
+  .superRefine((filters, ctx) => {
+    const parsed = filtersField.safeParse(filters);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', path: issue.path, message: issue.message });
+      return;
+    }
+    parsed.data.forEach((f, i) => {
+      if (f.dimension === 'domain') ctx.addIssue({ code: 'custom', path: [i, 1], message: "takes no filter in an alert: the alert's domain or its scope chooses the domains" });
+    });
+  })
+  .transform((filters) => filters as FilterTuple[])
+  .openapi({
+    type: 'array',
+    description: 'Optional: the metric is computed over the rows these filters match, in the syntax and limits of POST /api/logs/query (any dimension but domain and time); [] = all rows',
+    example: [['glob', 'path', ['/checkout*']]],
+  });
+
+/** Validated filters as the query builder takes them. */
+export const queryFiltersOf = (filters: readonly FilterTuple[]): QueryFilter[] => filtersField.parse(filters);
+
+const idList = (what: string, max: number) =>
+  z
+    .array(idParam(what), { message: `must be an array of ${what}s` })
+    .min(1, { message: 'must not be empty' })
+    .max(max, { message: `must have at most ${max} ids` })
+    .transform((ids) => [...new Set(ids)].sort((a, b) => a - b));
+
+export const scopeField = z
+  .union([z.strictObject({ domains: z.literal('all', { message: 'must be "all"' }) }), z.strictObject({ domainIds: idList('domain id', SCOPE_DOMAINS_MAX) })], {
+    message: 'must be {"domains": "all"} or {"domainIds": [1, 2, …]}',
+  })
+  .openapi('AlertScope', {
+    description: '`{"domains": "all"}`: every domain the creator sees at each evaluation, domains added later included; `{"domainIds": [...]}`: those domains (each must be visible to the creator)',
+    example: { domains: 'all' },
+  });
 
 /** What a threshold means per condition, and its range. */
 const fraction = (c: Condition) => ({ min: 0, max: 1, rule: `must be a fraction from 0 to 1 for ${c}` });
@@ -81,6 +137,7 @@ const fields = {
   notificationMethod: z.enum(METHODS, { message: oneOf(METHODS) }),
   notificationTarget: z.string({ message: 'is required' }).trim().min(1, { message: 'is required' }).max(2048, { message: 'must be at most 2048 characters' }),
   enabled: z.boolean({ message: 'must be true or false' }),
+  filters: alertFiltersField.default([]),
 };
 
 function isHttpsUrl(text: string): boolean {
@@ -119,19 +176,31 @@ export const createAlertBody = withDefinitionRules(
   z.strictObject({ ...fields, enabled: fields.enabled.default(true) }),
 ).openapi('CreateAlert');
 
+/** A rule over many domains: a domain alert's fields plus its scope. */
+export const createRuleBody = withDefinitionRules(z.strictObject({ ...fields, enabled: fields.enabled.default(true), scope: scopeField }))
+  .openapi('CreateRule', {
+    example: { name: '5xx across the fleet', condition: 'errorRate', operator: 'greaterThan', threshold: 0.05, duration: 300, notificationMethod: 'email', notificationTarget: 'oncall@example.com', scope: { domains: 'all' } },
+  });
+
+const optionalFields = {
+  name: fields.name.optional(),
+  condition: fields.condition.optional(),
+  operator: fields.operator.optional(),
+  threshold: fields.threshold.optional(),
+  duration: fields.duration.optional(),
+  filters: alertFiltersField.optional(),
+  notificationMethod: fields.notificationMethod.optional(),
+  notificationTarget: fields.notificationTarget.optional(),
+  enabled: fields.enabled.optional(),
+};
+
 /** Any subset of the fields; the rules between fields are checked once merged (service). */
-export const updateAlertBody = z
-  .strictObject({
-    name: fields.name.optional(),
-    condition: fields.condition.optional(),
-    operator: fields.operator.optional(),
-    threshold: fields.threshold.optional(),
-    duration: fields.duration.optional(),
-    notificationMethod: fields.notificationMethod.optional(),
-    notificationTarget: fields.notificationTarget.optional(),
-    enabled: fields.enabled.optional(),
-  })
-  .openapi('UpdateAlert');
+export const updateAlertBody = z.strictObject(optionalFields).openapi('UpdateAlert');
+
+/** A rule's fields, its scope among them (a domain's alert keeps its domain). */
+export const updateRuleBody = z.strictObject({ ...optionalFields, scope: scopeField.optional() }).openapi('UpdateRule');
+
+const filterJson = z.array(z.tuple([z.string(), z.string(), z.array(z.unknown())])).openapi({ example: [['glob', 'path', ['/checkout*']]] });
 
 export const alertSchema = z
   .object({
@@ -144,7 +213,11 @@ export const alertSchema = z
     notificationMethod: z.enum(METHODS),
     notificationTarget: z.string(),
     enabled: z.boolean(),
-    state: z.enum(['ok', 'firing']),
+    filters: filterJson.openapi({ description: 'Beyond the specification: the rows the metric is computed over; [] = all' }),
+    domainId: z.number().int().nullable().openapi({ description: "Beyond the specification: a domain's alert: its domain; a rule over many domains: null" }),
+    scope: z.union([z.object({ domains: z.literal('all') }), z.object({ domainIds: z.array(z.number().int()) })]).openapi({ description: "Beyond the specification: the domains it covers (a domain's alert: its own)" }),
+    createdBy: z.number().int().nullable().openapi({ description: 'Beyond the specification: the user who created it (null: a deleted user)' }),
+    state: z.enum(['ok', 'firing']).openapi({ description: 'firing when it fires on any domain it covers' }),
     lastTriggeredAt: z.string().nullable(),
     // Beyond the specification: how the alert's notifications fare (src/alerts/delivery.ts).
     lastDeliveryError: z.string().nullable().openapi({
@@ -159,3 +232,49 @@ export const alertSchema = z
   .openapi('Alert');
 
 export const alertParams = domainIdParams.extend({ alertId: idParam('alertId') });
+export const ruleParams = z.object({ alertId: idParam('alertId') });
+
+/** One domain of an alert: its state there, the last round's value, since when, and any silence holding its notifications. */
+export const domainStateSchema = z
+  .object({
+    domainId: z.number().int(),
+    domain: z.string(),
+    state: z.enum(['ok', 'firing']),
+    value: z.number().nullable().openapi({ description: "The last round's value (null: no data, or not evaluated yet)" }),
+    since: z.string().nullable().openapi({ description: 'When the state began (null: ok since ever)' }),
+    silencedBy: z.number().int().nullable().openapi({ description: 'The silence holding its notifications back now, or null' }),
+  })
+  .openapi('AlertDomainState');
+
+export const ruleSchema = alertSchema
+  .extend({
+    domains: z.array(domainStateSchema).openapi({ description: 'GET one: every domain it covers, visible to the caller; lists: only those firing' }),
+  })
+  .openapi('AlertRule');
+
+export const firingAlertSchema = alertSchema
+  .extend({
+    alertId: z.number().int(),
+    domainId: z.number().int(),
+    domain: z.string(),
+    since: z.string().nullable(),
+    value: z.number().nullable(),
+    silencedBy: z.number().int().nullable(),
+  })
+  .openapi('FiringAlert');
+
+export const historyEntrySchema = z
+  .object({
+    id: z.number().int(),
+    alertId: z.number().int(),
+    alertName: z.string(),
+    domainId: z.number().int(),
+    domain: z.string(),
+    from: z.enum(['ok', 'firing']),
+    to: z.enum(['ok', 'firing']),
+    at: z.string(),
+    value: z.number().nullable(),
+    notified: z.boolean().openapi({ description: 'Whether the change went into a notification' }),
+    silencedBy: z.number().int().nullable().openapi({ description: 'The silence that held the notification back, or null' }),
+  })
+  .openapi('AlertHistoryEntry');

@@ -2,8 +2,7 @@ import type { Db } from '../../core/db/postgres.js';
 import { selectPage, type PageRequest } from '../../core/db/paging.js';
 import { sql } from '../../core/db/sql.js';
 import { visibleToUser } from '../domains/store.js';
-import type { QueryFilter } from '../stats/query/filters.js';
-import type { AlertDefinition, AlertScope, Condition, NotificationMethod, Operator } from './schemas.js';
+import type { AlertDefinition, AlertScope, Condition, FilterTuple, NotificationMethod, Operator } from './schemas.js';
 
 /** A Postgres integer[] from a list of ids (bound as one JSON parameter). */
 const intArray = (ids: readonly number[]) => sql`array(select (jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb))::int)`;
@@ -16,7 +15,7 @@ export interface AlertRow {
   domain_id: number | null;
   scope: 'domain' | 'domains' | 'all';
   scope_domain_ids: number[] | null;
-  filters: QueryFilter[];
+  filters: FilterTuple[];
   name: string;
   condition: Condition;
   operator: Operator;
@@ -316,11 +315,13 @@ export interface EvaluationPair {
   operator: Operator;
   threshold: number;
   duration: number;
-  filters: QueryFilter[];
+  filters: FilterTuple[];
   notification_method: NotificationMethod;
   notification_target: string;
   configured_by_name: string | null;
   configured_by_email: string | null;
+  /** A rule's creator; null: a domain's alert. */
+  rule_owner: number | null;
   updated_at: Date;
   /** Null: a pair without a state row yet (a new alert, or a domain new to a rule's scope): ok. */
   state: AlertState | null;
@@ -334,6 +335,7 @@ export async function evaluationPairs(db: Db): Promise<EvaluationPair[]> {
   return db.query<EvaluationPair>(sql`
     select p.alert_id, p.domain_id, d.name as domain_name, a.name, a.condition, a.operator, a.threshold, a.duration, a.filters,
            a.notification_method, a.notification_target, a.configured_by_name, a.configured_by_email, a.updated_at,
+           case when a.domain_id is null then a.created_by end as rule_owner,
            s.state, s.state_changed_at, s.last_triggered_at, s.notified_state, s.last_notified_at
     from (${PAIRS}) p
     join alerts a on a.id = p.alert_id
@@ -418,6 +420,8 @@ export async function saveLastValues(tx: Db, values: Record<string, Record<strin
 export interface HistoryEntry {
   alertId: number;
   alertName: string;
+  /** A rule's creator; null: a domain's alert. */
+  ruleOwner: number | null;
   domainId: number;
   from: AlertState;
   to: AlertState;
@@ -430,12 +434,12 @@ export interface HistoryEntry {
 export async function recordHistory(tx: Db, entries: HistoryEntry[]): Promise<void> {
   if (entries.length === 0) return;
   const json = JSON.stringify(
-    entries.map((e) => ({ alert_id: e.alertId, alert_name: e.alertName, domain_id: e.domainId, from_state: e.from, to_state: e.to, at: e.at.toISOString(), value: e.value, notified: e.notified, silence_id: e.silenceId })),
+    entries.map((e) => ({ alert_id: e.alertId, alert_name: e.alertName, rule_owner: e.ruleOwner, domain_id: e.domainId, from_state: e.from, to_state: e.to, at: e.at.toISOString(), value: e.value, notified: e.notified, silence_id: e.silenceId })),
   );
   await tx.query(sql`
-    insert into alert_history (alert_id, alert_name, domain_id, from_state, to_state, at, value, notified, silence_id)
-    select h.alert_id, h.alert_name, h.domain_id, h.from_state, h.to_state, h.at, h.value, h.notified, h.silence_id
-    from jsonb_to_recordset(${json}::text::jsonb) as h(alert_id int, alert_name text, domain_id int, from_state text, to_state text, at timestamptz,
+    insert into alert_history (alert_id, alert_name, rule_owner, domain_id, from_state, to_state, at, value, notified, silence_id)
+    select h.alert_id, h.alert_name, h.rule_owner, h.domain_id, h.from_state, h.to_state, h.at, h.value, h.notified, h.silence_id
+    from jsonb_to_recordset(${json}::text::jsonb) as h(alert_id int, alert_name text, rule_owner int, domain_id int, from_state text, to_state text, at timestamptz,
       value double precision, notified boolean, silence_id int)
     order by h.alert_id, h.domain_id`);
 }
@@ -454,12 +458,16 @@ export interface HistoryRow {
   silence_id: number | null;
 }
 
-/** A page of the history of `domainIds` (newest first) and its total. */
-export function historyPage(db: Db, domainIds: readonly number[], page: PageRequest): Promise<{ rows: HistoryRow[]; total: number }> {
+/**
+ * A page of the history of `domainIds` (newest first) and its total: the domains' alerts' entries,
+ * and the rules' of `ruleOwner` (every rule's when null: an administrator).
+ */
+export function historyPage(db: Db, domainIds: readonly number[], ruleOwner: number | null, page: PageRequest): Promise<{ rows: HistoryRow[]; total: number }> {
+  const rules = ruleOwner === null ? sql`true` : sql`(h.rule_owner is null or h.rule_owner = ${ruleOwner})`;
   return selectPage<HistoryRow>(db, {
     columns: sql`h.*, d.name as domain_name`,
     table: sql`alert_history h join domains d on d.id = h.domain_id`,
-    where: sql`h.domain_id = any(${intArray(domainIds)})`,
+    where: sql`h.domain_id = any(${intArray(domainIds)}) and ${rules}`,
     orderBy: sql`h.id desc`,
     ...page,
   });
