@@ -262,6 +262,9 @@ describe('user text', () => {
     expect(subject).toMatch(/^\[tailhouse\] FIRING: alert "Disk /);
     expect(subject).not.toMatch(/[\u0000-\u001f\u007f\u2028\u202E\u200B]/);
     expect(subject).toContain(quoted(hostile));
+    // Domain names are host names when stored; a stored one that is not still cannot add a header.
+    const forged = emailOfGroup(group([event({ domain: { id: 1, name: 'shop.example.com\r\nBcc: all@example.com' } })])).subject;
+    expect(forged).toBe('[tailhouse] FIRING: alert "High errors" on shop.example.com Bcc: all@example.com');
   });
 });
 
