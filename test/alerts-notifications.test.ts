@@ -17,7 +17,7 @@ import {
   type EventKind,
   type NotificationGroup,
 } from '../src/alerts/notifications.js';
-import { CONDITIONS, type Condition } from '../src/alerts/schemas.js';
+import { CONDITIONS, queryFiltersOf, type Condition, type FilterTuple } from '../src/alerts/schemas.js';
 import type { QueryFilter } from '../src/stats/query/filters.js';
 import { filtersOf } from '../web/src/filters.js';
 
@@ -36,7 +36,7 @@ function event(over: Partial<Omit<AlertEvent, 'alert'>> & { alert?: Partial<Aler
     window: WINDOW,
     startsAt: '2026-11-21T09:55:00.000Z',
     endsAt: kind === 'resolved' ? WINDOW.end : null,
-    dashboardUrl: dashboardUrl(BASE_URL, domain.id, WINDOW, alert.filters),
+    dashboardUrl: dashboardUrl(BASE_URL, domain.id, WINDOW, queryFiltersOf(alert.filters)),
     configuredBy: JANE,
     ...over,
     kind,
@@ -176,7 +176,7 @@ describe('a 1,000-domain incident', () => {
 
 describe('the webhook body', () => {
   it('holds each event’s facts, the notification’s id and key, the distinct configurers and a text', () => {
-    const filters: QueryFilter[] = [{ op: 'is', dimension: 'url', values: ['/cart'] }];
+    const filters: FilterTuple[] = [['is', 'url', ['/cart']]];
     const mallory = { name: 'Mallory', email: 'mallory@example.com' };
     const events = [
       event({ alert: { id: 3, filters }, domain: { id: 9, name: 'shop.example.com' } }),
@@ -342,9 +342,16 @@ describe('dashboardUrl', () => {
     ];
     const url = new URL(dashboardUrl(BASE_URL, 1, WINDOW, [...unshowable, { op: 'is', dimension: 'method', values: ['GET'] }]));
     expect(url.searchParams.getAll('f')).toEqual(['is:method:GET']);
-    const { text } = emailOfGroup(group([event({ alert: { filters: unshowable } })]));
+    const written: FilterTuple[] = [
+      ['is', 'method', ['GET', 'POST']],
+      ['contains', 'url', ['cart']],
+      ['glob', 'path', ['/api/*']],
+      ['cidr', 'ipAddress', ['10.0.0.0/24']],
+      ['is', 'domain', ['shop.example.com']],
+    ];
+    const { text } = emailOfGroup(group([event({ alert: { filters: written } })]));
     expect(text).toContain('(without 5 filters it cannot apply: it shows more than the alert counted)');
-    expect(text).toContain('   Filters:   method is "GET" or "POST"; url contains "cart"; path glob "/api/*"; ipAddress cidr 10.0.0.0–10.0.0.255; domain is "shop.example.com"');
+    expect(text).toContain('   Filters:   method is "GET" or "POST"; url contains "cart"; path glob "/api/*"; ipAddress cidr "10.0.0.0/24"; domain is "shop.example.com"');
     expect(emailOfGroup(group([event()])).text).not.toContain('it cannot apply');
   });
 });

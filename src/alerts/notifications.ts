@@ -17,14 +17,14 @@
  */
 import { createHash } from 'node:crypto';
 import type { FilterValue, QueryFilter } from '../stats/query/filters.js';
-import type { Condition, NotificationMethod, Operator } from './schemas.js';
+import { queryFiltersOf, type Condition, type FilterTuple, type NotificationMethod, type Operator } from './schemas.js';
 
 export type EventKind = 'firing' | 'resolved' | 'reminder';
 
 /** One alert on one domain, as recorded when its state changed (stored in the outbox, rendered at delivery). */
 export interface AlertEvent {
   kind: EventKind;
-  alert: { id: number; name: string; condition: Condition; operator: Operator; threshold: number; duration: number; filters: QueryFilter[] };
+  alert: { id: number; name: string; condition: Condition; operator: Operator; threshold: number; duration: number; filters: FilterTuple[] };
   domain: { id: number; name: string };
   value: number | null;
   requests: number;
@@ -273,14 +273,14 @@ function countsByCondition(events: readonly AlertEvent[]): string[] {
   return [...counts].map(([condition, c]) => `  ${condition}: ${[c.firing > 0 ? `${integer.format(c.firing)} firing` : '', c.resolved > 0 ? `${integer.format(c.resolved)} resolved` : ''].filter(Boolean).join(', ')}`);
 }
 
-const valueText = (v: FilterValue) => (typeof v === 'object' ? (v.first === v.last ? v.first : `${v.first}–${v.last}`) : typeof v === 'string' ? quoted(v) : String(v));
-const filterText = (f: QueryFilter) => `${f.dimension} ${f.op} ${f.values.map(valueText).join(' or ')}`;
+/** A filter as its author wrote it: strings quoted (user text), numbers and booleans as they are. */
+const filterText = ([op, dimension, values]: FilterTuple) => `${dimension} ${op} ${values.map((v) => (typeof v === 'string' ? quoted(v) : String(v))).join(' or ')}`;
 
 /** One event in full, for the e-mail. */
 function emailEntry(e: AlertEvent, n: number): string[] {
   const since = e.kind === 'resolved' ? `Fired:     from ${e.startsAt} to ${e.endsAt ?? 'the end of the window'}` : `Since:     ${e.startsAt}`;
   const filters = e.alert.filters;
-  const unshown = filters.filter((f) => dashboardParams(f) === undefined).length;
+  const unshown = queryFiltersOf(filters).filter((f) => dashboardParams(f) === undefined).length;
   return [
     `${n}. ${KIND_TEXT[e.kind]}: ${e.domain.name}, alert ${quoted(e.alert.name)}`,
     `   Condition: ${conditionText(e.alert)} (${e.alert.operator})`,
