@@ -28,7 +28,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { createAlertEvaluator, type RoundResult } from '../src/alerts/evaluator.js';
-import { windowFigures } from '../src/alerts/metrics.js';
+import { measure, MIN_ERROR_RATE_REQUESTS } from '../src/alerts/metrics.js';
 import type { AlertDefinition } from '../src/alerts/schemas.js';
 import { enabledAlertDefinitions, insertAlertWithinCap } from '../src/alerts/store.js';
 import { loadConfig } from '../core/config.js';
@@ -113,10 +113,11 @@ async function main(): Promise<void> {
 
     const definitions = await enabledAlertDefinitions(runtime.db);
     const windows = definitions.map((a) => ({ domainId: a.domain_id, duration: a.duration }));
+    const measures = definitions.map((a) => ({ domainId: a.domain_id, duration: a.duration, filters: [], condition: a.condition }));
     const queryTimes: number[] = [];
     for (let i = 0; i < ROUNDS; i++) {
       const t0 = performance.now();
-      await windowFigures(runtime.clickhouse, windows, now + i * INTERVAL, definitions.map((a) => a.condition));
+      await measure(runtime.clickhouse, measures, now + i * INTERVAL, MIN_ERROR_RATE_REQUESTS);
       queryTimes.push(performance.now() - t0);
     }
 
