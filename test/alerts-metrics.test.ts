@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { derivedClient, type ClickHouseClient } from '../core/db/clickhouse.js';
 import { dedupToken, insertAccessBatch, type AccessRow } from '../ingest/sinks/clickhouse.js';
 import {
-  alertFiltersField,
   measure,
   measureKey,
   MIN_ERROR_RATE_REQUESTS,
@@ -19,7 +18,7 @@ import {
   type Measure,
   type Measured,
 } from '../src/alerts/metrics.js';
-import { CONDITIONS, type Condition } from '../src/alerts/schemas.js';
+import { alertFiltersField, CONDITIONS, queryFiltersOf, type Condition } from '../src/alerts/schemas.js';
 import type { QueryFilter } from '../src/stats/query/filters.js';
 import { startTestApp, type TestApp } from './support/app.js';
 import { accessRow, select } from './support/ingest.js';
@@ -70,7 +69,7 @@ interface FilterSet {
   filters: QueryFilter[];
   keeps: (r: AccessRow) => boolean;
 }
-const filterSet = (name: string, raw: unknown, keeps: (r: AccessRow) => boolean): FilterSet => ({ name, filters: alertFiltersField.parse(raw), keeps });
+const filterSet = (name: string, raw: unknown, keeps: (r: AccessRow) => boolean): FilterSet => ({ name, filters: queryFiltersOf(alertFiltersField.parse(raw)), keeps });
 const pathOf = (url: string) => url.split('?')[0]!;
 const CHECKOUT = filterSet('checkout', [['glob', 'path', ['/checkout*']]], (r) => pathOf(r.url).startsWith('/checkout'));
 const NO_BOTS = filterSet('no bots', [['isNot', 'bot', [true]]], (r) => !BOT_AGENTS.has(r.userAgent));
@@ -235,13 +234,13 @@ describe('measure', () => {
   });
 
   it('gives a measure’s key by what it asks: filters in any order, not by object identity', () => {
-    const a = alertFiltersField.parse([['glob', 'path', ['/a*', '/b*']], ['isNot', 'bot', [true]], ['cidr', 'ipAddress', ['10.0.0.0/8']]]);
-    const b = alertFiltersField.parse([['cidr', 'ipAddress', ['10.0.0.0/8']], ['isNot', 'bot', [true]], ['glob', 'path', ['/b*', '/a*']]]);
+    const a = queryFiltersOf([['glob', 'path', ['/a*', '/b*']], ['isNot', 'bot', [true]], ['cidr', 'ipAddress', ['10.0.0.0/8']]]);
+    const b = queryFiltersOf([['cidr', 'ipAddress', ['10.0.0.0/8']], ['isNot', 'bot', [true]], ['glob', 'path', ['/b*', '/a*']]]);
     const key = (filters: QueryFilter[], patch: Partial<Measure> = {}) => measureKey({ domainId: 1, duration: 60, filters, condition: 'errorRate', ...patch });
     expect(key(a)).toBe(key(b));
     expect(key(a)).not.toBe(key([]));
-    expect(key(a)).not.toBe(key(alertFiltersField.parse([['glob', 'path', ['/a*']], ['isNot', 'bot', [true]], ['cidr', 'ipAddress', ['10.0.0.0/8']]])));
-    expect(key(a)).not.toBe(key(alertFiltersField.parse([['glob', 'path', ['/a*', '/b*']], ['isNot', 'bot', [true]], ['cidr', 'ipAddress', ['10.0.0.0/9']]])));
+    expect(key(a)).not.toBe(key(queryFiltersOf([['glob', 'path', ['/a*']], ['isNot', 'bot', [true]], ['cidr', 'ipAddress', ['10.0.0.0/8']]])));
+    expect(key(a)).not.toBe(key(queryFiltersOf([['glob', 'path', ['/a*', '/b*']], ['isNot', 'bot', [true]], ['cidr', 'ipAddress', ['10.0.0.0/9']]])));
     expect(key(a)).not.toBe(key(a, { condition: 'clientErrorRate' }));
     expect(key(a)).not.toBe(key(a, { duration: 61 }));
     expect(key(a)).not.toBe(key(a, { domainId: 2 }));
@@ -336,12 +335,13 @@ describe('filters', () => {
   });
 
   it('alertFiltersField takes the query endpoint’s filters but for the domain dimension', () => {
-    expect(alertFiltersField.parse(undefined)).toEqual([]);
-    expect(alertFiltersField.parse([['is', 'statusClass', ['5xx']]])).toEqual([{ op: 'is', dimension: 'statusClass', values: ['5xx'] }]);
+    // Kept as written (a CIDR as its text); queryFiltersOf parses them for the SQL.
+    expect(alertFiltersField.parse([['cidr', 'ipAddress', ['10.0.0.0/8']]])).toEqual([['cidr', 'ipAddress', ['10.0.0.0/8']]]);
+    expect(queryFiltersOf([['is', 'statusClass', ['5xx']]])).toEqual([{ op: 'is', dimension: 'statusClass', values: ['5xx'] }]);
     const refused = alertFiltersField.safeParse([['glob', 'path', ['/a*']], ['is', 'domain', ['example.com']]]);
     expect(refused.success).toBe(false);
     expect(refused.error!.issues.map((i) => ({ path: i.path, message: i.message }))).toEqual([
-      { path: [1, 1], message: 'the domain dimension takes no filter in an alert: its scope chooses the domains' },
+      { path: [1, 1], message: "takes no filter in an alert: the alert's domain or its scope chooses the domains" },
     ]);
     // The query endpoint's own rules still hold.
     const unknown = alertFiltersField.safeParse([['is', 'nope', ['x']]]);

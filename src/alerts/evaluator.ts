@@ -76,7 +76,8 @@ import { createDeliverer, type DeliveryOptions, type DeliveryResult } from './de
 import { measure, measureKey, MIN_ERROR_RATE_REQUESTS, RATE_CONDITIONS, type Measure } from './metrics.js';
 import { dashboardUrl, type AlertEvent, type EventKind } from './notifications.js';
 import { enqueueEvents, pruneNotifications, type TargetEvents } from './outbox.js';
-import type { Operator } from './schemas.js';
+import { queryFiltersOf, type Operator } from './schemas.js';
+import type { QueryFilter } from '../stats/query/filters.js';
 import { silenceOf } from './silences/match.js';
 import { liveSilences } from './silences/store.js';
 import {
@@ -174,7 +175,15 @@ const stateOf = (p: EvaluationPair): PairState =>
         lastNotifiedAt: p.last_notified_at && new Date(p.last_notified_at),
       };
 
-const measureOf = (p: EvaluationPair): Measure => ({ domainId: p.domain_id, duration: p.duration, filters: p.filters, condition: p.condition });
+/** The pairs' measures; an alert's filters are parsed once per round, whatever its number of domains. */
+function measuresOf(pairs: readonly EvaluationPair[]): Measure[] {
+  const parsed = new Map<number, QueryFilter[]>();
+  return pairs.map((p) => {
+    let filters = parsed.get(p.alert_id);
+    if (!filters) parsed.set(p.alert_id, (filters = queryFiltersOf(p.filters)));
+    return { domainId: p.domain_id, duration: p.duration, filters, condition: p.condition };
+  });
+}
 
 export interface AlertEvaluatorOptions {
   db: Db;
@@ -264,7 +273,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
       window,
       startsAt: (after.lastTriggeredAt ?? new Date(nowMs)).toISOString(),
       endsAt: after.state === 'ok' ? (after.stateChangedAt ?? new Date(nowMs)).toISOString() : null,
-      dashboardUrl: dashboardUrl(options.baseUrl, p.domain_id, window, p.filters),
+      dashboardUrl: dashboardUrl(options.baseUrl, p.domain_id, window, queryFiltersOf(p.filters)),
       configuredBy: p.configured_by_name === null || p.configured_by_email === null ? null : { name: p.configured_by_name, email: p.configured_by_email },
     };
   }
@@ -287,7 +296,8 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
     const { pairs, silences } = claim;
     const claimed = performance.now();
     // 2. MEASURE
-    const measured = await measure(clickhouse, pairs.map(measureOf), nowMs, minRequests);
+    const measures = measuresOf(pairs);
+    const measured = await measure(clickhouse, measures, nowMs, minRequests);
     const measuredAt = performance.now();
     // 3. APPLY
     const notifications = { firing: 0, resolved: 0, reminder: 0, targets: 0 };
@@ -296,8 +306,8 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
       if (!(await lockRoundForApply(tx, { at, holder }))) return null;
       const writes: (StateWrite & { pair: EvaluationPair; before: PairState; notify: EventKind | null; value: number | null; requests: number; silenceId: number | null })[] = [];
       const values: Record<string, Record<string, number | null>> = {};
-      for (const p of pairs) {
-        const { value, requests } = measured.get(measureKey(measureOf(p)))!;
+      for (const [i, p] of pairs.entries()) {
+        const { value, requests } = measured.get(measureKey(measures[i]!))!;
         (values[p.alert_id] ??= {})[p.domain_id] = value;
         const met = value !== null && compare(value, p.operator, Number(p.threshold));
         const before = stateOf(p);

@@ -36,7 +36,7 @@
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { Params } from '../logs/filters.js';
 import { mergedPartial, metricByName, PARTIALS, sourcePartial, type Metric, type MetricName } from '../stats/registry.js';
-import { filtersField, type QueryFilter } from '../stats/query/filters.js';
+import type { QueryFilter } from '../stats/query/filters.js';
 import { filterConditions } from '../stats/query/where.js';
 import { CONDITIONS, type Condition } from './schemas.js';
 
@@ -95,19 +95,6 @@ const canonicalFilters = (filters: readonly QueryFilter[]): string =>
 /** A measure's key in `measure`'s answer: equal for measures asking the same. */
 export const measureKey = (m: Measure): string => `${m.domainId}:${m.duration}:${m.condition}:${canonicalFilters(m.filters)}`;
 
-const DOMAIN_FILTER_MESSAGE = 'the domain dimension takes no filter in an alert: its scope chooses the domains';
-
-/** The filters alerts accept: the query endpoint's filtersField without the domain dimension (the scope chooses domains). */
-export const alertFiltersField = filtersField
-  .superRefine(
-    (filters, ctx) => {
-      for (const [i, f] of filters.entries()) if (f.dimension === 'domain') ctx.addIssue({ code: 'custom', path: [i, 1], message: DOMAIN_FILTER_MESSAGE });
-    },
-    // Only over filters that all passed: one refused there is still its raw value here.
-    { when: (payload) => payload.issues.length === 0 },
-  )
-  .openapi({ description: "The query endpoint's filters (POST /api/logs/query) but for the domain dimension: the alert's scope chooses the domains" });
-
 /** A window of a branch: one domain's trailing seconds. */
 interface Window {
   domainId: number;
@@ -141,7 +128,7 @@ function branchQuery(branch: Branch, columns: readonly Metric[], nowMs: number, 
     `domain_id IN ${p.bind('Array(UInt32)', [...new Set(windows.map((w) => w.domainId))])}`,
     `timestamp > fromUnixTimestamp64Milli(${p.bind('Int64', nowMs - branch.offsetMs - longest * 1000)}, 'UTC')`,
     `timestamp <= fromUnixTimestamp64Milli(${end}, 'UTC')`,
-    // No domain dimension among them (alertFiltersField), so no domain names to look up.
+    // No domain dimension among them (schemas.ts, alertFiltersField), so no domain names to look up.
     ...filterConditions(branch.filters, [], p),
   ];
   const values = columns.map((m) => `CAST(${branch.metrics.has(m) ? m.final : 'NULL'} AS Nullable(Float64)) AS m_${m.name}`);
