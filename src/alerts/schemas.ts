@@ -1,7 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import { EMAIL_ADDRESS } from '../../core/formats.js';
 import { domainIdParams } from '../domains/schemas.js';
-import { idParam } from '../http/query.js';
+import { bodyWholeNumber, idParam } from '../http/query.js';
 import { filtersField, type QueryFilter } from '../stats/query/filters.js';
 import { NOTIFICATIONS_PER_TARGET_PER_HOUR } from './limits.js';
 
@@ -85,7 +85,7 @@ export const queryFiltersOf = (filters: readonly FilterTuple[]): QueryFilter[] =
 
 const idList = (what: string, max: number) =>
   z
-    .array(idParam(what), { message: `must be an array of ${what}s` })
+    .array(bodyWholeNumber(1, 2 ** 31 - 1), { message: `must be an array of ${what}s` })
     .min(1, { message: 'must not be empty' })
     .max(max, { message: `must have at most ${max} ids` })
     .transform((ids) => [...new Set(ids)].sort((a, b) => a - b));
