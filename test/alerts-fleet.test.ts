@@ -330,7 +330,9 @@ describe('hostile', () => {
       [{ domainIds: 'all', startsAt: '2026-12-02T10:00:00Z', endsAt: '2026-12-02T09:00:00Z', comment: 'backwards' }, ['endsAt']],
       [{ domainIds: 'all', endsAt: '2099-01-01T00:00:00Z', recurrence: { weekdays: ['sun'], start: '02:00', end: '04:00', timezone: 'UTC' }, comment: 'both' }, ['recurrence']],
       [{ domainIds: 'all', recurrence: { weekdays: ['sun'], start: '02:00', end: '04:00', timezone: 'Mars/Olympus' }, comment: 'zone' }, ['recurrence']],
-      [{ domainIds: 'all', endsAt: '2099-01-01T00:00:00Z', comment: '' }, ['comment']],
+      [{ domainIds: 'all', endsAt: new Date(Date.now() + 3_600_000).toISOString(), comment: '' }, ['comment']],
+      [{ domainIds: 'all', endsAt: '2099-01-01T00:00:00Z', comment: 'a century' }, ['endsAt']],
+      [{ domainIds: ['1; delete from alert_silences'], endsAt: '2099-01-01T00:00:00Z', comment: 'ids' }, ['domainIds']],
     ];
     for (const [body, fields] of silences) {
       const res = await call(t.app, 'POST', '/api/logs/silences', { token: admin, body });
