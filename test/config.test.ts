@@ -33,6 +33,8 @@ describe('loadConfig defaults', () => {
       ingestStatsIntervalMs: 60_000,
       ingestBatchMs: 1_000,
       alertIntervalS: 30,
+      alertGroupWaitS: 30,
+      alertRepeatS: 14_400,
       exportTtlS: 86400,
       logRetentionDays: 90,
       statsRollupMinRows: 32,

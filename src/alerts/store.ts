@@ -395,14 +395,16 @@ export async function saveStates(tx: Db, writes: StateWrite[]): Promise<Set<stri
 }
 
 /**
- * Forgets the states of pairs a round no longer evaluates among enabled alerts (a domain that left
- * a rule's scope, or that its creator no longer sees): its next appearance starts from ok.
+ * Forgets the states of the evaluated alerts' pairs that the round no longer evaluates (a domain
+ * that left a rule's scope, or that its creator no longer sees): its next appearance starts from
+ * ok. Only the alerts the round evaluated: one enabled since the claim keeps its states.
  */
 export async function dropLeftStates(tx: Db, evaluated: readonly { alertId: number; domainId: number }[]): Promise<void> {
+  if (evaluated.length === 0) return;
+  const alertIds = [...new Set(evaluated.map((e) => e.alertId))];
   await tx.query(sql`
     delete from alert_states s
-    using alerts a
-    where a.id = s.alert_id and a.enabled
+    where s.alert_id = any(${intArray(alertIds)})
       and not exists (
         select 1 from jsonb_to_recordset(${JSON.stringify(evaluated.map((e) => ({ a: e.alertId, d: e.domainId })))}::text::jsonb) as e(a int, d int)
         where e.a = s.alert_id and e.d = s.domain_id)`);
