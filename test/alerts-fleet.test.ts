@@ -138,7 +138,7 @@ describe('an incident over 60 domains under one rule', () => {
     const silenced = owner.domains.slice(0, 20);
     const silence = await call(t.app, 'POST', '/api/logs/silences', {
       token: owner.token,
-      body: { domainIds: silenced.map((d) => d.id), endsAt: new Date(now + 3_600_000).toISOString(), comment: 'PHP upgrade' },
+      body: { domainIds: silenced.map((d) => d.id), startsAt: new Date(Math.min(now, Date.now()) - 60_000).toISOString(), endsAt: new Date(now + 3_600_000).toISOString(), comment: 'PHP upgrade' },
     });
     expect(silence.status, JSON.stringify(silence.body)).toBe(201);
     await ingest(owner.domains, 20, 500);
@@ -283,11 +283,13 @@ describe('hostile', () => {
     const bobTarget = `${unique('bob')}@example.com`;
     const bobRule = await postRule(bob.token, errorRule(bobTarget));
     const aliceRule = await postRule(alice.token, errorRule(`${unique('alice')}@example.com`));
-    const bobSilence = await call(t.app, 'POST', '/api/logs/silences', { token: bob.token, body: { domainIds: 'all', endsAt: new Date(now + 3_600_000).toISOString(), comment: 'all of mine' } });
+    const bobSilence = await call(t.app, 'POST', '/api/logs/silences', { token: bob.token, body: { domainIds: 'all', startsAt: new Date(Math.min(now, Date.now()) - 60_000).toISOString(), endsAt: new Date(now + 3_600_000).toISOString(), comment: 'all of mine' } });
     expect(bobSilence.status).toBe(201);
     await ingest([aliceDomain, bob.domains[0]!], 20, 500);
     await round(evaluator());
-    // Bob's "all" covers his domain only; his "all" silence does not silence Alice's rule on hers.
+    // Bob's "all" covers his domain only, which his own "all" silence holds: nothing reaches him.
+    expect(mailsTo(bobTarget)).toHaveLength(0);
+    // His "all" silence does not silence Alice's rule on her domain.
     const seen = await call(t.app, 'GET', `/api/logs/alerts/${bobRule}`, { token: bob.token });
     expect(seen.body.data.domains.map((d: { domainId: number }) => d.domainId)).toEqual([bob.domains[0]!.id]);
     const hers = await call(t.app, 'GET', `/api/logs/alerts/${aliceRule}`, { token: alice.token });
