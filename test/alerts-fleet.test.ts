@@ -174,7 +174,7 @@ describe('an incident over 60 domains under one rule', () => {
     expect((await call(t.app, 'DELETE', `/api/logs/alerts/${ruleId}`, { token: owner.token })).status).toBe(200);
   });
 
-  it('the same incident to a webhook: one POST whose alerts name every domain, with a text summary', async () => {
+  it('the same incident to a webhook: one POST whose alerts name every domain, with a text summary; with 20 silenced, the other 40', async () => {
     const received: { headers: http.IncomingHttpHeaders; body: any }[] = [];
     const server = http.createServer((req, res) => {
       let text = '';
@@ -206,6 +206,16 @@ describe('an incident over 60 domains under one rule', () => {
       expect(received).toHaveLength(2);
       expect(received[1]!.body).toMatchObject({ status: 'resolved', groupKey: body.groupKey });
       expect(received[1]!.body.alerts.every((a: { status: string; endsAt: string | null }) => a.status === 'resolved' && a.endsAt !== null)).toBe(true);
+      const silenced = owner.domains.slice(0, 20);
+      const silence = await call(t.app, 'POST', '/api/logs/silences', {
+        token: owner.token,
+        body: { domainIds: silenced.map((d) => d.id), startsAt: new Date(Math.min(now, Date.now()) - 60_000).toISOString(), endsAt: new Date(now + 3_600_000).toISOString(), comment: 'maintenance' },
+      });
+      expect(silence.status).toBe(201);
+      await ingest(owner.domains, 20, 502);
+      await round(ev);
+      expect(received).toHaveLength(3);
+      expect(received[2]!.body.alerts.map((a: { domain: string }) => a.domain).sort()).toEqual(owner.domains.slice(20).map((d) => d.name).sort());
     } finally {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
