@@ -4,11 +4,12 @@
  */
 import '../styles.css';
 import { render } from 'preact';
-import { useLayoutEffect, useState } from 'preact/hooks';
-import { onSignedOut, restoreSession, signOut, type User } from './api.js';
+import { useEffect, useLayoutEffect, useState } from 'preact/hooks';
+import { may, onSignedOut, restoreSession, signOut, type User } from './api.js';
 import { ErrorMessage } from './components/ErrorMessage.js';
 import { Account } from './pages/Account.js';
 import { Admin } from './pages/Admin.js';
+import { Alerting } from './pages/Alerting.js';
 import { DomainPage, type DomainSection } from './pages/Domain.js';
 import { Fleet } from './pages/Fleet.js';
 import { SignIn } from './pages/SignIn.js';
@@ -27,6 +28,8 @@ function App() {
   const location = useLocation();
   const [user, setUser] = useState<User | null | undefined>(undefined);
   const [error, setError] = useState<unknown>(null);
+  /** Whether the user may read alerts: the navigation offers the Alerting page then. */
+  const [alerting, setAlerting] = useState(false);
 
   // The session is restored before the first paint, not after it (the dashboard's requests wait for it).
   useLayoutEffect(() => {
@@ -41,6 +44,11 @@ function App() {
       else toSignIn();
     }, setError);
   }, []);
+
+  useEffect(() => {
+    if (!user) return setAlerting(false);
+    may('alerts', 'read').then(setAlerting, () => setAlerting(false));
+  }, [user?.id, user?.role]);
 
   if (error !== null) return <ErrorMessage error={error} />;
   if (user === undefined) return <p aria-live="polite">Loading…</p>;
@@ -73,6 +81,11 @@ function App() {
           <a href="/" aria-current={location.path === '/' ? 'page' : undefined} onClick={(e) => linkClick(e, '/')}>
             Fleet
           </a>
+          {alerting && (
+            <a href="/alerting" aria-current={location.path === '/alerting' ? 'page' : undefined} onClick={(e) => linkClick(e, '/alerting')}>
+              Alerting
+            </a>
+          )}
           {user.role === 'admin' && (
             <a href="/admin" aria-current={location.path === '/admin' ? 'page' : undefined} onClick={(e) => linkClick(e, '/admin')}>
               Administration
@@ -96,6 +109,8 @@ function App() {
             navigate(`${SIGN_IN}?next=${encodeURIComponent('/account')}`, { replace: true });
           }}
         />
+      ) : location.path === '/alerting' ? (
+        <Alerting location={location} />
       ) : location.path === '/admin' ? (
         <Admin user={user} location={location} />
       ) : DOMAIN_PATH.test(location.path) ? (

@@ -2,135 +2,120 @@
  * A domain's alerts: each with its state, when it last fired, its last delivery and that
  * delivery's error; create, edit, enable or disable, delete (after a confirmation), each offered
  * only to a user whose permissions allow it. The API's validation messages are shown at their
- * fields.
+ * fields. Below them, what else bears on the domain: the rules over many domains that cover it
+ * (with their state here), the silences in force or to come that cover it, and its history of
+ * state changes (paged, newest first; the page is in the URL).
  */
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, may } from '../api.js';
+import { api, may } from '../api.js';
+import { ruleText, silenceCovers, conditionValue, type Alert, type HistoryPage, type Rule, type Silence } from '../alerting.js';
+import { AlertForm, draftOf, EMPTY_DRAFT, type Draft } from '../components/AlertForm.js';
+import { HistoryTable, SilencesTable } from '../components/AlertTables.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Scroll } from '../components/Scroll.js';
 import { utcTime } from '../format.js';
+import { linkClick, type Location } from '../router.js';
 
-interface Alert {
-  id: number;
-  name: string;
-  condition: string;
-  operator: string;
-  threshold: number;
-  duration: number;
-  notificationMethod: string;
-  notificationTarget: string;
-  enabled: boolean;
-  state: 'ok' | 'firing';
-  lastTriggeredAt: string | null;
-  lastDeliveredAt: string | null;
-  lastDeliveryError: string | null;
-}
-type Draft = Omit<Alert, 'id' | 'state' | 'lastTriggeredAt' | 'lastDeliveredAt' | 'lastDeliveryError'>;
+const HISTORY_PAGE = 20;
 
-const CONDITIONS: Record<string, string> = {
-  errorRate: 'Error rate (5xx share, 0–1)',
-  clientErrorRate: 'Client error rate (4xx share, 0–1)',
-  requestCount: 'Requests',
-  averageResponseTime: 'Average response time (ms)',
-  p95ResponseTime: 'p95 response time (ms)',
-};
-const OPERATORS: Record<string, string> = { greaterThan: '>', greaterThanOrEqual: '≥', lessThan: '<', lessThanOrEqual: '≤' };
-const METHODS: Record<string, string> = { email: 'E-mail', webhook: 'Webhook (https URL)' };
-const EMPTY: Draft = { name: '', condition: 'errorRate', operator: 'greaterThan', threshold: 0.05, duration: 300, notificationMethod: 'email', notificationTarget: '', enabled: true };
-
-/** The fields of an alert a form edits (the API takes no others). */
-const draftOf = (a: Alert): Draft => ({
-  name: a.name,
-  condition: a.condition,
-  operator: a.operator,
-  threshold: a.threshold,
-  duration: a.duration,
-  notificationMethod: a.notificationMethod,
-  notificationTarget: a.notificationTarget,
-  enabled: a.enabled,
-});
-
-
-function AlertForm({ initial, onSave, onCancel }: { initial: Draft; onSave: (draft: Draft) => Promise<void>; onCancel: () => void }) {
-  const [draft, setDraft] = useState<Draft>(initial);
-  const [error, setError] = useState<unknown>(null);
-  const fieldErrors = error instanceof ApiError ? error.details : {};
-  const set = <K extends keyof Draft>(key: K, value: Draft[K]) => setDraft({ ...draft, [key]: value });
-  const field = (name: keyof Draft, label: string, input: preact.JSX.Element) => (
-    <div class="field">
-      <label for={`alert-${name}`}>{label}</label>
-      {input}
-      {fieldErrors[name] && (
-        <span class="error" id={`alert-${name}-error`}>
-          {label} {fieldErrors[name]}
-        </span>
-      )}
-    </div>
-  );
-  const described = (name: keyof Draft) => (fieldErrors[name] ? { 'aria-describedby': `alert-${name}-error`, 'aria-invalid': true } : {});
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setError(null);
-    try {
-      await onSave(draft);
-    } catch (err) {
-      setError(err);
-    }
-  };
+/** The rules over many domains that cover this one, with their state here. */
+function CoveringRules({ rules }: { rules: Rule[] }) {
+  if (rules.length === 0) return <p class="hint">No rule over many domains covers this domain.</p>;
   return (
-    <form class="alert-form" onSubmit={submit} noValidate>
-      {field('name', 'Name', <input id="alert-name" value={draft.name} onInput={(e) => set('name', e.currentTarget.value)} {...described('name')} />)}
-      {field(
-        'condition',
-        'Condition',
-        <select id="alert-condition" value={draft.condition} onChange={(e) => set('condition', e.currentTarget.value)} {...described('condition')}>
-          {Object.entries(CONDITIONS).map(([value, label]) => (
-            <option value={value}>{label}</option>
-          ))}
-        </select>,
-      )}
-      {field(
-        'operator',
-        'Operator',
-        <select id="alert-operator" value={draft.operator} onChange={(e) => set('operator', e.currentTarget.value)} {...described('operator')}>
-          {Object.entries(OPERATORS).map(([value, label]) => (
-            <option value={value}>{label}</option>
-          ))}
-        </select>,
-      )}
-      {field('threshold', 'Threshold', <input id="alert-threshold" type="number" step="any" value={draft.threshold} onInput={(e) => set('threshold', e.currentTarget.valueAsNumber)} {...described('threshold')} />)}
-      {field('duration', 'Window (seconds)', <input id="alert-duration" type="number" value={draft.duration} onInput={(e) => set('duration', e.currentTarget.valueAsNumber)} {...described('duration')} />)}
-      {field(
-        'notificationMethod',
-        'Notify by',
-        <select id="alert-notificationMethod" value={draft.notificationMethod} onChange={(e) => set('notificationMethod', e.currentTarget.value)} {...described('notificationMethod')}>
-          {Object.entries(METHODS).map(([value, label]) => (
-            <option value={value}>{label}</option>
-          ))}
-        </select>,
-      )}
-      {field('notificationTarget', 'Send to', <input id="alert-notificationTarget" value={draft.notificationTarget} onInput={(e) => set('notificationTarget', e.currentTarget.value)} {...described('notificationTarget')} />)}
-      <label class="check">
-        <input type="checkbox" checked={draft.enabled} onChange={(e) => set('enabled', e.currentTarget.checked)} />
-        Enabled
-      </label>
-      {error !== null && !(error instanceof ApiError && Object.keys(error.details).length > 0) && <ErrorMessage error={error} />}
-      {error instanceof ApiError && Object.keys(error.details).length > 0 && (
-        <p class="error" role="alert">
-          Please correct the fields marked above.
-        </p>
-      )}
-      <div class="actions">
-        <button type="submit">Save</button>
-        <button type="button" onClick={onCancel}>
-          Cancel
-        </button>
-      </div>
-    </form>
+    <Scroll label="Rules covering this domain">
+      <table class="rules">
+        <caption>{rules.length === 1 ? '1 rule covers this domain' : `${rules.length} rules cover this domain`}</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Condition</th>
+            <th scope="col">State here</th>
+            <th scope="col" class="number">
+              Value
+            </th>
+            <th scope="col">Since (UTC)</th>
+            <th scope="col">Silenced by</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rules.map((rule) => {
+            const here = rule.domains[0];
+            const state = !rule.enabled ? 'disabled' : (here?.state ?? 'ok');
+            return (
+              <tr>
+                <th scope="row" class="name">
+                  {rule.name}
+                </th>
+                <td class="rule">{ruleText(rule)}</td>
+                <td>
+                  <span class={`state ${state}`}>{state}</span>
+                </td>
+                <td class="number">{conditionValue(rule.condition, here?.value ?? null)}</td>
+                <td class="nowrap">{here?.since ? utcTime(here.since, true).replace(' UTC', '') : '–'}</td>
+                <td>{here?.silencedBy != null ? `silence #${here.silencedBy}` : 'none'}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </Scroll>
   );
 }
 
-export function Alerts({ id }: { id: number }) {
+/** What covers the domain beyond its own alerts: rules, silences, and its history. */
+function Coverage({ id, location, alerts }: { id: number; location: Location; alerts: Alert[] | null }) {
+  const page = Math.max(1, Number(location.query.get('page')) || 1);
+  const [rules, setRules] = useState<Rule[] | null>(null);
+  const [silences, setSilences] = useState<Silence[] | null>(null);
+  const [history, setHistory] = useState<HistoryPage | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    api<{ rules: Rule[] }>('GET', `/api/logs/domains/${id}/alerts/rules`).then((data) => setRules(data.rules), setError);
+    api<{ silences: Silence[] }>('GET', '/api/logs/silences').then((data) => setSilences(data.silences.filter((s) => silenceCovers(s, id))), setError);
+  }, [id]);
+  useEffect(() => {
+    api<HistoryPage>('GET', `/api/logs/domains/${id}/alerts/history?page=${page}&limit=${HISTORY_PAGE}`).then(setHistory, setError);
+  }, [id, page]);
+  const conditions = new Map<number, string>([...(alerts ?? []), ...(rules ?? [])].map((a) => [a.id, a.condition]));
+  return (
+    <>
+      {error !== null && <ErrorMessage error={error} />}
+      <section aria-labelledby="covering-rules">
+        <h2 id="covering-rules">Rules covering this domain</h2>
+        {rules === null && error === null && <p aria-live="polite">Loading…</p>}
+        {rules !== null && <CoveringRules rules={rules} />}
+      </section>
+      <section aria-labelledby="domain-silences">
+        <h2 id="domain-silences">Silences</h2>
+        <p class="hint">
+          In force or to come. Silences and rules over many domains are managed on the{' '}
+          <a href="/alerting" onClick={(e) => linkClick(e, '/alerting')}>
+            Alerting
+          </a>{' '}
+          page.
+        </p>
+        {silences === null && error === null && <p aria-live="polite">Loading…</p>}
+        {silences !== null && silences.length === 0 && <p class="hint">No silence holds this domain's notifications now or later.</p>}
+        {silences !== null && silences.length > 0 && (
+          <SilencesTable
+            silences={silences}
+            caption="Silences covering this domain"
+            domainNames={new Map()}
+            describe={(ids) => (ids.length === 1 ? 'This domain' : `This domain and ${ids.length - 1} more`)}
+          />
+        )}
+      </section>
+      <section aria-labelledby="domain-history">
+        <h2 id="domain-history">History</h2>
+        <p class="hint">Every state change of the domain's alerts and of the rules covering it, kept 90 days.</p>
+        {history === null && error === null && <p aria-live="polite">Loading…</p>}
+        {history !== null && <HistoryTable history={history} conditions={conditions} location={location} withDomain={false} />}
+      </section>
+    </>
+  );
+}
+
+export function Alerts({ id, location }: { id: number; location: Location }) {
   const [alerts, setAlerts] = useState<Alert[] | null>(null);
   const [error, setError] = useState<unknown>(null);
   /** 'new', an alert's id being edited, or null. */
@@ -159,10 +144,11 @@ export function Alerts({ id }: { id: number }) {
     await load();
   };
   return (
-    <section aria-label="Alerts">
+    <section class="domain-alerts" aria-label="Alerts">
+      <h2>This domain's alerts</h2>
       {error !== null && <ErrorMessage error={error} />}
       {editing === 'new' ? (
-        <AlertForm initial={EMPTY} onSave={(d) => save(d)} onCancel={() => setEditing(null)} />
+        <AlertForm label="New alert" initial={EMPTY_DRAFT} onSave={(d) => save(d)} onCancel={() => setEditing(null)} />
       ) : (
         allowed.create && (
           <button type="button" onClick={() => setEditing('new')}>
@@ -191,14 +177,14 @@ export function Alerts({ id }: { id: number }) {
                 editing === alert.id ? (
                   <tr>
                     <td colSpan={6}>
-                      <AlertForm initial={draftOf(alert)} onSave={(d) => save(d, alert.id)} onCancel={() => setEditing(null)} />
+                      <AlertForm label={`Edit ${alert.name}`} initial={draftOf(alert)} onSave={(d) => save(d, alert.id)} onCancel={() => setEditing(null)} />
                     </td>
                   </tr>
                 ) : (
                   <tr>
                     <th scope="row">{alert.name}</th>
-                    <td>
-                      {alert.condition} {OPERATORS[alert.operator] ?? alert.operator} {alert.threshold} over {alert.duration} s, {alert.notificationMethod} to {alert.notificationTarget}
+                    <td class="rule">
+                      {ruleText(alert)}, {alert.notificationMethod} to {alert.notificationTarget}
                     </td>
                     <td>
                       <span class={`state ${alert.state}`}>{alert.enabled ? alert.state : 'disabled'}</span>
@@ -237,6 +223,7 @@ export function Alerts({ id }: { id: number }) {
           </table>
         </Scroll>
       )}
+      <Coverage id={id} location={location} alerts={alerts} />
     </section>
   );
 }

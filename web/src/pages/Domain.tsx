@@ -295,7 +295,7 @@ export function DomainPage({ id, section, location }: { id: number; section: Dom
           </nav>
           {section === 'dashboard' && <Dashboard id={id} location={location} />}
           {section === 'logs' && <Logs id={id} location={location} />}
-          {section === 'alerts' && <Alerts id={id} />}
+          {section === 'alerts' && <Alerts id={id} location={location} />}
         </>
       )}
     </main>

@@ -45,7 +45,7 @@ const COLUMNS = [
 type SortKey = (typeof COLUMNS)[number]['key'];
 
 /** Every domain the user sees, by name (the API's pages of 100, fetched together after the first). */
-async function allDomains(): Promise<Domain[]> {
+export async function allDomains(): Promise<Domain[]> {
   const first = await api<{ domains: Domain[]; pagination: { pages: number } }>('GET', `/api/domains?limit=${DOMAINS_PAGE}&page=1`);
   const rest = await Promise.all(
     Array.from({ length: Math.max(0, first.pagination.pages - 1) }, (_, i) => api<{ domains: Domain[] }>('GET', `/api/domains?limit=${DOMAINS_PAGE}&page=${i + 2}`)),
