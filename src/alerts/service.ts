@@ -141,11 +141,30 @@ export async function listAlerts(deps: Deps, principal: Principal, domainId: num
   return (await listAlertRows(deps.db, domainId)).map(toAlert);
 }
 
+/**
+ * Who reads the list of all alerts: the domains they see and whose rules they read (null: every
+ * rule, as an administrator or the command line does).
+ */
+export interface AlertReader {
+  domainIds: number[];
+  ruleOwner: number | null;
+}
+
+/** The caller as a reader of alerts (alerts:read, 403 otherwise). */
+async function readerOf(deps: Deps, principal: Principal): Promise<AlertReader> {
+  const domainIds = (await resolveDomains(deps, principal, undefined, ['alerts', 'read'])).map((d) => d.id);
+  return { domainIds, ruleOwner: ruleOwnerFilter(principal) };
+}
+
 /** Every alert the caller reads (alerts:read), with the domains each fires on. */
 export async function listAllAlerts(deps: Deps, principal: Principal): Promise<(Alert & { domains: AlertDomainState[] })[]> {
-  const visible = (await resolveDomains(deps, principal, undefined, ['alerts', 'read'])).map((d) => d.id);
-  const rows = await listVisibleAlerts(deps.db, visible, ruleOwnerFilter(principal));
-  const states = await domainStates(deps, await statesOf(deps.db, rows.map((r) => r.id), visible, true), null);
+  return alertsReadBy(deps, await readerOf(deps, principal));
+}
+
+/** After the reader's rights were checked (the API's caller, the command line): its alerts, with the domains each fires on. */
+export async function alertsReadBy(deps: Deps, reader: AlertReader): Promise<(Alert & { domains: AlertDomainState[] })[]> {
+  const rows = await listVisibleAlerts(deps.db, reader.domainIds, reader.ruleOwner);
+  const states = await domainStates(deps, await statesOf(deps.db, rows.map((r) => r.id), reader.domainIds, true), null);
   return rows.map((row) => ({ ...toAlert(row), domains: states.get(row.id) ?? [] }));
 }
 
@@ -158,12 +177,18 @@ export async function getAlert(deps: Deps, principal: Principal, alertId: number
   return { ...toAlert(row), domains: states.get(alertId) ?? [] };
 }
 
+export type FiringAlert = Alert & { alertId: number; domainId: number; domain: string; since: string | null; value: number | null; silencedBy: number | null };
+
 /** The enabled alerts firing now on every domain the caller sees (the fleet's view): one entry per alert and domain; needs alerts:read. */
-export async function listFiringAlerts(deps: Deps, principal: Principal): Promise<(Alert & { alertId: number; domainId: number; domain: string; since: string | null; value: number | null; silencedBy: number | null })[]> {
-  const visible = (await resolveDomains(deps, principal, undefined, ['alerts', 'read'])).map((d) => d.id);
-  const rows = await listVisibleAlerts(deps.db, visible, ruleOwnerFilter(principal));
+export async function listFiringAlerts(deps: Deps, principal: Principal): Promise<FiringAlert[]> {
+  return firingReadBy(deps, await readerOf(deps, principal));
+}
+
+/** After the reader's rights were checked (the API's caller, the command line): the alerts firing now, one entry per alert and domain. */
+export async function firingReadBy(deps: Deps, reader: AlertReader): Promise<FiringAlert[]> {
+  const rows = await listVisibleAlerts(deps.db, reader.domainIds, reader.ruleOwner);
   const byId = new Map(rows.map((r) => [r.id, toAlert(r)]));
-  const firing = await statesOf(deps.db, rows.map((r) => r.id), visible, true);
+  const firing = await statesOf(deps.db, rows.map((r) => r.id), reader.domainIds, true);
   const states = await domainStates(deps, firing, null);
   return [...states.entries()]
     .flatMap(([alertId, list]) => list.map((s) => ({ ...byId.get(alertId)!, alertId, domainId: s.domainId, domain: s.domain, since: s.since, value: s.value, silencedBy: s.silencedBy })))

@@ -6,6 +6,7 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../../core/config.js';
 import { ApiError } from '../http/errors.js';
+import { registerAlertCommands } from './commands/alerts.js';
 import { registerDomainCommands } from './commands/domains.js';
 import { registerImportCommand } from './commands/import.js';
 import { registerIngestValidateCommand } from './commands/ingest-validate.js';
@@ -18,7 +19,7 @@ import { CliError, type CommandHost } from './host.js';
 export function runsBesideServer(argv: readonly string[]): boolean {
   const [first, second] = argv;
   if (first === 'ingest') return second === 'validate';
-  return first === 'users' || first === 'domains' || first === 'tokens' || first === 'import' || first === 'stats';
+  return ['users', 'domains', 'tokens', 'import', 'stats', 'alerts', 'silence'].includes(first ?? '');
 }
 
 /** Adds commands to the program; `ingest` is the ingest command, whose `validate` every program has. */
@@ -41,6 +42,7 @@ export function buildProgram(host: CommandHost, more?: CommandSet): Command {
   registerDomainCommands(program, host);
   registerTokenCommands(program, host);
   registerStatsCommand(program, host);
+  registerAlertCommands(program, host);
   return program;
 }
 

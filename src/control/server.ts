@@ -1,6 +1,6 @@
 /**
  * The control socket of a running `serve`: CLI commands (users, domains, tokens, import, stats,
- * ingest validate) run inside the server, on its stores, for a CLI started beside it. Embedded
+ * alerts, silence, ingest validate) run inside the server, on its stores, for a CLI started beside it. Embedded
  * stores bind DATA_DIR to one process, so this is how a shell reaches them without stopping the
  * service. The socket is the DATA_DIR lock's (0600 in a 0700 directory): whoever may read the data
  * may administer it, and nothing listens on the network for this.

@@ -61,28 +61,51 @@ const ownerFilter = (principal: Principal): number | null => (principal.user.rol
 export async function createSilence(deps: Deps, principal: Principal, body: CreateSilence, client: ClientInfo): Promise<Silence> {
   const ids = body.domainIds === 'all' ? null : body.domainIds;
   const domains = await resolveDomains(deps, principal, ids ?? [], ['alerts', 'update']);
+  const silence = await addSilence(deps, principal.user.id, body);
+  const over = ids === null ? 'every domain' : domains.length <= 3 ? domains.map((d) => d.name).join(', ') : `${domains.length} domains`;
+  await recordActivity(deps.db, { userId: principal.user.id, action: 'silence.create', resource: `silences/${silence.id}`, details: `Silenced alerts on ${over}: ${body.comment.slice(0, 200)}` }, client);
+  return silence;
+}
+
+/**
+ * After the caller's rights were checked (createSilence, the command line): the silence, created
+ * by `creatorId`, unless they already have SILENCES_PER_USER in force or to come (409).
+ */
+export async function addSilence(deps: Deps, creatorId: number, body: CreateSilence): Promise<Silence> {
+  const ids = body.domainIds === 'all' ? null : body.domainIds;
   const now = new Date();
   const window = body.recurrence ? { recurrence: body.recurrence } : { startsAt: body.startsAt ? new Date(body.startsAt) : now, endsAt: new Date(body.endsAt!) };
-  const row = await insertSilenceWithinCap(deps.db, principal.user.id, { domainIds: ids, alertIds: body.alertIds ?? null, window, comment: body.comment }, now, SILENCES_PER_USER);
+  const row = await insertSilenceWithinCap(deps.db, creatorId, { domainIds: ids, alertIds: body.alertIds ?? null, window, comment: body.comment }, now, SILENCES_PER_USER);
   if (!row) throw conflict(`You already have ${SILENCES_PER_USER} silences in force or to come, the most a user may have; end one, or widen one, to add another`);
-  const over = ids === null ? 'every domain' : domains.length <= 3 ? domains.map((d) => d.name).join(', ') : `${domains.length} domains`;
-  await recordActivity(deps.db, { userId: principal.user.id, action: 'silence.create', resource: `silences/${row.id}`, details: `Silenced alerts on ${over}: ${body.comment.slice(0, 200)}` }, client);
   return toSilence(row, now.getTime());
 }
 
 /** The caller's silences (an administrator's: everyone's) in force and to come, or past; alerts:read. */
 export async function listSilences(deps: Deps, principal: Principal, state: 'active' | 'expired'): Promise<Silence[]> {
   await resolveDomains(deps, principal, [], ['alerts', 'read']);
+  return silencesOf(deps, ownerFilter(principal), state);
+}
+
+/** After the caller's rights were checked: the silences of `creatorId` (everyone's when null) in force and to come, or past. */
+export async function silencesOf(deps: Deps, creatorId: number | null, state: 'active' | 'expired'): Promise<Silence[]> {
   const now = new Date();
-  return (await listSilenceRows(deps.db, ownerFilter(principal), now, state === 'expired')).map((r) => toSilence(r, now.getTime()));
+  return (await listSilenceRows(deps.db, creatorId, now, state === 'expired')).map((r) => toSilence(r, now.getTime()));
 }
 
 /** Ends a silence now (alerts:update); another user's silence is as unknown as a missing one. */
 export async function endSilence(deps: Deps, principal: Principal, silenceId: number, client: ClientInfo): Promise<void> {
   await resolveDomains(deps, principal, [], ['alerts', 'update']);
-  const row = await findSilence(deps.db, silenceId);
-  const owner = ownerFilter(principal);
-  if (!row || (owner !== null && row.created_by !== owner)) throw notFound('Silence');
-  if (!(await endSilenceRow(deps.db, silenceId, new Date()))) throw conflict('The silence has ended already');
+  await finishSilence(deps, ownerFilter(principal), silenceId);
   await recordActivity(deps.db, { userId: principal.user.id, action: 'silence.end', resource: `silences/${silenceId}`, details: `Ended silence ${silenceId}` }, client);
+}
+
+/**
+ * After the caller's rights were checked (endSilence, the command line): ends a silence of
+ * `creatorId` (anyone's when null) now; 404 for another user's or a missing one, 409 when it has
+ * ended already.
+ */
+export async function finishSilence(deps: Deps, creatorId: number | null, silenceId: number): Promise<void> {
+  const row = await findSilence(deps.db, silenceId);
+  if (!row || (creatorId !== null && row.created_by !== creatorId)) throw notFound('Silence');
+  if (!(await endSilenceRow(deps.db, silenceId, new Date()))) throw conflict('The silence has ended already');
 }
