@@ -220,7 +220,7 @@ async function main(): Promise<void> {
     };
 
     // The pairs as the evaluator sees them, for the per-rule and per-pair designs.
-    const pairs = await evaluationPairs(db);
+    const { pairs } = await evaluationPairs(db);
     const measures: Measure[] = pairs.map((p) => ({ domainId: p.domain_id, duration: p.duration, filters: queryFiltersOf(p.filters), condition: p.condition }));
     const ruleMeasures = new Map<number, Measure[]>();
     for (const [i, m] of measures.entries()) {

@@ -223,6 +223,32 @@ describe('an incident over 60 domains under one rule', () => {
   });
 });
 
+describe('scope', () => {
+  it('a domain handed to another owner leaves the rule at the next round: its state is forgotten and later notifications do not name it', async () => {
+    const owner = await userWithDomains(2);
+    const [kept, handed] = owner.domains as [{ id: number; name: string }, { id: number; name: string }];
+    const target = `${unique('handover')}@example.com`;
+    const ruleId = await postRule(owner.token, errorRule(target));
+    const ev = evaluator();
+    await ingest(owner.domains, 20, 500);
+    await round(ev);
+    expect(mailsTo(target)).toHaveLength(1);
+    const other = await userWithDomains(0);
+    expect((await call(t.app, 'PUT', `/api/domains/${handed.id}`, { token: admin, body: { ownerId: other.id } })).status).toBe(200);
+    now += 120_000;
+    await round(ev);
+    // Only the domain still covered resolves; the handed-over one is no longer the rule's.
+    const mails = mailsTo(target);
+    expect(mails).toHaveLength(2);
+    expect(mails[1]!.text).toContain(kept.name);
+    expect(mails[1]!.text).not.toContain(handed.name);
+    const rule = await call(t.app, 'GET', `/api/logs/alerts/${ruleId}`, { token: admin });
+    expect(rule.body.data.domains.map((d: { domainId: number }) => d.domainId)).toEqual([kept.id]);
+    const firing = await call(t.app, 'GET', '/api/logs/alerts/firing', { token: admin });
+    expect(firing.body.data.alerts.filter((a: { alertId: number }) => a.alertId === ruleId)).toEqual([]);
+  });
+});
+
 describe('conditions', () => {
   it('requestChange: traffic a week ago and none now fires "dropped by more than 70 %"; the same traffic does not', async () => {
     const owner = await userWithDomains(2);

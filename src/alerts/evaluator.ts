@@ -286,14 +286,14 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
     // 1. CLAIM
     const claim = await db.transaction(async (tx) => {
       const outcome = await claimRound(tx, { at, intervalStart, holder, staleAfterS: Math.max(60, (3 * intervalMs) / 1000) });
-      if (outcome !== 'claimed') return { outcome, pairs: [], silences: [] };
-      return { outcome, pairs: await evaluationPairs(tx), silences: await liveSilences(tx, at) };
+      if (outcome !== 'claimed') return { outcome, pairs: [], left: [], silences: [] };
+      return { outcome, ...(await evaluationPairs(tx)), silences: await liveSilences(tx, at) };
     });
     if (claim.outcome !== 'claimed') {
       log.debug({ roundAt, reason: claim.outcome }, 'alert round skipped');
       return { ran: false, reason: claim.outcome };
     }
-    const { pairs, silences } = claim;
+    const { pairs, left, silences } = claim;
     const claimed = performance.now();
     // 2. MEASURE
     const measures = measuresOf(pairs);
@@ -325,7 +325,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
       // written: its notification waits for the next round, which evaluates the alert as it is then.
       const written = await saveStates(tx, writes);
       const done = writes.filter((w) => written.has(`${w.alertId}:${w.domainId}`));
-      await dropLeftStates(tx, pairs.map((p) => ({ alertId: p.alert_id, domainId: p.domain_id })));
+      await dropLeftStates(tx, left);
       await saveLastValues(tx, values);
       const history: HistoryEntry[] = done
         .filter((w) => w.state !== w.before.state)
