@@ -28,7 +28,6 @@
 import type { QueryParams } from '@clickhouse/client';
 import type { Config } from '../../core/config.js';
 import { clickhouseCode, derivedClient, type ClickHouseClient } from '../../core/db/clickhouse.js';
-import type { Principal, Services } from '../context.js';
 import { ApiError } from '../http/errors.js';
 import { ReadScheduler } from './scheduler.js';
 
@@ -107,7 +106,11 @@ export function createReads(config: Pick<Config, 'readTimeoutS' | 'readMaxMemory
   };
 }
 
-export type ReadDeps = Pick<Services, 'clickhouse' | 'reads'>;
+/** What a read needs of the services (src/context.ts names them; not imported, which would close a circle). */
+export interface ReadDeps {
+  clickhouse: ClickHouseClient;
+  reads: Reads;
+}
 
 /** A client reading the store of `base` whose statements carry `limits`, and answer as readError says when one stops them. */
 export function limitedClient(base: ClickHouseClient, limits: ReadLimits): ClickHouseClient {
@@ -127,7 +130,7 @@ export function limitedClient(base: ClickHouseClient, limits: ReadLimits): Click
  * Runs `read`, the ClickHouse part of one request of `principal`'s, once a place is free for it,
  * with a client whose statements carry the limits of `cls`; the place is given back when `read` settles.
  */
-export function withReads<T>(deps: ReadDeps, principal: Principal, cls: ReadClass, read: (clickhouse: ClickHouseClient) => Promise<T>): Promise<T> {
+export function withReads<T>(deps: ReadDeps, principal: { user: { id: number } }, cls: ReadClass, read: (clickhouse: ClickHouseClient) => Promise<T>): Promise<T> {
   const clickhouse = limitedClient(deps.clickhouse, deps.reads.limits[cls]);
   return deps.reads.scheduler.run(principal.user.id, () => read(clickhouse));
 }
