@@ -124,6 +124,22 @@ async function newAlert(domainId: number): Promise<number> {
   return res.body.data.id;
 }
 
+/** A rule of the plain user over a new domain of theirs (the /api/logs/alerts/{alertId} operations). */
+async function newRule(): Promise<number> {
+  const domainId = await newDomain();
+  const res = await call(t.app, 'POST', '/api/logs/alerts', { token: plain.token, body: { ...alertBody(), scope: { domainIds: [domainId] } }, ip: nextIp() });
+  if (res.status !== 201) throw new Error(`create rule: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.data.id;
+}
+
+/** A silence of the administrator's over a new domain (silences need alerts:update, which a new user lacks). */
+async function newSilence(): Promise<number> {
+  const body = { domainIds: [await newDomain()], endsAt: new Date(Date.now() + 3_600_000).toISOString(), comment: 'hostile' };
+  const res = await call(t.app, 'POST', '/api/logs/silences', { token: admin.token, body, ip: nextIp() });
+  if (res.status !== 201) throw new Error(`create silence: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.data.id;
+}
+
 beforeAll(async () => {
   t = await startTestApp();
   const session = await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD, nextIp());
@@ -588,7 +604,8 @@ async function contextsOf(op: Operation): Promise<Context[]> {
       const fresh = changes && name === last;
       // An alert's operations get a domain of their own: creating alerts fills the seeded one up to its cap.
       if (name === 'domainId') ids[name] = String(fresh || names.includes('alertId') ? await newDomain() : seeded.domain.id);
-      else if (name === 'alertId') ids[name] = String(await newAlert(Number(ids.domainId)));
+      else if (name === 'alertId') ids[name] = String(ids.domainId === undefined ? await newRule() : await newAlert(Number(ids.domainId)));
+      else if (name === 'silenceId') ids[name] = String(await newSilence());
       else if (name === 'file') ids[name] = downloadFile;
       // A token of the user the path names (`id` comes first in the path).
       else if (name === 'tokenId') ids[name] = String((await issuePersonalToken(t.runtime.db, Number(ids.id), 'hostile')).row.id);
