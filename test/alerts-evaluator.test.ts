@@ -549,7 +549,7 @@ describe('alert evaluation', () => {
     // What a round's claim reads of these alerts: one pair each, without a state yet (ok).
     const claimed = async () => (await evaluationPairs(t.runtime.db)).filter((p) => ids.includes(p.alert_id));
     const read = await claimed();
-    expect(read.map((p) => [p.alert_id, p.domain_id, p.state])).toEqual(ids.map((id) => [id, domain.id, null]));
+    expect(read.map((p) => [p.alert_id, p.domain_id, p.state])).toEqual([...ids].sort((a, b) => a - b).map((id) => [id, domain.id, null]));
     const [disabled, changed, deleted] = alerts;
     // Between the claim and the apply: a PUT disables one, a PUT changes another, a DELETE the third.
     expect((await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${disabled!.id}`, { token: admin, body: { enabled: false } })).status).toBe(200);
