@@ -58,6 +58,11 @@ describe('alert definitions', () => {
       ...valid,
       notificationTarget: 'oncall@example.com',
       enabled: true,
+      // A domain's alert is a rule whose scope is that domain (issue 30).
+      domainId,
+      scope: { domainIds: [domainId] },
+      filters: [],
+      createdBy: owner.id,
       state: 'ok',
       lastTriggeredAt: null,
       lastDeliveryError: null,

@@ -9,9 +9,10 @@
  */
 import type { ParsedMail } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compare, startAlertEvaluator, step, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
-import { metricOf } from '../src/alerts/metrics.js';
-import { enabledAlertDefinitions, notificationsOf, saveEvaluations, type EvaluationDefinition } from '../src/alerts/store.js';
+import { compare, GROUP_WAIT_MS, NEW_PAIR, REPEAT_MS, startAlertEvaluator, step, type AlertEvaluator, type AlertEvaluatorOptions } from '../src/alerts/evaluator.js';
+import { measure, measureKey, type Measure } from '../src/alerts/metrics.js';
+import { notificationsOf } from '../src/alerts/outbox.js';
+import { evaluationPairs, lastValues, saveStates, type EvaluationPair } from '../src/alerts/store.js';
 import { openPostgres, type Db } from '../core/db/postgres.js';
 import { sql } from '../core/db/sql.js';
 import { createLogger } from '../core/log.js';
@@ -80,13 +81,25 @@ const burst = (count: number, status: number, ago = 1): Hit[] => Array.from({ le
 const evaluator = (overrides: Partial<AlertEvaluatorOptions> = {}): AlertEvaluator =>
   evaluatorOf(t, { log, baseUrl: 'http://tailhouse.test', intervalMs: INTERVAL, now: () => now, ...overrides });
 
-/** Moves the clock on (at least one interval), runs a round and delivers what it enqueued. */
+/** Moves the clock on (at least one interval), runs a round and delivers what it enqueued once its group wait is over. */
 async function tick(ev: AlertEvaluator, advanceMs = INTERVAL) {
   now += advanceMs;
   const round = await ev.evaluateOnce();
   expect(round.ran, JSON.stringify(round)).toBe(true);
-  await ev.deliverDue();
+  await ev.deliverDue(now + GROUP_WAIT_MS);
   return round;
+}
+
+/** The dashboard link of a notification: the domain's dashboard on the alert's window ending at `endMs`. */
+const dashboardOf = (domainId: number, durationS: number, endMs: number) =>
+  `http://tailhouse.test/domains/${domainId}?${new URLSearchParams({ period: 'custom', from: new Date(endMs - durationS * 1000).toISOString(), to: new Date(endMs).toISOString() })}`;
+
+/** The (alert, domain) pair's state row, as the evaluator writes it (none: never written, ok). */
+async function stateRow(alertId: number): Promise<{ state: string; state_changed_at: Date | null; notified_state: string } | undefined> {
+  const [row] = await t.runtime.db.query<{ state: string; state_changed_at: Date | null; notified_state: string }>(
+    sql`select state, state_changed_at, notified_state from alert_states where alert_id = ${alertId}`,
+  );
+  return row;
 }
 
 const mailsTo = (to: string, kind?: 'FIRING:' | 'FIRING (reminder):' | 'RESOLVED:'): ParsedMail[] =>
@@ -95,36 +108,60 @@ const mailsTo = (to: string, kind?: 'FIRING:' | 'FIRING (reminder):' | 'RESOLVED
 // ---------------------------------------------------------------------------------------------
 
 describe('the state machine, as a pure function', () => {
-  const ok = { state: 'ok' as const, stateChangedAt: null, lastNotifiedAt: null, lastTriggeredAt: null };
+  const ok = NEW_PAIR;
   const T = 1_000_000_000_000;
 
   it('fires once, reminds every 4 h, holds the resolution for one duration, then resolves', () => {
-    const fired = step(ok, true, T, 300);
-    expect(fired).toMatchObject({ state: 'firing', notify: 'firing', lastTriggeredAt: new Date(T), stateChangedAt: new Date(T) });
-    expect(step(fired, true, T + 30_000, 300).notify).toBeNull();
-    expect(step(fired, true, T + 4 * 3_600_000 - 1, 300).notify).toBeNull();
-    const reminded = step(fired, true, T + 4 * 3_600_000, 300);
+    expect(REPEAT_MS).toBe(4 * 3_600_000);
+    const fired = step(ok, true, false, T, 300);
+    expect(fired).toMatchObject({ state: 'firing', notify: 'firing', lastTriggeredAt: new Date(T), stateChangedAt: new Date(T), notifiedState: 'firing', lastNotifiedAt: new Date(T) });
+    expect(step(fired, true, false, T + 30_000, 300).notify).toBeNull();
+    expect(step(fired, true, false, T + 4 * 3_600_000 - 1, 300).notify).toBeNull();
+    const reminded = step(fired, true, false, T + 4 * 3_600_000, 300);
     expect(reminded).toMatchObject({ state: 'firing', notify: 'reminder', lastNotifiedAt: new Date(T + 4 * 3_600_000), lastTriggeredAt: new Date(T) });
-    expect(step(fired, false, T + 299_999, 300)).toMatchObject({ state: 'firing', notify: null });
-    expect(step(fired, false, T + 300_000, 300)).toMatchObject({ state: 'ok', notify: 'resolved', lastTriggeredAt: new Date(T) });
-    expect(step(ok, false, T, 300)).toMatchObject({ state: 'ok', notify: null });
+    expect(step(fired, false, false, T + 299_999, 300)).toMatchObject({ state: 'firing', notify: null });
+    expect(step(fired, false, false, T + 300_000, 300)).toMatchObject({ state: 'ok', notify: 'resolved', notifiedState: 'ok', lastTriggeredAt: new Date(T) });
+    expect(step(ok, false, false, T, 300)).toMatchObject({ state: 'ok', notify: null });
+    // ALERT_REPEAT_S: another repeat interval.
+    expect(step(fired, true, false, T + 3_600_000, 300, 3_600_000)).toMatchObject({ notify: 'reminder' });
   });
 
-  it('compares with each operator, and windows without data have no value', () => {
+  it('a silenced pair changes state but notifies nothing; once the silence ends, the state the target does not know is notified', () => {
+    const held = step(ok, true, true, T, 300);
+    expect(held).toMatchObject({ state: 'firing', notify: null, notifiedState: 'ok', lastTriggeredAt: new Date(T) });
+    expect(step(held, true, true, T + 5 * 3_600_000, 300).notify).toBeNull();
+    expect(step(held, true, false, T + 60_000, 300)).toMatchObject({ state: 'firing', notify: 'firing', notifiedState: 'firing', lastTriggeredAt: new Date(T) });
+    // Fired and resolved within the silence: the target never hears of it.
+    const quiet = step(held, false, true, T + 300_000, 300);
+    expect(quiet).toMatchObject({ state: 'ok', notify: null, notifiedState: 'ok' });
+    expect(step(quiet, false, false, T + 330_000, 300).notify).toBeNull();
+  });
+
+  it('compares with each operator', () => {
     expect([compare(1, 'greaterThan', 1), compare(1, 'greaterThanOrEqual', 1), compare(1, 'lessThan', 1), compare(1, 'lessThanOrEqual', 1)]).toEqual([false, true, false, true]);
-    const values = { errorRate: 0.5, clientErrorRate: 0.25, requestCount: 10, averageResponseTime: 150, p95ResponseTime: 310.1 };
-    const none = { errorRate: 0, clientErrorRate: 0, requestCount: 0, averageResponseTime: null, p95ResponseTime: null };
-    expect(metricOf('errorRate', { requests: 0, values: none }, 10)).toBeNull();
-    expect(metricOf('errorRate', { requests: 9, values: { ...values, errorRate: 1 } }, 10)).toBeNull();
-    expect(metricOf('clientErrorRate', { requests: 9, values: { ...values, clientErrorRate: 1 } }, 10)).toBeNull();
-    expect(metricOf('errorRate', { requests: 10, values }, 10)).toBe(0.5);
-    expect(metricOf('clientErrorRate', { requests: 10, values }, 10)).toBe(0.25);
-    expect(metricOf('averageResponseTime', { requests: 5, values: none }, 10)).toBeNull();
-    expect(metricOf('p95ResponseTime', { requests: 5, values: none }, 10)).toBeNull();
-    // Response times and counts need no minimum of requests.
-    expect(metricOf('averageResponseTime', { requests: 2, values }, 10)).toBe(150);
-    expect(metricOf('p95ResponseTime', { requests: 2, values }, 10)).toBe(310.1);
-    expect(metricOf('requestCount', { requests: 0, values: none }, 10)).toBe(0);
+  });
+});
+
+describe('windows without data', () => {
+  it('have no value: a rate under its minimum of requests, a response time without any; counts need no minimum', async () => {
+    const domain = await newDomain();
+    const at = now;
+    const measures = (['errorRate', 'clientErrorRate', 'requestCount', 'averageResponseTime', 'p95ResponseTime'] as const).map(
+      (condition): Measure => ({ domainId: domain.id, duration: 300, filters: [], condition }),
+    );
+    const valuesAt = async (minRequests: number) => {
+      const got = await measure(t.runtime.clickhouse, measures, at, minRequests);
+      return Object.fromEntries(measures.map((m) => [m.condition, got.get(measureKey(m))!.value]));
+    };
+    // No rows at all.
+    expect(await valuesAt(10)).toEqual({ errorRate: null, clientErrorRate: null, requestCount: 0, averageResponseTime: null, p95ResponseTime: null });
+    // 9 requests, untimed: the rates are below their minimum, the response times absent.
+    await ingest(domain.name, [...burst(5, 500), ...burst(4, 404)].map((h) => ({ ...h, ms: null })));
+    expect(await valuesAt(10)).toEqual({ errorRate: null, clientErrorRate: null, requestCount: 9, averageResponseTime: null, p95ResponseTime: null });
+    // A 10th, timed: rates have their value; response times and counts need no minimum.
+    await ingest(domain.name, [{ ago: 1, status: 200, ms: 100 }]);
+    expect(await valuesAt(10)).toEqual({ errorRate: 0.5, clientErrorRate: 0.4, requestCount: 10, averageResponseTime: 100, p95ResponseTime: 100 });
+    expect(await valuesAt(11)).toMatchObject({ errorRate: null, clientErrorRate: null, averageResponseTime: 100 });
   });
 });
 
@@ -149,7 +186,7 @@ describe('alert evaluation', () => {
     expect(mail.text).toContain('the last 5 min (300 s)');
     expect(mail.text).toContain(firedAt);
     expect(mail.text).toContain('Requests:  20');
-    expect(mail.text).toContain(`http://tailhouse.test/api/logs/domains/${domain.id}/stats?period=1h`);
+    expect(mail.text).toContain(`Dashboard: ${dashboardOf(domain.id, 300, now)}`);
     expect(await alertOf(domain.id, alert.id)).toMatchObject({ state: 'firing', lastTriggeredAt: firedAt });
 
     // Still firing: more errors, several rounds, no second e-mail.
@@ -170,9 +207,9 @@ describe('alert evaluation', () => {
     await tick(ev);
     expect(mailsTo(alert.target)).toHaveLength(2);
     const rows = await notificationsOf(t.runtime.db, alert.id);
-    expect(rows.map((r) => [r.kind, r.status, r.attempts])).toEqual([
-      ['firing', 'delivered', 1],
-      ['resolved', 'delivered', 1],
+    expect(rows.map((r) => [r.events.map((e) => e.kind), r.method, r.target, r.status, r.attempts])).toEqual([
+      [['firing'], 'email', alert.target, 'delivered', 1],
+      [['resolved'], 'email', alert.target, 'delivered', 1],
     ]);
   });
 
@@ -232,13 +269,14 @@ describe('alert evaluation', () => {
     await ingest(domain.name, burst(9, 500));
     await tick(ev);
     expect(mailsTo(alert.target)).toHaveLength(0);
-    const [row] = await t.runtime.db.query<{ last_value: number | null; last_requests: string }>(sql`select last_value, last_requests from alerts where id = ${alert.id}`);
-    expect(row).toMatchObject({ last_value: null });
-    expect(Number(row!.last_requests)).toBe(9);
+    // The round's value of the pair: none (9 requests say nothing about a rate), and so not met.
+    expect((await lastValues(t.runtime.db))[alert.id]).toEqual({ [domain.id]: null });
+    expect(await stateRow(alert.id)).toBeUndefined();
     await ingest(domain.name, burst(1, 500));
     await tick(ev);
     expect(mailsTo(alert.target, 'FIRING:')).toHaveLength(1);
     expect(mailsTo(alert.target, 'FIRING:')[0]!.text).toContain('1.0000 (100.00 %');
+    expect(mailsTo(alert.target, 'FIRING:')[0]!.text).toContain('Requests:  10');
   });
 
   it('a window without response times never fires an averageResponseTime alert, and rows without one are left out', async () => {
@@ -301,8 +339,9 @@ describe('alert evaluation', () => {
     await tick(ev);
     await tick(ev);
     expect(mailsTo(alert.target)).toHaveLength(0);
-    const [row] = await t.runtime.db.query<{ state: string; last_evaluated_at: Date | null }>(sql`select state, last_evaluated_at from alerts where id = ${alert.id}`);
-    expect(row).toEqual({ state: 'ok', last_evaluated_at: null });
+    // Not evaluated: no state, no value of the round, no notification.
+    expect(await stateRow(alert.id)).toBeUndefined();
+    expect((await lastValues(t.runtime.db))[alert.id]).toBeUndefined();
     expect(await notificationsOf(t.runtime.db, alert.id)).toEqual([]);
     // Enabled: the next round evaluates it.
     const res = await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${alert.id}`, { token: admin, body: { enabled: true } });
@@ -315,18 +354,30 @@ describe('alert evaluation', () => {
     const domain = await newDomain();
     const alert = await newAlert(domain.id, { condition: 'requestCount', operator: 'lessThan', threshold: 1 });
     const other = await newAlert(domain.id, { condition: 'requestCount', operator: 'lessThan', threshold: 1 });
+    // A third alert to the first one's target: its event shares that target's notification.
+    const sharing = await newAlert(domain.id, { name: 'Sharing', condition: 'requestCount', operator: 'lessThan', threshold: 1, notificationTarget: alert.target });
     const ev = evaluator();
     now += INTERVAL;
     expect((await ev.evaluateOnce()).ran).toBe(true);
-    expect((await notificationsOf(t.runtime.db, alert.id)).map((r) => r.status)).toEqual(['pending']);
+    const [shared] = await notificationsOf(t.runtime.db, alert.id);
+    expect(shared).toMatchObject({ status: 'pending', alert_ids: [alert.id, sharing.id] });
+    expect((await notificationsOf(t.runtime.db, other.id)).map((r) => r.status)).toEqual(['pending']);
+    // The deleted alert's event leaves the notification; the other alert's stays in it.
     expect(await call(t.app, 'DELETE', `/api/logs/domains/${domain.id}/alerts/${alert.id}`, { token: admin })).toMatchObject({ status: 200 });
     expect(await notificationsOf(t.runtime.db, alert.id)).toEqual([]);
+    const [left] = await notificationsOf(t.runtime.db, sharing.id);
+    expect(left).toMatchObject({ id: shared!.id, status: 'pending', alert_ids: [sharing.id] });
+    expect(left!.events.map((e) => e.alert.id)).toEqual([sharing.id]);
     expect((await notificationsOf(t.runtime.db, other.id)).map((r) => r.status)).toEqual(['pending']);
+    // The domain's deletion takes every event about it, and the notifications left without one.
     expect(await call(t.app, 'DELETE', `/api/domains/${domain.id}`, { token: admin })).toMatchObject({ status: 200 });
     expect(await notificationsOf(t.runtime.db, other.id)).toEqual([]);
-    const [left] = await t.runtime.db.query<{ n: number }>(sql`select count(*)::int as n from alert_notifications n where not exists (select 1 from alerts a where a.id = n.alert_id)`);
-    expect(left!.n).toBe(0);
-    await ev.deliverDue();
+    expect(await notificationsOf(t.runtime.db, sharing.id)).toEqual([]);
+    const [orphans] = await t.runtime.db.query<{ n: number }>(sql`
+      select count(*)::int as n from alert_notifications n
+      where n.status = 'pending' and exists (select 1 from unnest(n.alert_ids) as x(id) where not exists (select 1 from alerts a where a.id = x.id))`);
+    expect(orphans!.n).toBe(0);
+    await ev.deliverDue(now + GROUP_WAIT_MS);
     expect(mailsTo(alert.target)).toHaveLength(0);
     expect(mailsTo(other.target)).toHaveLength(0);
   });
@@ -349,7 +400,7 @@ describe('alert evaluation', () => {
     await t.restart();
 
     ev = evaluator({ db: t.runtime.db, clickhouse: t.runtime.clickhouse, mailer: t.runtime.mailer });
-    await ev.deliverDue();
+    await ev.deliverDue(now + GROUP_WAIT_MS);
     expect(mailsTo(queued.target, 'FIRING:')).toHaveLength(1);
     await tick(ev);
     await tick(ev);
@@ -377,7 +428,8 @@ describe('alert evaluation', () => {
       const rounds = await Promise.all([a.evaluateOnce(now), b.evaluateOnce(now)]);
       expect(rounds.filter((r) => r.ran)).toHaveLength(1);
       expect(rounds.filter((r) => !r.ran)[0]).toMatchObject({ ran: false, reason: expect.stringMatching(/^(busy|taken)$/) });
-      await Promise.all([a.deliverDue(now), b.deliverDue(now), a.deliverDue(now + 1), b.deliverDue(now + 1)]);
+      const due = now + GROUP_WAIT_MS;
+      await Promise.all([a.deliverDue(due), b.deliverDue(due), a.deliverDue(due + 1), b.deliverDue(due + 1)]);
       for (const alert of alerts) expect(mailsTo(alert.target)).toHaveLength(1);
 
       // Many rounds side by side: never a second e-mail.
@@ -385,7 +437,7 @@ describe('alert evaluation', () => {
         now += INTERVAL;
         const both = await Promise.all([a.evaluateOnce(now), b.evaluateOnce(now + 5)]);
         expect(both.filter((r) => r.ran)).toHaveLength(1);
-        await Promise.all([a.deliverDue(now), b.deliverDue(now)]);
+        await Promise.all([a.deliverDue(now + GROUP_WAIT_MS), b.deliverDue(now + GROUP_WAIT_MS)]);
       }
       for (const alert of alerts) expect(mailsTo(alert.target)).toHaveLength(1);
 
@@ -405,7 +457,7 @@ describe('alert evaluation', () => {
       await ingest(domain.name, burst(3, 200));
       const last = await Promise.all([c.evaluateOnce(now), b.evaluateOnce(now)]);
       expect(last.filter((r) => r.ran)).toHaveLength(1);
-      await Promise.all([c.deliverDue(now), b.deliverDue(now)]);
+      await Promise.all([c.deliverDue(now + GROUP_WAIT_MS), b.deliverDue(now + GROUP_WAIT_MS)]);
       for (const alert of alerts) expect(mailsTo(alert.target, 'RESOLVED:')).toHaveLength(1);
       for (const alert of alerts) expect(mailsTo(alert.target)).toHaveLength(2);
     } finally {
@@ -433,53 +485,60 @@ describe('alert evaluation', () => {
     expect(queries).toBe(1);
   });
 
-  it('a round writes only the alerts whose persisted fields change: an unchanged alert is neither updated nor row-locked', async () => {
+  it('a round writes only the pairs whose state changes: an unchanged pair is neither updated nor row-locked, nor is its alert', async () => {
     const domain = await newDomain();
     const never = await newAlert(domain.id, { name: 'Never', condition: 'requestCount', operator: 'greaterThan', threshold: 1e9 });
     const silent = await newAlert(domain.id, { name: 'Silent', condition: 'requestCount', operator: 'lessThan', threshold: 1 });
     // xmin names the transaction that wrote a row version, xmax the one that last locked or
-    // replaced it: a round that writes or locks a row changes one of them.
-    const rows = () =>
-      t.runtime.db.query<{ id: number; xmin: string; xmax: string; state: string; last_requests: string | null; last_evaluated_at: Date | null }>(sql`
-        select id, xmin::text as xmin, xmax::text as xmax, state, last_requests, last_evaluated_at from alerts where id in (${never.id}, ${silent.id}) order by id`);
+    // replaced it: a round that writes or locks a row changes one of them. A pair's state lives in
+    // alert_states (none: ok, never written); the round's values in the one ledger row.
+    const states = () =>
+      t.runtime.db.query<{ alert_id: number; xmin: string; xmax: string; state: string; state_changed_at: Date | null }>(sql`
+        select alert_id, xmin::text as xmin, xmax::text as xmax, state, state_changed_at from alert_states where alert_id in (${never.id}, ${silent.id}) order by alert_id`);
+    const alertRows = () =>
+      t.runtime.db.query<{ id: number; xmin: string; xmax: string }>(sql`select id, xmin::text as xmin, xmax::text as xmax from alerts where id in (${never.id}, ${silent.id}) order by id`);
+    const valueOf = async (alertId: number) => (await lastValues(t.runtime.db))[alertId]?.[domain.id];
     const ev = evaluator();
-    // The first round writes both: their first figures, and the silent one fires.
+    // The first round writes the silent pair, which fires; the never-met one stays ok and unwritten.
     const first = await tick(ev);
     const firstAt = new Date(now);
-    expect(first.ran && first.written).toBeGreaterThanOrEqual(2);
+    expect(first.ran && first.written).toBeGreaterThanOrEqual(1);
     expect(mailsTo(silent.target, 'FIRING:')).toHaveLength(1);
-    const settled = await rows();
-    expect(settled.map((r) => [r.state, r.last_evaluated_at && new Date(r.last_evaluated_at).getTime()])).toEqual([
-      ['ok', firstAt.getTime()],
-      ['firing', firstAt.getTime()],
-    ]);
+    const settled = await states();
+    expect(settled.map((r) => [r.alert_id, r.state, r.state_changed_at && new Date(r.state_changed_at).getTime()])).toEqual([[silent.id, 'firing', firstAt.getTime()]]);
+    expect(await valueOf(never.id)).toBe(0);
+    // (the delivery of the firing e-mail wrote the silent alert's lastDeliveredAt)
+    const alertsSettled = await alertRows();
 
-    // Rounds in which nothing persisted changes: the never-met alert stays ok, the silent one
-    // stays firing (traffic is back, but its resolution is held for its duration), no reminder.
+    // Rounds in which no state changes: the never-met alert stays ok, the silent one stays firing
+    // (traffic is back, but its resolution is held for its duration), no reminder.
     await ingest(domain.name, burst(3, 200));
     for (let i = 0; i < 3; i++) {
       const quiet = await tick(ev);
-      expect(quiet.ran && quiet.alerts).toBeGreaterThanOrEqual(2);
+      expect(quiet.ran && quiet.pairs).toBeGreaterThanOrEqual(2);
+      expect(quiet.ran && quiet.written).toBe(0);
     }
-    expect(await rows()).toEqual(settled);
+    expect(await states()).toEqual(settled);
+    expect(await alertRows()).toEqual(alertsSettled);
     expect(mailsTo(silent.target)).toHaveLength(1);
+    // The values of the rounds are still there for the API.
+    expect(await valueOf(never.id)).toBe(3);
+    expect(await valueOf(silent.id)).toBe(3);
 
-    // A definition changed through the API gets its figures written by the next round, and
-    // nothing else of that round touches the other alert.
+    // A definition changed through the API is evaluated as it is by the next round, and nothing of
+    // that round touches the other pair.
     expect((await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${never.id}`, { token: admin, body: { threshold: 1e8 } })).status).toBe(200);
     await tick(ev);
-    const [changed, untouched] = await rows();
-    expect(changed).toMatchObject({ state: 'ok', last_evaluated_at: new Date(now) });
-    expect(Number(changed!.last_requests)).toBe(3);
-    expect(untouched).toEqual(settled[1]);
+    expect(await states()).toEqual(settled);
+    expect(await valueOf(never.id)).toBe(3);
 
     // A state change is written: the silent alert resolves once it has fired for its duration.
     now = firstAt.getTime() + 300_000 - INTERVAL;
     await ingest(domain.name, burst(3, 200));
     await tick(ev);
-    const [, resolved] = await rows();
-    expect(resolved).toMatchObject({ state: 'ok', last_evaluated_at: new Date(now) });
-    expect(resolved!.xmin).not.toBe(settled[1]!.xmin);
+    const [resolved] = await states();
+    expect(resolved).toMatchObject({ alert_id: silent.id, state: 'ok', state_changed_at: new Date(now) });
+    expect(resolved!.xmin).not.toBe(settled[0]!.xmin);
     expect(mailsTo(silent.target, 'RESOLVED:')).toHaveLength(1);
   });
 
@@ -487,10 +546,10 @@ describe('alert evaluation', () => {
     const domain = await newDomain();
     const alerts = await Promise.all([1, 2, 3].map((i) => newAlert(domain.id, { name: `Raced ${i}`, condition: 'requestCount', operator: 'lessThan', threshold: 1 })));
     const ids = alerts.map((a) => a.id);
-    // What a round's claim reads of these alerts.
-    const claimed = async () => (await enabledAlertDefinitions(t.runtime.db)).filter((a) => ids.includes(a.id));
+    // What a round's claim reads of these alerts: one pair each, without a state yet (ok).
+    const claimed = async () => (await evaluationPairs(t.runtime.db)).filter((p) => ids.includes(p.alert_id));
     const read = await claimed();
-    expect(read.map((a) => a.state)).toEqual(['ok', 'ok', 'ok']);
+    expect(read.map((p) => [p.alert_id, p.domain_id, p.state])).toEqual([...ids].sort((a, b) => a - b).map((id) => [id, domain.id, null]));
     const [disabled, changed, deleted] = alerts;
     // Between the claim and the apply: a PUT disables one, a PUT changes another, a DELETE the third.
     expect((await call(t.app, 'PUT', `/api/logs/domains/${domain.id}/alerts/${disabled!.id}`, { token: admin, body: { enabled: false } })).status).toBe(200);
@@ -498,22 +557,42 @@ describe('alert evaluation', () => {
     await t.runtime.db.query(sql`update alerts set updated_at = updated_at + interval '1 second' where id = ${changed!.id}`);
     expect((await call(t.app, 'DELETE', `/api/logs/domains/${domain.id}/alerts/${deleted!.id}`, { token: admin })).status).toBe(200);
     const at = new Date(now);
-    const firing = (a: EvaluationDefinition) => ({ id: a.id, version: new Date(a.updated_at), value: 0, requests: 0, evaluatedAt: at, state: 'firing' as const, stateChangedAt: at, lastNotifiedAt: at, lastTriggeredAt: at });
-    expect(await saveEvaluations(t.runtime.db, read.map(firing))).toEqual(new Set());
-    const [row] = await t.runtime.db.query<{ state: string }>(sql`select state from alerts where id = ${disabled!.id}`);
-    expect(row!.state).toBe('ok');
+    const firing = (p: EvaluationPair) => ({
+      alertId: p.alert_id,
+      domainId: p.domain_id,
+      version: new Date(p.updated_at),
+      state: 'firing' as const,
+      stateChangedAt: at,
+      lastTriggeredAt: at,
+      notifiedState: 'firing' as const,
+      lastNotifiedAt: at,
+    });
+    expect(await saveStates(t.runtime.db, read.map(firing))).toEqual(new Set());
+    expect(await stateRow(disabled!.id)).toBeUndefined();
     // The next round reads the changed alert again, and its write goes through.
     const again = await claimed();
-    expect(again.map((a) => [a.id, a.state])).toEqual([[changed!.id, 'ok']]);
-    expect(await saveEvaluations(t.runtime.db, again.map(firing))).toEqual(new Set([changed!.id]));
+    expect(again.map((p) => [p.alert_id, p.state])).toEqual([[changed!.id, null]]);
+    expect(await saveStates(t.runtime.db, again.map(firing))).toEqual(new Set([`${changed!.id}:${domain.id}`]));
     expect((await alertOf(domain.id, changed!.id)).state).toBe('firing');
+
+    // A rule's pair whose domain is deleted meanwhile is skipped too (its state has no domain to name).
+    const doomed = await newDomain();
+    const rule = await call(t.app, 'POST', '/api/logs/alerts', {
+      token: admin,
+      body: { name: 'Raced rule', condition: 'requestCount', operator: 'lessThan', threshold: 1, duration: 300, notificationMethod: 'email', notificationTarget: `${unique('oncall')}@example.com`, scope: { domainIds: [doomed.id] } },
+    });
+    expect(rule.status, JSON.stringify(rule.body)).toBe(201);
+    const rulePairs = (await evaluationPairs(t.runtime.db)).filter((p) => p.alert_id === rule.body.data.id);
+    expect(rulePairs.map((p) => p.domain_id)).toEqual([doomed.id]);
+    expect(await call(t.app, 'DELETE', `/api/domains/${doomed.id}`, { token: admin })).toMatchObject({ status: 200 });
+    expect(await saveStates(t.runtime.db, rulePairs.map(firing))).toEqual(new Set());
   });
 
   it('runs on its own timer the way serve starts it, and stops cleanly', async () => {
     const domain = await newDomain();
     const alert = await newAlert(domain.id, { condition: 'requestCount', operator: 'lessThan', threshold: 1 });
-    // Real timers, a 200 ms interval; the virtual clock moves one interval per 250 ms.
-    const ev = startAlertEvaluator({ db: t.runtime.db, clickhouse: t.runtime.clickhouse, mailer: t.runtime.mailer, log, baseUrl: 'http://tailhouse.test', intervalMs: 200, now: () => now });
+    // Real timers, a 200 ms interval and group wait; the virtual clock moves one interval per 250 ms.
+    const ev = startAlertEvaluator({ db: t.runtime.db, clickhouse: t.runtime.clickhouse, mailer: t.runtime.mailer, log, baseUrl: 'http://tailhouse.test', intervalMs: 200, groupWaitMs: 200, now: () => now });
     try {
       for (let i = 0; i < 10 && mailsTo(alert.target).length === 0; i++) {
         now += 200;

@@ -38,12 +38,16 @@ describe('GET /api/logs/alerts/firing', () => {
       expect(res.status, JSON.stringify(res.body)).toBe(201);
       made[name] = res.body.data.id;
     }
-    // The evaluator's verdict, written as it writes it.
-    for (const name of ['shop firing', 'blog firing but disabled', 'bob firing']) await t.runtime.db.query(sql`update alerts set state = 'firing', last_triggered_at = now() where id = ${made[name]!}`);
+    // The evaluator's verdict, written as it writes it (a state per alert and domain).
+    for (const [name, domain] of [['shop firing', shop.id], ['blog firing but disabled', blog.id], ['bob firing', bobs.id]] as const) {
+      await t.runtime.db.query(sql`
+        insert into alert_states (alert_id, domain_id, state, state_changed_at, last_triggered_at, notified_state, last_notified_at)
+        values (${made[name]!}, ${domain}, 'firing', now(), now(), 'firing', now())`);
+    }
 
     const mine = await call(t.app, 'GET', '/api/logs/alerts/firing', { token: alice.token });
     expect(mine.status).toBe(200);
-    expect(mine.body.data.alerts).toEqual([expect.objectContaining({ id: made['shop firing'], name: 'shop firing', state: 'firing', domainId: shop.id })]);
+    expect(mine.body.data.alerts).toEqual([expect.objectContaining({ id: made['shop firing'], alertId: made['shop firing'], name: 'shop firing', state: 'firing', domainId: shop.id, domain: shop.name })]);
     const all = await call(t.app, 'GET', '/api/logs/alerts/firing', { token: admin });
     expect(all.body.data.alerts.map((a: any) => a.name)).toEqual(['shop firing', 'bob firing']);
 

@@ -124,6 +124,22 @@ async function newAlert(domainId: number): Promise<number> {
   return res.body.data.id;
 }
 
+/** A rule of the plain user over a new domain of theirs (the /api/logs/alerts/{alertId} operations). */
+async function newRule(): Promise<number> {
+  const domainId = await newDomain();
+  const res = await call(t.app, 'POST', '/api/logs/alerts', { token: plain.token, body: { ...alertBody(), scope: { domainIds: [domainId] } }, ip: nextIp() });
+  if (res.status !== 201) throw new Error(`create rule: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.data.id;
+}
+
+/** A silence of the administrator's over a new domain (silences need alerts:update, which a new user lacks). */
+async function newSilence(): Promise<number> {
+  const body = { domainIds: [await newDomain()], endsAt: new Date(Date.now() + 3_600_000).toISOString(), comment: 'hostile' };
+  const res = await call(t.app, 'POST', '/api/logs/silences', { token: admin.token, body, ip: nextIp() });
+  if (res.status !== 201) throw new Error(`create silence: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body.data.id;
+}
+
 beforeAll(async () => {
   t = await startTestApp();
   const session = await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD, nextIp());
@@ -177,6 +193,9 @@ const typesOf = (schema: Schema): string[] => alternatives(schema).flatMap((s) =
 
 const HOUR = 3_600_000;
 
+/** A parameter or body field the valid request leaves out: GET …/stats takes a period or a startDate, not both; a silence a window or a recurrence. */
+const OMITTED = Symbol('omitted');
+
 /**
  * Valid requests that take other paths: an alert notified by e-mail and one by webhook, an export
  * of access and one of error entries. Variant `i` takes the i-th of these values.
@@ -201,11 +220,22 @@ const QUERY_VARIANTS: Record<string, unknown[]> = {
   orderBy: [[['time:hour', 'asc']], [['requests', 'desc']]],
   dateRange: ['custom', 'custom'],
 };
-const variantsFor = (op: Operation) => (op.path === '/api/logs/query' ? QUERY_VARIANTS : VARIANTS);
+/** An alert's or rule's filters are the query's tuples (none, or a path and bots left out). */
+const ALERT_VARIANTS: Record<string, unknown[]> = {
+  ...VARIANTS,
+  filters: [[], [['glob', 'path', ['/checkout*']], ['isNot', 'bot', [true]]]],
+};
+/** A silence is a fixed window or a weekly recurrence, never both (its domainIds: knownValid). */
+const SILENCE_VARIANTS: Record<string, unknown[]> = {
+  alertIds: [OMITTED, OMITTED],
+  startsAt: [new Date(Date.now() + HOUR).toISOString(), OMITTED],
+  endsAt: [new Date(Date.now() + 2 * HOUR).toISOString(), OMITTED],
+  recurrence: [OMITTED, { weekdays: ['sun'], start: '02:00', end: '04:00', timezone: 'Europe/Paris' }],
+};
+const variantsFor = (op: Operation) =>
+  op.path === '/api/logs/query' ? QUERY_VARIANTS : op.path.startsWith('/api/logs/silences') ? SILENCE_VARIANTS : op.path.includes('/alerts') ? ALERT_VARIANTS : VARIANTS;
 const variantsOf = (op: Operation) => Math.max(1, ...Object.keys(op.body?.properties ?? {}).map((k) => variantsFor(op)[k]?.length ?? 1));
 
-/** A parameter the valid request leaves out: GET …/stats takes a period or a startDate, not both. */
-const OMITTED = Symbol('omitted');
 
 /** What the schemas cannot tell: values that must be fresh, real or consistent with others. */
 function knownValid(name: string, op: Operation, ctx: Context, variant: number): unknown {
@@ -255,6 +285,8 @@ function knownValid(name: string, op: Operation, ctx: Context, variant: number):
       return [{ resource: 'logs', actions: ['read'] }];
     case 'domains':
       return [seeded.domain.id];
+    case 'domainIds':
+      return op.path.startsWith('/api/logs/silences') ? [seeded.domain.id] : undefined;
     default:
       return undefined;
   }
@@ -302,7 +334,8 @@ function validBody(op: Operation, ctx: Context, variant = 0): Record<string, unk
   const body: Record<string, unknown> = {};
   for (const [name, schema] of Object.entries<Schema>(op.body!.properties ?? {})) {
     if (schema.description === 'read-only; ignored') continue;
-    body[name] = validField(name, resolve(schema), op, ctx, variant);
+    const value = validField(name, resolve(schema), op, ctx, variant);
+    if (value !== OMITTED) body[name] = value;
   }
   return body;
 }
@@ -588,7 +621,8 @@ async function contextsOf(op: Operation): Promise<Context[]> {
       const fresh = changes && name === last;
       // An alert's operations get a domain of their own: creating alerts fills the seeded one up to its cap.
       if (name === 'domainId') ids[name] = String(fresh || names.includes('alertId') ? await newDomain() : seeded.domain.id);
-      else if (name === 'alertId') ids[name] = String(await newAlert(Number(ids.domainId)));
+      else if (name === 'alertId') ids[name] = String(ids.domainId === undefined ? await newRule() : await newAlert(Number(ids.domainId)));
+      else if (name === 'silenceId') ids[name] = String(await newSilence());
       else if (name === 'file') ids[name] = downloadFile;
       // A token of the user the path names (`id` comes first in the path).
       else if (name === 'tokenId') ids[name] = String((await issuePersonalToken(t.runtime.db, Number(ids.id), 'hostile')).row.id);

@@ -68,9 +68,9 @@ beforeAll(async () => {
     token: alice.token,
     body: { name: 'shop is failing', condition: 'errorRate', operator: 'greaterThan', threshold: 0.01, duration: 300, notificationMethod: 'email', notificationTarget: 'oncall@example.com', enabled: true },
   });
-  await t.runtime.db.query(
-    sql`insert into alert_states (alert_id, domain_id, state, state_changed_at, last_triggered_at, notified_state) values (${alert.body.data.id}, ${ids[0]}, 'firing', now(), now(), 'firing')`,
-  );
+  await t.runtime.db.query(sql`
+    insert into alert_states (alert_id, domain_id, state, state_changed_at, last_triggered_at, notified_state, last_notified_at)
+    values (${alert.body.data.id}, ${ids[0]!}, 'firing', now(), now(), 'firing', now())`);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }, 120_000);
 

@@ -63,6 +63,37 @@ export async function enqueueEvents(tx: Db, batches: readonly TargetEvents[], at
   }
 }
 
+/**
+ * Takes the events of a deleted alert, or of every alert on a deleted domain, out of the pending
+ * notifications, and deletes a notification left without any: what was deleted is not sent, as
+ * when each notification was its alert's own row and went with it. Called in the transaction of
+ * the delete (store.ts deleteAlert, domains/store.ts deleteDomain); a notification being delivered
+ * this very moment still goes.
+ */
+export async function dropPendingEvents(tx: Db, gone: { alertId: number } | { domainId: number }): Promise<void> {
+  const naming =
+    'alertId' in gone
+      ? sql`${gone.alertId} = any(alert_ids)`
+      : sql`events @> ${JSON.stringify([{ domain: { id: gone.domainId } }])}::text::jsonb`;
+  const rows = await tx.query<{ id: string | number; events: AlertEvent[] }>(sql`
+    select id, events from alert_notifications where status = 'pending' and ${naming} order by id for update`);
+  if (rows.length === 0) return;
+  const keeps = (e: AlertEvent) => ('alertId' in gone ? e.alert.id !== gone.alertId : e.domain.id !== gone.domainId);
+  const left = rows.map((r) => ({ id: String(r.id), events: r.events.filter(keeps) }));
+  const emptied = left.filter((r) => r.events.length === 0).map((r) => r.id);
+  const kept = left.filter((r) => r.events.length > 0).map((r) => ({ ...r, alert_ids: alertIdsOf(r.events) }));
+  if (emptied.length > 0) {
+    await tx.query(sql`delete from alert_notifications where id in (select jsonb_array_elements_text(${JSON.stringify(emptied)}::text::jsonb)::bigint)`);
+  }
+  if (kept.length > 0) {
+    await tx.query(sql`
+      update alert_notifications n
+      set events = k.events, alert_ids = array(select jsonb_array_elements_text(k.alert_ids)::int)
+      from jsonb_to_recordset(${JSON.stringify(kept)}::text::jsonb) as k(id bigint, events jsonb, alert_ids jsonb)
+      where n.id = k.id`);
+  }
+}
+
 export interface ClaimedNotification {
   id: string | number;
   method: NotificationMethod;

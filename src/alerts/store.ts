@@ -2,6 +2,7 @@ import type { Db } from '../../core/db/postgres.js';
 import { selectPage, type PageRequest } from '../../core/db/paging.js';
 import { sql } from '../../core/db/sql.js';
 import { visibleToUser } from '../domains/store.js';
+import { dropPendingEvents } from './outbox.js';
 import type { AlertDefinition, AlertScope, Condition, FilterTuple, NotificationMethod, Operator } from './schemas.js';
 
 /** A Postgres integer[] from a list of ids (bound as one JSON parameter). */
@@ -193,9 +194,13 @@ export async function updateAlert(db: Db, alertId: number, d: AlertDefinition, s
   });
 }
 
+/** Deletes the alert, and its events from the notifications not sent yet (its states go with it). */
 export async function deleteAlert(db: Db, alertId: number): Promise<boolean> {
-  const rows = await db.query(sql`delete from alerts where id = ${alertId} returning id`);
-  return rows.length > 0;
+  return db.transaction(async (tx) => {
+    const rows = await tx.query(sql`delete from alerts where id = ${alertId} returning id`);
+    if (rows.length > 0) await dropPendingEvents(tx, { alertId });
+    return rows.length > 0;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -394,8 +399,9 @@ const iso = (d: Date | null) => (d === null ? null : d.toISOString());
 
 /**
  * Writes a round's changed pairs in one statement and returns the pairs written ("alertId:domainId").
- * A pair whose alert changed (updated_at), was disabled or deleted after the states were read is
- * skipped: the caller enqueues notifications and history only for the pairs returned, so a state
+ * A pair whose alert changed (updated_at), was disabled or deleted after the states were read, or
+ * whose domain was deleted since (a rule's pair: its state row would break the round on its
+ * foreign key), is skipped: the caller enqueues notifications and history only for the pairs returned, so a state
  * change is never notified without being recorded.
  */
 export async function saveStates(tx: Db, writes: StateWrite[]): Promise<Set<string>> {
@@ -419,6 +425,7 @@ export async function saveStates(tx: Db, writes: StateWrite[]): Promise<Set<stri
       alert_id int, domain_id int, version timestamptz, state text, state_changed_at timestamptz, last_triggered_at timestamptz,
       notified_state text, last_notified_at timestamptz)
     join alerts a on a.id = w.alert_id and a.updated_at = w.version and a.enabled
+    join domains d on d.id = w.domain_id
     order by w.alert_id, w.domain_id
     on conflict (alert_id, domain_id) do update
     set state = excluded.state, state_changed_at = excluded.state_changed_at, last_triggered_at = excluded.last_triggered_at,

@@ -1,6 +1,7 @@
 import type { Db } from '../../core/db/postgres.js';
 import { selectPage } from '../../core/db/paging.js';
 import { join, sql, type SqlFragment } from '../../core/db/sql.js';
+import { dropPendingEvents } from '../alerts/outbox.js';
 
 export interface DomainRow {
   id: number;
@@ -86,6 +87,14 @@ export async function updateDomain(db: Db, id: number, patch: { name?: string | 
   return row;
 }
 
+/**
+ * Deletes the domain (its alerts, states and history go with it: foreign keys cascade), and the
+ * events about it from the alert notifications not sent yet (no foreign key reaches into those).
+ */
 export async function deleteDomain(db: Db, id: number): Promise<boolean> {
-  return (await db.query(sql`delete from domains where id = ${id} returning id`)).length > 0;
+  return db.transaction(async (tx) => {
+    const deleted = (await tx.query(sql`delete from domains where id = ${id} returning id`)).length > 0;
+    if (deleted) await dropPendingEvents(tx, { domainId: id });
+    return deleted;
+  });
 }
