@@ -547,7 +547,7 @@ describe('alert evaluation', () => {
     const alerts = await Promise.all([1, 2, 3].map((i) => newAlert(domain.id, { name: `Raced ${i}`, condition: 'requestCount', operator: 'lessThan', threshold: 1 })));
     const ids = alerts.map((a) => a.id);
     // What a round's claim reads of these alerts: one pair each, without a state yet (ok).
-    const claimed = async () => (await evaluationPairs(t.runtime.db)).filter((p) => ids.includes(p.alert_id));
+    const claimed = async () => (await evaluationPairs(t.runtime.db)).pairs.filter((p) => ids.includes(p.alert_id));
     const read = await claimed();
     expect(read.map((p) => [p.alert_id, p.domain_id, p.state])).toEqual([...ids].sort((a, b) => a - b).map((id) => [id, domain.id, null]));
     const [disabled, changed, deleted] = alerts;
@@ -582,7 +582,7 @@ describe('alert evaluation', () => {
       body: { name: 'Raced rule', condition: 'requestCount', operator: 'lessThan', threshold: 1, duration: 300, notificationMethod: 'email', notificationTarget: `${unique('oncall')}@example.com`, scope: { domainIds: [doomed.id] } },
     });
     expect(rule.status, JSON.stringify(rule.body)).toBe(201);
-    const rulePairs = (await evaluationPairs(t.runtime.db)).filter((p) => p.alert_id === rule.body.data.id);
+    const rulePairs = (await evaluationPairs(t.runtime.db)).pairs.filter((p) => p.alert_id === rule.body.data.id);
     expect(rulePairs.map((p) => p.domain_id)).toEqual([doomed.id]);
     expect(await call(t.app, 'DELETE', `/api/domains/${doomed.id}`, { token: admin })).toMatchObject({ status: 200 });
     expect(await saveStates(t.runtime.db, rulePairs.map(firing))).toEqual(new Set());
