@@ -1,7 +1,8 @@
 /**
  * The alerting pages of the dashboard (issue 30 §6) end to end in headless Chromium, set up as
  * test/web-dashboard.test.ts is: the Alerting page (a rule over chosen domains with a path filter,
- * after a validation error at its field; a silence created and ended; the history across domains,
+ * after a validation error at its field; a silence created and ended; a weekly silence created
+ * from the form, listed as a recurrence and stored as one; the history across domains,
  * paged), the link to it only for users who may read alerts, and a domain's alerts page showing
  * the rule that covers it, its state there and its history after a round of the evaluator (virtual
  * clock, logs through the real import path). axe-core finds no serious or critical violation.
@@ -213,6 +214,52 @@ describe('the Alerting page', { timeout: 90_000 }, () => {
     expect(await rowOf(page, 'silences', 'PHP 8.4 upgrade').locator('td').nth(2).textContent()).toBe('ended');
     expect(await page.getByRole('button', { name: /^End/ }).count()).toBe(0);
   });
+
+  it('creates a weekly silence (after a validation error on its weekdays) in a chosen time zone, lists it as a recurrence and ends it', async () => {
+    const page = await newPage();
+    await page.goto(`${base}/alerting`);
+    await signIn(page, 'alice@example.com', PASSWORD);
+    await expect.poll(() => page.getByText('No silence in force or to come.').count()).toBe(1);
+    await page.getByRole('button', { name: 'New silence' }).click();
+    const form = page.getByRole('form', { name: 'New silence' });
+    await form.getByLabel('Every week', { exact: true }).check();
+    expect(await form.getByLabel('Duration').count()).toBe(0);
+    const weekdays = form.getByRole('group', { name: 'On' });
+    expect(await weekdays.getByRole('checkbox').evaluateAll((boxes) => boxes.map((b) => b.parentElement!.textContent))).toEqual(['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun']);
+    expect(await form.getByLabel('From', { exact: true }).getAttribute('type')).toBe('time');
+    expect(await form.getByLabel('To', { exact: true }).getAttribute('type')).toBe('time');
+    // The time zone: the browser's by default, any of the browser's zones offered.
+    const zone = form.getByLabel('Time zone');
+    const browserZones = await page.evaluate(() => ({ current: Intl.DateTimeFormat().resolvedOptions().timeZone, all: Intl.supportedValuesOf('timeZone') }));
+    expect(await zone.inputValue()).toBe(browserZones.current);
+    const offered = await zone.locator('option').evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value));
+    expect(offered).toEqual(expect.arrayContaining(browserZones.all));
+    await expectAccessible(page, 'the silence form with the weekly fields');
+
+    // No weekday: the API's message on recurrence.weekdays, at the weekdays.
+    await form.getByLabel('From', { exact: true }).fill('02:00');
+    await form.getByLabel('To', { exact: true }).fill('04:00');
+    await zone.selectOption('Europe/Paris');
+    await form.getByLabel('Comment').fill('Weekly maintenance window');
+    await form.getByRole('button', { name: 'Create silence' }).click();
+    await expect.poll(() => form.locator('#silence-recurrence-weekdays-error').textContent()).toBe('Weekdays must list at least one weekday');
+    expect(await weekdays.getAttribute('aria-describedby')).toBe('silence-recurrence-weekdays-error');
+    expect(await form.getByRole('alert').textContent()).toBe('Please correct the fields marked above.');
+    await expectAccessible(page, 'the weekly silence form with an error');
+
+    await weekdays.getByLabel('Sun').check();
+    await form.getByRole('button', { name: 'Create silence' }).click();
+    await expect.poll(() => rowNames(page, 'silences')).toEqual(['Weekly maintenance window']);
+    const row = rowOf(page, 'silences', 'Weekly maintenance window');
+    expect(await row.locator('td').nth(1).textContent()).toBe('Every Sun 02:00–04:00 (Europe/Paris)');
+    const [stored] = (await apiGet('/api/logs/silences')).silences;
+    expect(stored).toMatchObject({ domainIds: 'all', recurrence: { weekdays: ['sun'], start: '02:00', end: '04:00', timezone: 'Europe/Paris' }, comment: 'Weekly maintenance window', endedAt: null });
+    await expectAccessible(page, 'the Alerting page with a weekly silence');
+
+    // Ended, so that it holds no later test's notifications.
+    await row.getByRole('button', { name: 'End the silence “Weekly maintenance window”' }).click();
+    await expect.poll(() => page.getByText('No silence in force or to come.').count()).toBe(1);
+  });
 });
 
 describe('a domain covered by a rule', { timeout: 90_000 }, () => {
@@ -310,6 +357,15 @@ describe('at a phone width (375 px)', { timeout: 90_000 }, () => {
       expect(widths.page, path).toBeLessThanOrEqual(widths.view);
       await expectAccessible(page, `${path} at 375 px`);
     }
+    // The silence form with its weekly fields.
+    await page.goto(`${base}/alerting`);
+    await page.locator('table.history tbody tr').first().waitFor();
+    await page.getByRole('button', { name: 'New silence' }).click();
+    await page.getByLabel('Every week', { exact: true }).check();
+    await page.getByLabel('Time zone').waitFor();
+    const widths = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth }));
+    expect(widths.page, 'the weekly silence form').toBeLessThanOrEqual(widths.view);
+    await expectAccessible(page, 'the weekly silence form at 375 px');
     if (process.env.SHOTS_DIR) await screenshots(process.env.SHOTS_DIR);
   });
 });

@@ -160,3 +160,46 @@ export function silenceWhen(s: Silence, utcTime: (iso: string | null) => string)
 
 /** Whether a silence covers the domain `domainId`. */
 export const silenceCovers = (s: Silence, domainId: number) => s.domainIds === 'all' || s.domainIds.includes(domainId);
+
+/** The weekdays a weekly silence may name (src/alerts/recurrence.ts), Monday first, with their labels. */
+export const WEEKDAYS = [
+  { value: 'mon', label: 'Mon' },
+  { value: 'tue', label: 'Tue' },
+  { value: 'wed', label: 'Wed' },
+  { value: 'thu', label: 'Thu' },
+  { value: 'fri', label: 'Fri' },
+  { value: 'sat', label: 'Sat' },
+  { value: 'sun', label: 'Sun' },
+] as const;
+
+/** The browser's time zone, an IANA name ("UTC" when it cannot say). */
+export function browserTimeZone(): string {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+  } catch {
+    return 'UTC';
+  }
+}
+
+/** The time zones a weekly silence may be given: the browser's list, with `current` and UTC in it. */
+export function timeZoneOptions(current: string): string[] {
+  let zones: string[] = [];
+  try {
+    zones = Intl.supportedValuesOf('timeZone');
+  } catch {
+    // An older browser: the current zone and UTC only.
+  }
+  const missing = [current, 'UTC'].filter((z) => !zones.includes(z));
+  return missing.length === 0 ? zones : [...zones, ...missing].sort();
+}
+
+/**
+ * The API's message on a `recurrence` (422 details) split by the part it is about: "timezone: must
+ * be …" is the time zone's, "weekdays[1]: …" the weekdays'; a message about none (the recurrence as
+ * a whole) is `whole`'s.
+ */
+export function recurrenceError(message: string | undefined): { part: 'weekdays' | 'start' | 'end' | 'timezone' | 'whole'; message: string } | null {
+  if (!message) return null;
+  const match = /^(weekdays|start|end|timezone)(?:\[\d+\])?: (.*)$/s.exec(message);
+  return match ? { part: match[1] as 'weekdays' | 'start' | 'end' | 'timezone', message: match[2]! } : { part: 'whole', message };
+}

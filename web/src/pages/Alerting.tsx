@@ -2,13 +2,14 @@
  * Alerting across domains (users with alerts:read; the navigation shows it to them only, and the
  * API decides anyway): the rules over many domains with the domains they fire on, a form for a
  * new rule over every domain or chosen ones; silences in force, to come or expired, a form for a
- * new one (every domain or chosen ones, for a while or until a time) and ending one; the history
+ * new one (every domain or chosen ones; for a while or until a time, or every week on chosen
+ * weekdays from a time to a time in a time zone) and ending one; the history
  * of state changes of every domain, paged. Which silences are shown and the history's page are in
  * the URL.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, may } from '../api.js';
-import { conditionValue, ruleText, type HistoryPage, type Rule, type Silence } from '../alerting.js';
+import { browserTimeZone, conditionValue, recurrenceError, ruleText, timeZoneOptions, WEEKDAYS, type HistoryPage, type Rule, type Silence } from '../alerting.js';
 import { AlertForm, EMPTY_DRAFT } from '../components/AlertForm.js';
 import { HistoryTable, SilencesTable } from '../components/AlertTables.js';
 import { DomainPicker, type Domain } from '../components/DomainPicker.js';
@@ -130,12 +131,18 @@ function Rules({ rules, domainNames, rights, onChanged, onError }: { rules: Rule
   );
 }
 
-/** A new silence: its domains, how long (a duration from now, or until a time), and why. */
+/** A new silence: its domains, when (a duration from now, until a time, or a weekly window), and why. */
 function SilenceForm({ domains, onCreated, onCancel }: { domains: Domain[] | null; onCreated: () => void; onCancel: () => void }) {
   const [covers, setCovers] = useState<'all' | number[]>('all');
+  const [when, setWhen] = useState<'while' | 'weekly'>('while');
   const [mode, setMode] = useState<'for' | 'until'>('for');
   const [minutes, setMinutes] = useState(120);
   const [until, setUntil] = useState('');
+  const [weekdays, setWeekdays] = useState<string[]>([]);
+  const [start, setStart] = useState('');
+  const [end, setEnd] = useState('');
+  const [timezone, setTimezone] = useState(browserTimeZone);
+  const [zones] = useState(() => timeZoneOptions(timezone));
   const [comment, setComment] = useState('');
   const [error, setError] = useState<unknown>(null);
   const details = error instanceof ApiError ? error.details : {};
@@ -147,13 +154,29 @@ function SilenceForm({ domains, onCreated, onCancel }: { domains: Domain[] | nul
         {label} {details[name]}
       </span>
     );
+  // The recurrence's error, at the part of it that it is about.
+  const weekly = recurrenceError(details.recurrence);
+  const weeklyInvalid = (part: string) => (weekly?.part === part ? { 'aria-invalid': true, 'aria-describedby': `silence-recurrence-${part}-error` } : {});
+  const weeklyError = (part: string, label: string) =>
+    weekly?.part === part && (
+      <span class="error" id={`silence-recurrence-${part}-error`}>
+        {label} {weekly.message}
+      </span>
+    );
+  const toggleDay = (day: string) => setWeekdays((days) => (days.includes(day) ? days.filter((d) => d !== day) : [...days, day]));
   const submit = async (event: Event) => {
     event.preventDefault();
     setError(null);
-    // A time typed "until" is UTC, as every time the dashboard shows.
-    const endsAt = mode === 'for' ? new Date(Date.now() + minutes * 60_000).toISOString() : until ? `${until}:00Z` : undefined;
+    let period: Record<string, unknown>;
+    if (when === 'weekly') {
+      period = { recurrence: { weekdays: WEEKDAYS.map((d) => d.value).filter((d) => weekdays.includes(d)), start, end, timezone } };
+    } else {
+      // A time typed "until" is UTC, as every time the dashboard shows.
+      const endsAt = mode === 'for' ? new Date(Date.now() + minutes * 60_000).toISOString() : until ? `${until}:00Z` : undefined;
+      period = endsAt ? { endsAt } : {};
+    }
     try {
-      await api('POST', '/api/logs/silences', { domainIds: covers, ...(endsAt ? { endsAt } : {}), comment });
+      await api('POST', '/api/logs/silences', { domainIds: covers, ...period, comment });
       onCreated();
     } catch (err) {
       setError(err);
@@ -163,32 +186,93 @@ function SilenceForm({ domains, onCreated, onCancel }: { domains: Domain[] | nul
     <form class="alert-form silence-form" onSubmit={submit} noValidate aria-label="New silence">
       <DomainPicker id="silence-domains" legend="Domains" allLabel="Every domain whose alerts I may change" value={covers} domains={domains} onChange={setCovers} error={domainError} />
       <fieldset>
-        <legend>How long</legend>
+        <legend>When</legend>
         <label class="check">
-          <input type="radio" name="silence-mode" checked={mode === 'for'} onChange={() => setMode('for')} />
-          For a while from now
+          <input type="radio" name="silence-when" checked={when === 'while'} onChange={() => setWhen('while')} />
+          For a while
         </label>
         <label class="check">
-          <input type="radio" name="silence-mode" checked={mode === 'until'} onChange={() => setMode('until')} />
-          Until a time
+          <input type="radio" name="silence-when" checked={when === 'weekly'} onChange={() => setWhen('weekly')} />
+          Every week
         </label>
-        {mode === 'for' ? (
+      </fieldset>
+      {when === 'while' ? (
+        <fieldset>
+          <legend>How long</legend>
+          <label class="check">
+            <input type="radio" name="silence-mode" checked={mode === 'for'} onChange={() => setMode('for')} />
+            For a while from now
+          </label>
+          <label class="check">
+            <input type="radio" name="silence-mode" checked={mode === 'until'} onChange={() => setMode('until')} />
+            Until a time
+          </label>
+          {mode === 'for' ? (
+            <div class="field">
+              <label for="silence-for">Duration</label>
+              <select id="silence-for" value={minutes} onChange={(e) => setMinutes(Number(e.currentTarget.value))} {...invalid('endsAt')}>
+                {DURATIONS.map((d) => (
+                  <option value={d.minutes}>{d.label}</option>
+                ))}
+              </select>
+            </div>
+          ) : (
+            <div class="field">
+              <label for="silence-until">Ends at (UTC)</label>
+              <input id="silence-until" type="datetime-local" value={until} onInput={(e) => setUntil(e.currentTarget.value)} {...invalid('endsAt')} />
+            </div>
+          )}
+          {fieldError('endsAt', 'End')}
+        </fieldset>
+      ) : (
+        <fieldset class="weekly" aria-describedby={weekly?.part === 'whole' ? 'silence-recurrence-whole-error' : undefined}>
+          <legend>Every week</legend>
+          <fieldset class="weekdays" aria-describedby={weekly?.part === 'weekdays' ? 'silence-recurrence-weekdays-error' : undefined}>
+            <legend>On</legend>
+            <div class="days">
+              {WEEKDAYS.map((d) => (
+                <label class="check">
+                  <input type="checkbox" checked={weekdays.includes(d.value)} onChange={() => toggleDay(d.value)} {...(weekly?.part === 'weekdays' ? { 'aria-invalid': true } : {})} />
+                  {d.label}
+                </label>
+              ))}
+            </div>
+            {weeklyError('weekdays', 'Weekdays')}
+          </fieldset>
+          <div class="times">
+            <div class="field">
+              <label for="silence-start">From</label>
+              <input id="silence-start" type="time" value={start} onInput={(e) => setStart(e.currentTarget.value)} {...weeklyInvalid('start')} />
+              {weeklyError('start', 'Start')}
+            </div>
+            <div class="field">
+              <label for="silence-end">To</label>
+              <input
+                id="silence-end"
+                type="time"
+                value={end}
+                onInput={(e) => setEnd(e.currentTarget.value)}
+                {...weeklyInvalid('end')}
+                aria-describedby={weekly?.part === 'end' ? 'silence-recurrence-end-error silence-end-hint' : 'silence-end-hint'}
+              />
+              {weeklyError('end', 'End')}
+            </div>
+          </div>
+          <p class="hint" id="silence-end-hint">
+            An end before the start crosses midnight: 22:00 to 02:00 ends the next day.
+          </p>
           <div class="field">
-            <label for="silence-for">Duration</label>
-            <select id="silence-for" value={minutes} onChange={(e) => setMinutes(Number(e.currentTarget.value))} {...invalid('endsAt')}>
-              {DURATIONS.map((d) => (
-                <option value={d.minutes}>{d.label}</option>
+            <label for="silence-timezone">Time zone</label>
+            <select id="silence-timezone" value={timezone} onChange={(e) => setTimezone(e.currentTarget.value)} {...weeklyInvalid('timezone')}>
+              {zones.map((z) => (
+                <option value={z}>{z}</option>
               ))}
             </select>
+            {weeklyError('timezone', 'Time zone')}
           </div>
-        ) : (
-          <div class="field">
-            <label for="silence-until">Ends at (UTC)</label>
-            <input id="silence-until" type="datetime-local" value={until} onInput={(e) => setUntil(e.currentTarget.value)} {...invalid('endsAt')} />
-          </div>
-        )}
-        {fieldError('endsAt', 'End')}
-      </fieldset>
+          {weeklyError('whole', 'Weekly window:')}
+        </fieldset>
+      )}
       <div class="field">
         <label for="silence-comment">Comment</label>
         <input id="silence-comment" value={comment} placeholder="PHP 8.4 upgrade" onInput={(e) => setComment(e.currentTarget.value)} {...invalid('comment')} />
