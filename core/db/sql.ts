@@ -51,3 +51,7 @@ export function compile(fragment: SqlFragment): SqlQuery {
   };
   return { text: walk(fragment), values };
 }
+
+/** A Postgres integer[] from a list of ids, bound as one JSON parameter (any length, one placeholder). */
+export const intArray = (ids: readonly number[]): SqlFragment =>
+  sql`array(select (jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb))::int)`;

@@ -11,7 +11,7 @@
  * per-target limit counts notifications, not alerts.
  */
 import type { Db } from '../../core/db/postgres.js';
-import { sql } from '../../core/db/sql.js';
+import { intArray, sql } from '../../core/db/sql.js';
 import type { AlertEvent } from './notifications.js';
 import type { NotificationMethod } from './schemas.js';
 
@@ -255,7 +255,7 @@ export async function markFailed(db: Db, id: string | number, at: Date, error: s
 export async function markHeld(db: Db, alertIds: readonly number[], at: Date, note: string): Promise<void> {
   await db.query(sql`
     update alerts set last_delivery_error = ${note}, last_delivery_error_at = ${at}
-    where id in (select jsonb_array_elements_text(${JSON.stringify(alertIds)}::text::jsonb)::int)`);
+    where id = any(${intArray(alertIds)})`);
 }
 
 /**

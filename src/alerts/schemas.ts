@@ -83,7 +83,8 @@ export const alertFiltersField = z
 /** Validated filters as the query builder takes them. */
 export const queryFiltersOf = (filters: readonly FilterTuple[]): QueryFilter[] => filtersField.parse(filters);
 
-const idList = (what: string, max: number) =>
+/** A list of ids in a body (1 to `max`, duplicates dropped, ascending). */
+export const idList = (what: string, max: number = SCOPE_DOMAINS_MAX) =>
   z
     .array(bodyWholeNumber(1, 2 ** 31 - 1), { message: `must be an array of ${what}s` })
     .min(1, { message: 'must not be empty' })

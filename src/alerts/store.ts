@@ -1,12 +1,10 @@
 import type { Db } from '../../core/db/postgres.js';
 import { selectPage, type PageRequest } from '../../core/db/paging.js';
-import { sql } from '../../core/db/sql.js';
+import { intArray, sql } from '../../core/db/sql.js';
 import { visibleToUser } from '../domains/store.js';
 import { dropPendingEvents } from './outbox.js';
 import type { AlertDefinition, AlertScope, Condition, FilterTuple, NotificationMethod, Operator } from './schemas.js';
 
-/** A Postgres integer[] from a list of ids (bound as one JSON parameter). */
-const intArray = (ids: readonly number[]) => sql`array(select (jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb))::int)`;
 
 export type AlertState = 'ok' | 'firing';
 

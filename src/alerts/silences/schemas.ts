@@ -1,18 +1,12 @@
 import { z } from '@hono/zod-openapi';
-import { bodyWholeNumber, idParam } from '../../http/query.js';
+import { idParam } from '../../http/query.js';
+import { idList } from '../schemas.js';
 import { recurrenceSchema } from '../recurrence.js';
 
 /** The longest fixed silence: a maintenance longer than a quarter is a disabled alert, not a silence. */
 export const SILENCE_MAX_DAYS = 90;
 
 const instant = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 date-time with a time zone, e.g. 2026-12-01T02:00:00Z' });
-const idList = (what: string) =>
-  z
-    .array(bodyWholeNumber(1, 2 ** 31 - 1), { message: `must be an array of ${what}s` })
-    .min(1, { message: 'must not be empty' })
-    .max(10_000, { message: 'must have at most 10000 ids' })
-    .transform((ids) => [...new Set(ids)].sort((a, b) => a - b));
-
 export const createSilenceBody = z
   .strictObject({
     domainIds: z.union([z.literal('all'), idList('domain id')], { message: 'must be "all" or an array of domain ids' }),

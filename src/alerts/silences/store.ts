@@ -1,11 +1,9 @@
 import type { Db } from '../../../core/db/postgres.js';
-import { sql } from '../../../core/db/sql.js';
+import { intArray, sql } from '../../../core/db/sql.js';
 import { visibleToUser } from '../../domains/store.js';
 import type { Recurrence } from '../recurrence.js';
 
-/** A Postgres integer[] from a list of ids (bound as one JSON parameter), or null. */
-const intArrayOrNull = (ids: readonly number[] | null) =>
-  ids === null ? sql`null::integer[]` : sql`array(select (jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb))::int)`;
+const intArrayOrNull = (ids: readonly number[] | null) => (ids === null ? sql`null::integer[]` : intArray(ids));
 
 export interface SilenceRow {
   id: number;
