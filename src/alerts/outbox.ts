@@ -53,6 +53,15 @@ export async function enqueueEvents(tx: Db, batches: readonly TargetEvents[], at
           alert_ids = array(select distinct x from unnest(n.alert_ids || array(select jsonb_array_elements_text(j.alert_ids)::int)) as x order by x)
       from jsonb_to_recordset(${json}::text::jsonb) as j(id bigint, events jsonb, alert_ids jsonb)
       where n.id = j.id`);
+    // A notification the per-target limit holds: the alerts joining it are held too, and say so
+    // as its first alert does (delivery.ts wrote that alert's note when it held it).
+    await tx.query(sql`
+      update alerts a
+      set last_delivery_error = first.last_delivery_error, last_delivery_error_at = first.last_delivery_error_at
+      from alert_notifications n
+      join alerts first on first.id = n.alert_ids[1]
+      where n.id in (select jsonb_array_elements_text(${JSON.stringify(joining.map((b) => openId.get(`${b.method} ${b.target}`)))}::text::jsonb)::bigint)
+        and n.held_since is not null and a.id = any(n.alert_ids) and a.id <> first.id`);
   }
   if (opening.length > 0) {
     const json = JSON.stringify(opening.map((b) => ({ method: b.method, target: b.target, events: b.events, alert_ids: alertIdsOf(b.events) })));
