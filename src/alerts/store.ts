@@ -55,27 +55,7 @@ const isoOrNull = (d: Date | null) => (d === null ? null : new Date(d).toISOStri
 export const scopeOf = (row: Pick<AlertRow, 'scope' | 'domain_id' | 'scope_domain_ids'>): AlertScope =>
   row.scope === 'all' ? { domains: 'all' } : { domainIds: row.scope === 'domain' ? [row.domain_id!] : [...row.scope_domain_ids!] };
 
-export const toAlert = (row: AlertRow): Alert => ({
-  id: row.id,
-  domainId: row.domain_id,
-  scope: scopeOf(row),
-  name: row.name,
-  condition: row.condition,
-  operator: row.operator,
-  threshold: Number(row.threshold),
-  duration: row.duration,
-  filters: row.filters,
-  notificationMethod: row.notification_method,
-  notificationTarget: row.notification_target,
-  enabled: row.enabled,
-  createdBy: row.created_by,
-  state: row.firing > 0 ? 'firing' : 'ok',
-  lastTriggeredAt: isoOrNull(row.last_triggered_at),
-  lastDeliveryError: row.last_delivery_error,
-  lastDeliveredAt: isoOrNull(row.last_delivered_at),
-  createdAt: new Date(row.created_at).toISOString(),
-});
-
+/** The fields a create takes whole and an update in part, as the API shows them. */
 export const definitionOf = (row: AlertRow): AlertDefinition => ({
   name: row.name,
   condition: row.condition,
@@ -86,6 +66,19 @@ export const definitionOf = (row: AlertRow): AlertDefinition => ({
   notificationMethod: row.notification_method,
   notificationTarget: row.notification_target,
   enabled: row.enabled,
+});
+
+export const toAlert = (row: AlertRow): Alert => ({
+  id: row.id,
+  domainId: row.domain_id,
+  scope: scopeOf(row),
+  ...definitionOf(row),
+  createdBy: row.created_by,
+  state: row.firing > 0 ? 'firing' : 'ok',
+  lastTriggeredAt: isoOrNull(row.last_triggered_at),
+  lastDeliveryError: row.last_delivery_error,
+  lastDeliveredAt: isoOrNull(row.last_delivered_at),
+  createdAt: new Date(row.created_at).toISOString(),
 });
 
 /** The user who sets an alert's definition, as named when they do: what its notifications say. */
