@@ -8,7 +8,6 @@
  * clock, logs through the real import path). axe-core finds no serious or critical violation.
  */
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
@@ -20,11 +19,11 @@ import { insertDomain } from '../src/domains/store.js';
 import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
 import { buildWebAssets } from '../src/web/assets.js';
 import { evaluatorOf } from './support/alerts.js';
+import { expectAccessible, signIn } from './support/browser.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { HOST_FORMAT, importText, timeLocal } from './support/ingest.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const AXE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const PASSWORD = 'correct horse battery staple';
 const INTERVAL = 30_000;
 
@@ -85,21 +84,6 @@ afterEach(async () => {
   expect(foreign, 'requests outside the server').toEqual([]);
 });
 
-async function signIn(page: Page, email: string, password: string): Promise<void> {
-  await page.getByLabel('E-mail').fill(email);
-  await page.getByLabel('Password').fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-}
-
-/** axe-core over the page as it is: no serious or critical violation. */
-async function expectAccessible(page: Page, what: string): Promise<void> {
-  await page.evaluate(AXE);
-  const violations = await page.evaluate(async () => {
-    const result = await (window as any).axe.run(document, { resultTypes: ['violations'] });
-    return result.violations.filter((v: any) => v.impact === 'serious' || v.impact === 'critical').map((v: any) => `${v.id}: ${v.help} (${v.nodes.length})`);
-  });
-  expect(violations, what).toEqual([]);
-}
 
 /** The rows' header cells (the first column's text) of the tables of `kind`. */
 const rowNames = (page: Page, kind: string) => page.locator(`table.${kind} tbody th[scope=row]`).allTextContents();
