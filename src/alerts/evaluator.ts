@@ -261,7 +261,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
   };
 
   /** The facts of a pair's notification, from its state after the step. */
-  function eventOf(p: EvaluationPair, kind: EventKind, after: PairState, value: number | null, requests: number, nowMs: number): AlertEvent {
+  function eventOf(p: EvaluationPair, filters: readonly QueryFilter[], kind: EventKind, after: PairState, value: number | null, requests: number, nowMs: number): AlertEvent {
     const window = { start: new Date(nowMs - p.duration * 1000).toISOString(), end: new Date(nowMs).toISOString() };
     return {
       kind,
@@ -273,7 +273,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
       window,
       startsAt: (after.lastTriggeredAt ?? new Date(nowMs)).toISOString(),
       endsAt: after.state === 'ok' ? (after.stateChangedAt ?? new Date(nowMs)).toISOString() : null,
-      dashboardUrl: dashboardUrl(options.baseUrl, p.domain_id, window, queryFiltersOf(p.filters)),
+      dashboardUrl: dashboardUrl(options.baseUrl, p.domain_id, window, filters),
       configuredBy: p.configured_by_name === null || p.configured_by_email === null ? null : { name: p.configured_by_name, email: p.configured_by_email },
     };
   }
@@ -304,7 +304,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
     let silencedPairs = 0;
     const applied = await db.transaction(async (tx) => {
       if (!(await lockRoundForApply(tx, { at, holder }))) return null;
-      const writes: (StateWrite & { pair: EvaluationPair; before: PairState; notify: EventKind | null; value: number | null; requests: number; silenceId: number | null })[] = [];
+      const writes: (StateWrite & { pair: EvaluationPair; measure: Measure; before: PairState; notify: EventKind | null; value: number | null; requests: number; silenceId: number | null })[] = [];
       const values: Record<string, Record<string, number | null>> = {};
       for (const [i, p] of pairs.entries()) {
         const { value, requests } = measured.get(measureKey(measures[i]!))!;
@@ -319,7 +319,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
         }
         if (!stateChanged(before, next)) continue;
         const { notify, ...state } = next;
-        writes.push({ ...state, alertId: p.alert_id, domainId: p.domain_id, version: new Date(p.updated_at), pair: p, before, notify, value, requests, silenceId });
+        writes.push({ ...state, alertId: p.alert_id, domainId: p.domain_id, version: new Date(p.updated_at), pair: p, measure: measures[i]!, before, notify, value, requests, silenceId });
       }
       // A pair of an alert disabled, changed or deleted through the API since the claim is not
       // written: its notification waits for the next round, which evaluates the alert as it is then.
@@ -336,7 +336,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
         if (!w.notify) continue;
         const key = `${w.pair.notification_method} ${w.pair.notification_target}`;
         const batch = byTarget.get(key) ?? { method: w.pair.notification_method, target: w.pair.notification_target, events: [] };
-        batch.events.push(eventOf(w.pair, w.notify, w, w.value, w.requests, nowMs));
+        batch.events.push(eventOf(w.pair, w.measure.filters, w.notify, w, w.value, w.requests, nowMs));
         byTarget.set(key, batch);
         notifications[w.notify]++;
         log.info({ alertId: w.alertId, domainId: w.domainId, event: w.notify, state: w.state, condition: w.pair.condition, value: w.value, threshold: Number(w.pair.threshold) }, `alert ${w.notify}`);
