@@ -105,7 +105,7 @@ export const GROUP_WAIT_MS = 30_000;
 const KEEP_NOTIFICATIONS_MS = 30 * 86_400_000;
 
 /** State changes are kept this long (GET …/alerts/history). */
-export const KEEP_HISTORY_MS = 90 * 86_400_000;
+const KEEP_HISTORY_MS = 90 * 86_400_000;
 
 export function compare(value: number, operator: Operator, threshold: number): boolean {
   switch (operator) {

@@ -52,7 +52,7 @@ export interface Alert extends AlertDefinition {
 
 const isoOrNull = (d: Date | null) => (d === null ? null : new Date(d).toISOString());
 
-export const scopeOf = (row: Pick<AlertRow, 'scope' | 'domain_id' | 'scope_domain_ids'>): AlertScope =>
+const scopeOf = (row: Pick<AlertRow, 'scope' | 'domain_id' | 'scope_domain_ids'>): AlertScope =>
   row.scope === 'all' ? { domains: 'all' } : { domainIds: row.scope === 'domain' ? [row.domain_id!] : [...row.scope_domain_ids!] };
 
 /** The fields a create takes whole and an update in part, as the API shows them. */

@@ -6,7 +6,7 @@ import { activeAt } from '../recurrence.js';
 import type { SilenceMatcher } from './store.js';
 
 /** Whether the silence's window (fixed, or its weekly recurrence) holds `atMs`; a fixed window is [startsAt, endsAt). */
-export const inForce = (s: SilenceMatcher, atMs: number): boolean =>
+const inForce = (s: SilenceMatcher, atMs: number): boolean =>
   s.recurrence !== null ? activeAt(s.recurrence, atMs) : s.startsAtMs! <= atMs && atMs < s.endsAtMs!;
 
 /** The id of the first silence covering the pair in force at `atMs`, or null. */
