@@ -103,7 +103,7 @@ try {
     // The top URL of the 5xx: a status class filter the way a click on a panel sets one.
     await page.goto(`${server.base}/domains/${id}?period=7d&f=is:statusClass:5xx`);
     await dashboardDrawn(page);
-    await page.getByRole('region', { name: 'Top URLs' }).locator('tbody .entry').first().click();
+    await page.getByRole('region', { name: 'Top pages' }).locator('tbody .entry').first().click();
     await dashboardDrawn(page);
     await page.waitForFunction(() => new URLSearchParams(location.search).getAll('f').length === 2);
     await dashboardDrawn(page);
