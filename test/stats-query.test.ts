@@ -666,6 +666,8 @@ describe('POST /api/logs/query: from the rollups', () => {
     { dimensions: ['time:hour', 'userAgent'], filters: [['contains', 'userAgent', ['BOT']]], dim: 'agent' },
     { dimensions: ['referrerHost'], dim: 'referrer_host' },
     { dimensions: ['time:day', 'referrerHost', 'domain'], filters: [['contains', 'referrerHost', ['EXAMPLE', 'GOOGLE']], ['isNot', 'referrerHost', ['']]], dim: 'referrer_host' },
+    { dimensions: ['ipAddress'], dim: 'ip' },
+    { dimensions: ['ipAddress', 'time:day'], filters: [['glob', 'ipAddress', ['10.*', '2001:*']], ['contains', 'ipAddress', ['DB8', '.1']]], dim: 'ip' },
     { dimensions: ['path'], dim: 'path' },
     { dimensions: ['path', 'time:day'], filters: [['glob', 'path', ['/h/*', '/a*']], ['isNot', 'path', [`/h/${HOSTILE}`]]], dim: 'path' },
     { dimensions: ['url'], dim: 'url' },
@@ -696,7 +698,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     }
   }
 
-  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, referrer hosts, paths, URLs, error URLs; anything else raw', () => {
+  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, referrer hosts, client addresses, paths, URLs, error URLs; anything else raw', () => {
     const now = BASE + 10 * DAY;
     const rollupOf = (body: Record<string, unknown>) =>
       parseQuery(queryBody.parse({ dateRange: '30d', metrics: ['requests'], ...body }), { now, retentionDays: 3650, domains: [{ id: 1, name: 'a.example.com' }] }).rollup;
@@ -706,6 +708,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     const raw: Record<string, unknown>[] = [
       { dimensions: ['url'], metrics: ['requests', 'p95ResponseTime'] },
       { dimensions: ['path'], metrics: ['visitors'] },
+      { dimensions: ['ipAddress'], filters: [['cidr', 'ipAddress', ['10.0.0.0/8']]] },
       { dimensions: ['path'], metrics: ['maxResponseTime'] },
       { dimensions: ['statusCode'], metrics: ['visitors'] },
       { dimensions: ['url'], filters: [['isNot', 'statusClass', ['2xx']]] },
@@ -792,6 +795,7 @@ describe('POST /api/logs/query: from the rollups', () => {
       ['agent', AGENTS[0]!.agent, { dimensions: ['userAgent'] }, [AGENTS[0]!.agent]],
       ['url', '/', { dimensions: ['url'] }, ['/']],
       ['path', '/', { dimensions: ['path'] }, ['/']],
+      ['ip', '192.168.1.7', { dimensions: ['ipAddress'] }, ['192.168.1.7']],
       ['referrer_host', '', { dimensions: ['referrerHost'] }, ['']],
       ['error_url', `503 /h/${HOSTILE}`, { dimensions: ['url', 'statusCode'], filters: [['is', 'statusClass', ['5xx']]] }, [`/h/${HOSTILE}`, 503]],
     ];

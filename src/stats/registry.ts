@@ -545,7 +545,10 @@ export interface RollupRows {
   partials: readonly PartialState[];
   /** Dimension values over these rows, by dimension name. */
   columns: Readonly<Record<string, string>>;
-  /** Whether the filters keep every matching row among those the kind counts (a list of some rows only). */
+  /**
+   * Whether the filters keep every matching row among those the kind counts (a list of some rows
+   * only), and the rows can test them (a filter whose SQL reads a stored column of its own cannot).
+   */
   covers: (filters: readonly FilterShape[]) => boolean;
 }
 
@@ -569,6 +572,8 @@ export const ROLLUP_LISTS = [
   // The URL without its query string: the dashboard's pages panels (a 30-day panel grouped 3.3 million
   // distinct URLs of the 10M-row bench, query strings included).
   { dim: 'path', number: 7, key: pathOf('url'), skipEmpty: false },
+  // The client address as logged: the dashboard's addresses panel.
+  { dim: 'ip', number: 8, key: 'ip_address', skipEmpty: false },
 ] as const;
 
 /**
@@ -608,6 +613,8 @@ export const ROLLUP_ROWS: readonly RollupRows[] = [
     columns: { domain: 'domain_id', url: ERROR_URL, path: pathOf(ERROR_URL), statusCode: ERROR_STATUS, statusClass: statusClassOf(ERROR_STATUS) },
     covers: (filters) => filters.some(errorStatusesOnly),
   },
+  // One row per bucket and client address; a cidr filter tests access_logs' ip column, which these rows lack.
+  { dim: 'ip', partials: LIST_PARTIALS, columns: { domain: 'domain_id', ipAddress: 'key' }, covers: (filters) => !filters.some((f) => f.op === 'cidr') },
   // One row per bucket and path, before the URLs: fewer rows where URLs carry query strings.
   { dim: 'path', partials: LIST_PARTIALS, columns: { domain: 'domain_id', path: 'key' }, covers: everyRow },
   // One row per bucket and URL.
