@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { insertDomain } from '../src/domains/store.js';
 import { prng } from './support/random.js';
 import { hashesOf } from '../src/stats/kept-window.js';
+import { agentClass } from '../ingest/transforms/user-agent.js';
 import { buildRollups } from '../src/rollups/builder.js';
 import { planWindow, queryDomainsBuildState } from '../src/rollups/plan.js';
 import { selectRows as select, type ClickHouseClient } from '../core/db/clickhouse.js';
@@ -666,6 +667,9 @@ describe('POST /api/logs/query: from the rollups', () => {
     { dimensions: ['time:hour', 'userAgent'], filters: [['contains', 'userAgent', ['BOT']]], dim: 'agent' },
     { dimensions: ['referrerHost'], dim: 'referrer_host' },
     { dimensions: ['time:day', 'referrerHost', 'domain'], filters: [['contains', 'referrerHost', ['EXAMPLE', 'GOOGLE']], ['isNot', 'referrerHost', ['']]], dim: 'referrer_host' },
+    { dimensions: ['browser'], dim: 'agent_class' },
+    { dimensions: ['botName', 'botKind'], filters: [['is', 'bot', [true]]], dim: 'agent_class' },
+    { dimensions: ['device', 'time:day'], filters: [['contains', 'os', ['WIN', 'mac']], ['isNot', 'browser', ['']]], dim: 'agent_class' },
     { dimensions: ['ipAddress'], dim: 'ip' },
     { dimensions: ['ipAddress', 'time:day'], filters: [['glob', 'ipAddress', ['10.*', '2001:*']], ['contains', 'ipAddress', ['DB8', '.1']]], dim: 'ip' },
     { dimensions: ['path'], dim: 'path' },
@@ -698,7 +702,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     }
   }
 
-  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, referrer hosts, client addresses, paths, URLs, error URLs; anything else raw', () => {
+  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, referrer hosts, agent classes, client addresses, paths, URLs, error URLs; anything else raw', () => {
     const now = BASE + 10 * DAY;
     const rollupOf = (body: Record<string, unknown>) =>
       parseQuery(queryBody.parse({ dateRange: '30d', metrics: ['requests'], ...body }), { now, retentionDays: 3650, domains: [{ id: 1, name: 'a.example.com' }] }).rollup;
@@ -718,7 +722,8 @@ describe('POST /api/logs/query: from the rollups', () => {
       { dimensions: ['userAgent'], filters: [['is', 'statusCode', [404]]] },
       { dimensions: ['referrer'] },
       { dimensions: ['time:minute', 'statusCode'], dateRange: '24h' },
-      { dimensions: ['browser'] },
+      { dimensions: ['browser'], metrics: ['p50ResponseTime'] },
+      { dimensions: ['os'], filters: [['is', 'method', ['GET']]] },
     ];
     for (const body of raw) expect(rollupOf(body), JSON.stringify(body)).toBeNull();
   });
@@ -796,6 +801,7 @@ describe('POST /api/logs/query: from the rollups', () => {
       ['url', '/', { dimensions: ['url'] }, ['/']],
       ['path', '/', { dimensions: ['path'] }, ['/']],
       ['ip', '192.168.1.7', { dimensions: ['ipAddress'] }, ['192.168.1.7']],
+      ['agent_class', String(agentClass(AGENTS[0]! as Parameters<typeof agentClass>[0]).id), { dimensions: ['browser'] }, [AGENTS[0]!.browser]],
       ['referrer_host', '', { dimensions: ['referrerHost'] }, ['']],
       ['error_url', `503 /h/${HOSTILE}`, { dimensions: ['url', 'statusCode'], filters: [['is', 'statusClass', ['5xx']]] }, [`/h/${HOSTILE}`, 503]],
     ];

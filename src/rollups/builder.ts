@@ -171,22 +171,26 @@ const DAY_HOURS = `access_rollups
     AND bucket >= toDateTime({fromS:UInt32}, 'UTC') AND bucket < toDateTime({toS:UInt32}, 'UTC')
     AND ${inGroup('toUnixTimestamp(toStartOfDay(bucket))')}`;
 
-/** A list with a row for every row of a bucket, and few keys: its requests are what the lists statement counted. */
-const COMPLETE_LIST = ROLLUP_LISTS.find((l) => l.dim === 'status')!;
+/** The lists that must hold every row of a built bucket (the registry's `bounds`). */
+const BOUNDING_LISTS = ROLLUP_LISTS.filter((l) => l.bounds);
 
 /**
- * The totals' fresh rows with their requests bounded by what the bucket's complete list holds once
- * the lists are written. Lists and totals are two statements, each reading the rows as they are
- * when it starts: lines stored in between would give a total that equals the count (built) over
- * lists without those lines. Bounded, such a bucket stays unbuilt and is read raw, and the next
- * round brings the lists up and then the total (its other partials are differences, 0 by then).
+ * The totals' fresh rows with their requests bounded by what each bounding list of the bucket holds
+ * once the lists are written (0 where one has no row). Lists and totals are two statements, each
+ * reading the rows as they are when it starts: lines stored in between would give a total that
+ * equals the count (built) over lists without those lines; and the agent class list leaves out the
+ * rows not classified yet. Bounded, such a bucket stays unbuilt and is read raw, and a later round
+ * brings the lists up and then the total (its other partials are differences, 0 by then).
  */
 const boundedByLists = (span: 'hour' | 'day', fresh: string) => `
   SELECT fresh.* REPLACE (least(fresh.p_requests, listed.requests) AS p_requests)
   FROM (${fresh}) AS fresh
   LEFT JOIN (
-    SELECT domain_id, bucket, sum(requests) AS requests FROM access_rollups
-    WHERE span = '${span}' AND dim = '${COMPLETE_LIST.dim}' AND ${GROUP_BUCKETS}
+    SELECT domain_id, bucket, if(count() = ${BOUNDING_LISTS.length}, min(requests), 0) AS requests FROM (
+      SELECT domain_id, bucket, dim, sum(requests) AS requests FROM access_rollups
+      WHERE span = '${span}' AND dim IN (${BOUNDING_LISTS.map((l) => `'${l.dim}'`).join(', ')}) AND ${GROUP_BUCKETS}
+      GROUP BY domain_id, bucket, dim
+    )
     GROUP BY domain_id, bucket
   ) AS listed USING (domain_id, bucket)`;
 
