@@ -1,0 +1,316 @@
+/**
+ * bench/engine-concurrency: does the embedded engine answer the dashboard faster when requests
+ * of different viewers read side by side? (issue 31, part 5)
+ *
+ *   npx tsx bench/engine-concurrency.ts                                  # 1,000,000 + 9 × 100,000 rows of bench/query's logs
+ *   BENCH_DATA_DIR=/tmp/…/data npx tsx bench/engine-concurrency.ts      # a DATA_DIR kept by bench/query or another bench (BENCH_KEEP=1)
+ *
+ *   1. the data: bench/query's logs loaded through the CLI, or a kept DATA_DIR;
+ *   2. a `serve` child on it until it is idle (the stats rollups built, chDB's merges done), stopped;
+ *   3. in this process, the stores opened as `serve` opens them, and each viewer a user of its own
+ *      (an administrator, for the fair queue a different id each) looking at one of the 10 domains:
+ *      a view is the domain dashboard's 14 POST /api/logs/query bodies (web/src/pages/Domain.tsx,
+ *      web/src/panels.ts; default period BENCH_RANGE, 24h), the three of the headline at once, then
+ *      the eleven panels at once (web/src/stages.ts), each through the real service (queryLogs:
+ *      the domains from Postgres, parse, the fair queue, run, shape);
+ *   4. per round, for 1, 2, 4 and 10 viewers (BENCH_VIEWERS), each viewer doing BENCH_VIEWS views
+ *      in turn, the paths one after the other in an order that alternates between rounds:
+ *        today        the store's client: one statement at a time, bound parameters, 1 request in flight;
+ *        one-conn     the parameters written as literals, statements sent at once on one chDB
+ *                     connection (no serialisation of ours), BENCH_POOL requests in flight;
+ *        pool-bound   BENCH_POOL chDB Sessions on the same path, each running one statement at a
+ *                     time, a statement on the first free one; bound parameters; BENCH_POOL in flight;
+ *        pool-lit     the same pool with the parameters written as literals.
+ *      Figures: views/s, a view's p50 and p99 (first request to last answer), a request's p50 and
+ *      p99; the median over the rounds with the spread, and the other load on the machine.
+ *
+ * The literal writer here is the bench's own, checked against the bound path on the first view of
+ * every domain (the answers must be the same) — it is not the product's.
+ *
+ * Environment (optional): BENCH_ROWS (default 1000000), BENCH_DATA_DIR, BENCH_ROUNDS (3),
+ * BENCH_VIEWERS (1,2,4,10), BENCH_VIEWS (3), BENCH_POOL (4), BENCH_RANGE (24h), BENCH_PATHS
+ * (today,one-conn,pool-bound,pool-lit), BENCH_KEEP (1: keep the temporary directory).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createClient, type QueryParams } from '@clickhouse/client';
+import { createChdbConnection } from 'chdb/connection';
+import { loadConfig } from '../core/config.js';
+import { derivedClient, type ClickHouseClient } from '../core/db/clickhouse.js';
+import { sql } from '../core/db/sql.js';
+import { createLogger } from '../core/log.js';
+import type { Principal } from '../src/context.js';
+import { createReads, type Reads } from '../src/reads/client.js';
+import { openStores } from '../src/runtime.js';
+import { queryBody } from '../src/stats/query/schemas.js';
+import { queryLogs } from '../src/stats/query/service.js';
+import { PermissionSet } from '../src/users/permissions.js';
+import { PANELS } from '../web/src/panels.js';
+import { BENCH_ADMIN, benchDataDir } from './lib/query-data.js';
+import { childEnv, failBench, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
+import { fmt, load, median, positiveIntEnv } from './lib/util.js';
+
+const ROWS = positiveIntEnv('BENCH_ROWS', 1_000_000);
+const ROUNDS = positiveIntEnv('BENCH_ROUNDS', 3);
+const VIEWS = positiveIntEnv('BENCH_VIEWS', 3);
+const POOL = positiveIntEnv('BENCH_POOL', 4);
+const RANGE = process.env.BENCH_RANGE ?? '24h';
+const VIEWERS = (process.env.BENCH_VIEWERS ?? '1,2,4,10').split(',').map(Number);
+const KEPT_DATA_DIR = process.env.BENCH_DATA_DIR;
+const KEEP = process.env.BENCH_KEEP === '1';
+const PATHS = ['today', 'one-conn', 'pool-bound', 'pool-lit'] as const;
+type PathName = (typeof PATHS)[number];
+const CHOSEN = (process.env.BENCH_PATHS ?? PATHS.join(',')).split(',') as PathName[];
+for (const p of CHOSEN) if (!PATHS.includes(p)) throw new Error(`BENCH_PATHS: unknown path ${p}`);
+
+// ---------------------------------------------------------------------------------------------
+// The bench's literal writer: a `{name:Type}` placeholder → CAST(<literal> AS Type).
+
+const INT_RANGE: Record<string, [bigint, bigint]> = {
+  UInt8: [0n, 255n],
+  UInt16: [0n, 65535n],
+  UInt32: [0n, 4294967295n],
+  UInt64: [0n, 18446744073709551615n],
+  Int8: [-128n, 127n],
+  Int16: [-32768n, 32767n],
+  Int32: [-2147483648n, 2147483647n],
+  Int64: [-9223372036854775808n, 9223372036854775807n],
+};
+
+/** `a, b` of `Tuple(a, b)` at the top level of the parentheses. */
+function splitTypes(list: string): string[] {
+  const out: string[] = [];
+  let depth = 0;
+  let from = 0;
+  for (let i = 0; i < list.length; i++) {
+    if (list[i] === '(') depth++;
+    else if (list[i] === ')') depth--;
+    else if (list[i] === ',' && depth === 0) {
+      out.push(list.slice(from, i).trim());
+      from = i + 1;
+    }
+  }
+  out.push(list.slice(from).trim());
+  return out;
+}
+
+function literal(type: string, value: unknown): string {
+  const inner = /^(Array|Tuple)\((.*)\)$/.exec(type);
+  if (inner?.[1] === 'Array') {
+    if (!Array.isArray(value)) throw new Error(`${type}: not an array`);
+    return `[${value.map((v) => literal(inner[2]!, v)).join(', ')}]`;
+  }
+  if (inner?.[1] === 'Tuple') {
+    const types = splitTypes(inner[2]!);
+    const values = (value as { values?: unknown[] }).values ?? value;
+    if (!Array.isArray(values) || values.length !== types.length) throw new Error(`${type}: not a tuple of ${types.length}`);
+    return `tuple(${values.map((v, i) => literal(types[i]!, v)).join(', ')})`;
+  }
+  if (type === 'String') {
+    if (typeof value !== 'string') throw new Error('String: not a string');
+    return `'${value.replace(/[\\']/g, (c) => `\\${c}`).replace(/\0/g, '\\0')}'`;
+  }
+  const range = INT_RANGE[type];
+  if (range) {
+    const n = typeof value === 'bigint' ? value : typeof value === 'number' && Number.isSafeInteger(value) ? BigInt(value) : undefined;
+    if (n === undefined || n < range[0] || n > range[1]) throw new Error(`${type}: ${String(value)} out of range`);
+    return String(n);
+  }
+  if (type === 'Float64' && typeof value === 'number' && Number.isFinite(value)) return String(value);
+  throw new Error(`no literal for ${type}`);
+}
+
+function inlineParams(sql: string, params: Record<string, unknown> | undefined): string {
+  return sql.replace(/\{([A-Za-z_]\w*):([^{}]+)\}/g, (_, name: string, type: string) => {
+    if (!params || !(name in params)) throw new Error(`unbound placeholder ${name}`);
+    return `CAST(${literal(type, params[name])} AS ${type})`;
+  });
+}
+
+/** `base` with every statement's parameters written into its SQL. */
+const literalClient = (base: ClickHouseClient): ClickHouseClient =>
+  derivedClient(base, {
+    query: (params: QueryParams) => base.query({ ...params, query: inlineParams(params.query, params.query_params), query_params: undefined }),
+  } as Pick<ClickHouseClient, 'query'>);
+
+// ---------------------------------------------------------------------------------------------
+// A pool of chDB Sessions on one path: each statement on the first free Session, one at a time on each.
+
+type Connection = ReturnType<typeof createChdbConnection>;
+const STATEMENTS = ['query', 'exec', 'command', 'insert'] as const;
+
+function pooledConnection(connections: Connection[]): Connection {
+  const free = [...connections];
+  const waiting: ((c: Connection) => void)[] = [];
+  const take = () => (free.length ? Promise.resolve(free.pop()!) : new Promise<Connection>((r) => waiting.push(r)));
+  const give = (c: Connection) => (waiting.length ? waiting.shift()!(c) : free.push(c));
+  const statements = Object.fromEntries(
+    STATEMENTS.map((name) => [
+      name,
+      async (params: unknown) => {
+        const c = await take();
+        try {
+          return await (c[name] as (p: unknown) => Promise<unknown>).call(c, params);
+        } finally {
+          give(c);
+        }
+      },
+    ]),
+  );
+  return new Proxy(connections[0]!, {
+    get(target, property) {
+      if (property in statements) return statements[property as string];
+      if (property === 'close') return async () => Promise.all(connections.map((c) => c.close()));
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+const clientOf = (connection: Connection) => createClient({ connection: connection as unknown as NonNullable<Parameters<typeof createClient>[0]>['connection'] });
+
+// ---------------------------------------------------------------------------------------------
+// The dashboard's view of one domain.
+
+function viewBodies(domainId: number): { headline: unknown[]; panels: unknown[] } {
+  const base = { domains: [domainId], dateRange: RANGE, filters: [] };
+  return {
+    headline: [
+      { ...base, metrics: ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'] },
+      { ...base, metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 },
+      { ...base, metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 },
+    ],
+    panels: PANELS.map((spec) => ({
+      ...base,
+      metrics: spec.metrics.map((m) => m.name),
+      dimensions: spec.dimensions,
+      filters: spec.filters ?? [],
+      limit: 10,
+      ...(spec.orderBy ? { orderBy: spec.orderBy } : {}),
+    })),
+  };
+}
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
+};
+
+interface Figure {
+  viewsPerS: number;
+  viewP50: number;
+  viewP99: number;
+  requestP50: number;
+  requestP99: number;
+  otherCores: number;
+}
+
+let server: Server | undefined;
+const dir = KEPT_DATA_DIR ? null : fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-bench-engine-'));
+try {
+  console.log(`bench/engine-concurrency: load ${load()}, ${os.cpus().length} cores; ${ROUNDS} rounds, viewers ${VIEWERS.join(', ')}, ${VIEWS} views each, pool ${POOL}, period ${RANGE}`);
+  const dataDir = await benchDataDir({ kept: KEPT_DATA_DIR, dir, rows: ROWS, keep: KEEP });
+  const env = childEnv(dataDir, BENCH_ADMIN, { LOG_LEVEL: 'warn' });
+  server = await startServer(env, { detached: true });
+  const idle = await waitIdle(server.pid, 10 * 60_000);
+  await stopServer(server);
+  server = undefined;
+  console.log(`2. serve idle after ${fmt(idle.waitedMs)} ms (${idle.cpuS.toFixed(1)} CPU s), stopped`);
+
+  const config = loadConfig(env);
+  const log = createLogger('warn');
+  const stores = await openStores(config, log);
+  const clickhouseDir = path.join(dataDir, 'clickhouse');
+  const oneConn = createChdbConnection({ path: clickhouseDir });
+  const pool = pooledConnection(Array.from({ length: POOL }, () => createChdbConnection({ path: clickhouseDir })));
+  const poolClient = clientOf(pool);
+  const wide = (): Reads => createReads({ ...config, readsInFlight: POOL });
+  const paths: Record<PathName, { clickhouse: ClickHouseClient; reads: Reads }> = {
+    today: { clickhouse: stores.clickhouse, reads: createReads(config) },
+    'one-conn': { clickhouse: literalClient(clientOf(oneConn)), reads: wide() },
+    'pool-bound': { clickhouse: poolClient, reads: wide() },
+    'pool-lit': { clickhouse: literalClient(poolClient), reads: wide() },
+  };
+  const domains = await stores.db.query<{ id: number; name: string }>(sql`select id, name from domains order by id limit 10`);
+  const principals = domains.map(
+    (_, i): Principal => ({
+      user: { id: 1_000_000 + i, name: `viewer ${i}`, email: `viewer${i}@example.com`, role: 'admin', active: true, token_version: 0, last_login_at: null, created_at: new Date(), updated_at: new Date() },
+      permissions: new PermissionSet('admin', []),
+      credential: 'session',
+      expiresAt: null,
+    }),
+  );
+  const request = async (p: PathName, viewer: number, body: unknown) => {
+    const started = performance.now();
+    const answer = await queryLogs({ db: stores.db, config, ...paths[p] }, principals[viewer]!, queryBody.parse(body));
+    return { answer, ms: performance.now() - started };
+  };
+  const view = async (p: PathName, viewer: number) => {
+    const bodies = viewBodies(domains[viewer % domains.length]!.id);
+    const started = performance.now();
+    const headline = await Promise.all(bodies.headline.map((b) => request(p, viewer, b)));
+    const panels = await Promise.all(bodies.panels.map((b) => request(p, viewer, b)));
+    return { ms: performance.now() - started, requests: [...headline, ...panels] };
+  };
+
+  // Every path gives the same answers (the literal writer checked), and warms its caches.
+  for (let v = 0; v < domains.length; v++) {
+    const answers = await Promise.all(CHOSEN.map(async (p) => JSON.stringify((await view(p, v)).requests.map((r) => r.answer))));
+    for (let i = 1; i < answers.length; i++) if (answers[i] !== answers[0]) throw new Error(`${CHOSEN[i]} answers ${domains[v]!.name}'s view differently from ${CHOSEN[0]}`);
+  }
+  console.log(`3. ${domains.length} domains (${domains.map((d) => d.name).join(', ')}); every path answers their views the same`);
+
+  const figures = new Map<string, Figure[]>();
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const viewers of VIEWERS) {
+      const order = round % 2 ? [...CHOSEN].reverse() : CHOSEN;
+      for (const p of order) {
+        const { value, otherCores } = await withOtherLoad(process.pid, async () => {
+          const started = performance.now();
+          const runs = await Promise.all(
+            Array.from({ length: viewers }, async (_, v) => {
+              const out = [];
+              for (let i = 0; i < VIEWS; i++) out.push(await view(p, v));
+              return out;
+            }),
+          );
+          return { runs: runs.flat(), wallS: (performance.now() - started) / 1000 };
+        });
+        const viewMs = value.runs.map((r) => r.ms);
+        const requestMs = value.runs.flatMap((r) => r.requests.map((q) => q.ms));
+        const figure = { viewsPerS: viewMs.length / value.wallS, viewP50: median(viewMs), viewP99: pct(viewMs, 99), requestP50: median(requestMs), requestP99: pct(requestMs, 99), otherCores };
+        const key = `${viewers}\t${p}`;
+        figures.set(key, [...(figures.get(key) ?? []), figure]);
+        console.log(
+          `round ${round + 1}, ${viewers} viewer(s), ${p}: ${figure.viewsPerS.toFixed(2)} views/s, view p50 ${fmt(figure.viewP50)} p99 ${fmt(figure.viewP99)} ms, request p50 ${fmt(figure.requestP50)} p99 ${fmt(figure.requestP99)} ms, other load ${otherCores.toFixed(2)} cores`,
+        );
+      }
+    }
+  }
+
+  const spread = (xs: number[], digits = 0) => {
+    const f = (n: number) => (digits ? n.toFixed(digits) : fmt(n));
+    return `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
+  };
+  console.log(`\n4. median of ${ROUNDS} rounds (spread); vs today: the ratio of views/s in the same round, median (spread)\n`);
+  console.log('| viewers | path | views/s | vs today | view p50 ms | view p99 ms | request p50 ms | request p99 ms | other load (cores) |');
+  console.log('|---:|---|---:|---:|---:|---:|---:|---:|---:|');
+  for (const viewers of VIEWERS) {
+    const today = figures.get(`${viewers}\ttoday`);
+    for (const p of CHOSEN) {
+      const fs_ = figures.get(`${viewers}\t${p}`)!;
+      const ratio = today ? spread(fs_.map((f, i) => f.viewsPerS / today[i]!.viewsPerS), 2) : '';
+      console.log(
+        `| ${viewers} | ${p} | ${spread(fs_.map((f) => f.viewsPerS), 2)} | ${ratio} | ${spread(fs_.map((f) => f.viewP50))} | ${spread(fs_.map((f) => f.viewP99))} | ${spread(fs_.map((f) => f.requestP50))} | ${spread(fs_.map((f) => f.requestP99))} | ${spread(fs_.map((f) => f.otherCores), 2)} |`,
+      );
+    }
+  }
+  await oneConn.close();
+  await pool.close();
+  await stores.close();
+} catch (err) {
+  failBench('engine-concurrency', err, server);
+} finally {
+  if (dir && !KEEP) fs.rmSync(dir, { recursive: true, force: true });
+}
