@@ -16,6 +16,7 @@
  *   4. per round, for 1, 2, 4 and 10 viewers (BENCH_VIEWERS), each viewer doing BENCH_VIEWS views
  *      in turn, the paths one after the other in an order that alternates between rounds:
  *        today        the store's client: one statement at a time, bound parameters, 1 request in flight;
+ *        today-lit    the same with the parameters written as literals (what literals alone change);
  *        one-conn     the parameters written as literals, statements sent at once on one chDB
  *                     connection (no serialisation of ours), BENCH_POOL requests in flight;
  *        pool-bound   BENCH_POOL chDB Sessions on the same path, each running one statement at a
@@ -29,7 +30,7 @@
  *
  * Environment (optional): BENCH_ROWS (default 1000000), BENCH_DATA_DIR, BENCH_ROUNDS (3),
  * BENCH_VIEWERS (1,2,4,10), BENCH_VIEWS (3), BENCH_POOL (4), BENCH_RANGE (24h), BENCH_PATHS
- * (today,one-conn,pool-bound,pool-lit), BENCH_KEEP (1: keep the temporary directory).
+ * (today,today-lit,one-conn,pool-bound,pool-lit), BENCH_KEEP (1: keep the temporary directory).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -59,7 +60,7 @@ const RANGE = process.env.BENCH_RANGE ?? '24h';
 const VIEWERS = (process.env.BENCH_VIEWERS ?? '1,2,4,10').split(',').map(Number);
 const KEPT_DATA_DIR = process.env.BENCH_DATA_DIR;
 const KEEP = process.env.BENCH_KEEP === '1';
-const PATHS = ['today', 'one-conn', 'pool-bound', 'pool-lit'] as const;
+const PATHS = ['today', 'today-lit', 'one-conn', 'pool-bound', 'pool-lit'] as const;
 type PathName = (typeof PATHS)[number];
 const CHOSEN = (process.env.BENCH_PATHS ?? PATHS.join(',')).split(',') as PathName[];
 for (const p of CHOSEN) if (!PATHS.includes(p)) throw new Error(`BENCH_PATHS: unknown path ${p}`);
@@ -228,6 +229,7 @@ try {
   const wide = (): Reads => createReads({ ...config, readsInFlight: POOL });
   const paths: Record<PathName, { clickhouse: ClickHouseClient; reads: Reads }> = {
     today: { clickhouse: stores.clickhouse, reads: createReads(config) },
+    'today-lit': { clickhouse: literalClient(stores.clickhouse), reads: createReads(config) },
     'one-conn': { clickhouse: literalClient(clientOf(oneConn)), reads: wide() },
     'pool-bound': { clickhouse: poolClient, reads: wide() },
     'pool-lit': { clickhouse: literalClient(poolClient), reads: wide() },
@@ -241,9 +243,11 @@ try {
       expiresAt: null,
     }),
   );
+  // One moment for every view: the same window for every path.
+  const now = Date.now();
   const request = async (p: PathName, viewer: number, body: unknown) => {
     const started = performance.now();
-    const answer = await queryLogs({ db: stores.db, config, ...paths[p] }, principals[viewer]!, queryBody.parse(body));
+    const answer = await queryLogs({ db: stores.db, config, ...paths[p] }, principals[viewer]!, queryBody.parse(body), now);
     return { answer, ms: performance.now() - started };
   };
   const view = async (p: PathName, viewer: number) => {
@@ -256,8 +260,11 @@ try {
 
   // Every path gives the same answers (the literal writer checked), and warms its caches.
   for (let v = 0; v < domains.length; v++) {
-    const answers = await Promise.all(CHOSEN.map(async (p) => JSON.stringify((await view(p, v)).requests.map((r) => r.answer))));
-    for (let i = 1; i < answers.length; i++) if (answers[i] !== answers[0]) throw new Error(`${CHOSEN[i]} answers ${domains[v]!.name}'s view differently from ${CHOSEN[0]}`);
+    const answers = await Promise.all(CHOSEN.map(async (p) => (await view(p, v)).requests.map((r) => JSON.stringify(r.answer))));
+    for (let i = 1; i < answers.length; i++) {
+      const differs = answers[i]!.findIndex((a, j) => a !== answers[0]![j]);
+      if (differs >= 0) throw new Error(`${CHOSEN[i]} answers request ${differs} of ${domains[v]!.name}'s view differently from ${CHOSEN[0]}: ${answers[i]![differs]!.slice(0, 300)} vs ${answers[0]![differs]!.slice(0, 300)}`);
+    }
   }
   console.log(`3. ${domains.length} domains (${domains.map((d) => d.name).join(', ')}); every path answers their views the same`);
 
