@@ -14,7 +14,7 @@
  *      the eleven panels at once (web/src/stages.ts), each through the real service (queryLogs:
  *      the domains from Postgres, parse, the fair queue, run, shape);
  *   4. per round, for 1, 2, 4 and 10 viewers (BENCH_VIEWERS), each viewer doing BENCH_VIEWS views
- *      in turn, the paths one after the other in an order that alternates between rounds:
+ *      in turn, the paths one after the other, each round starting with the next one:
  *        today        the store's client: one statement at a time, bound parameters, 1 request in flight;
  *        today-lit    the same with the parameters written as literals (what literals alone change);
  *        one-conn     the parameters written as literals, statements sent at once on one chDB
@@ -28,8 +28,8 @@
  * The literal writer here is the bench's own, checked against the bound path on the first view of
  * every domain (the answers must be the same) — it is not the product's.
  *
- * Environment (optional): BENCH_ROWS (default 1000000), BENCH_DATA_DIR, BENCH_ROUNDS (3),
- * BENCH_VIEWERS (1,2,4,10), BENCH_VIEWS (3), BENCH_POOL (4), BENCH_RANGE (24h), BENCH_PATHS
+ * Environment (optional): BENCH_ROWS (default 1000000), BENCH_DATA_DIR, BENCH_ROUNDS (9),
+ * BENCH_VIEWERS (1,2,4,10), BENCH_VIEWS (1), BENCH_POOL (4), BENCH_RANGE (24h), BENCH_PATHS
  * (today,today-lit,one-conn,pool-bound,pool-lit), BENCH_KEEP (1: keep the temporary directory).
  */
 import fs from 'node:fs';
@@ -49,12 +49,13 @@ import { queryLogs } from '../src/stats/query/service.js';
 import { PermissionSet } from '../src/users/permissions.js';
 import { PANELS } from '../web/src/panels.js';
 import { BENCH_ADMIN, benchDataDir } from './lib/query-data.js';
-import { childEnv, failBench, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
+import { machineBusyTicks } from './lib/measure.js';
+import { childEnv, failBench, startServer, stopServer, waitIdle, type Server } from './lib/serve-child.js';
 import { fmt, load, median, positiveIntEnv } from './lib/util.js';
 
 const ROWS = positiveIntEnv('BENCH_ROWS', 1_000_000);
-const ROUNDS = positiveIntEnv('BENCH_ROUNDS', 3);
-const VIEWS = positiveIntEnv('BENCH_VIEWS', 3);
+const ROUNDS = positiveIntEnv('BENCH_ROUNDS', 9);
+const VIEWS = positiveIntEnv('BENCH_VIEWS', 1);
 const POOL = positiveIntEnv('BENCH_POOL', 4);
 const RANGE = process.env.BENCH_RANGE ?? '24h';
 const VIEWERS = (process.env.BENCH_VIEWERS ?? '1,2,4,10').split(',').map(Number);
@@ -193,6 +194,17 @@ function viewBodies(domainId: number): { headline: unknown[]; panels: unknown[] 
   };
 }
 
+/** Runs `work`; the CPU the rest of the machine used meanwhile, in cores (its busy time less this process's). */
+async function withOtherLoad<T>(work: () => Promise<T>): Promise<{ value: T; otherCores: number }> {
+  const busy0 = machineBusyTicks();
+  const self0 = process.cpuUsage();
+  const started = performance.now();
+  const value = await work();
+  const wallS = (performance.now() - started) / 1000;
+  const self = process.cpuUsage(self0);
+  return { value, otherCores: Math.max(0, (machineBusyTicks() - busy0 - (self.user + self.system) / 10_000) / 100 / wallS) };
+}
+
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
@@ -271,9 +283,10 @@ try {
   const figures = new Map<string, Figure[]>();
   for (let round = 0; round < ROUNDS; round++) {
     for (const viewers of VIEWERS) {
-      const order = round % 2 ? [...CHOSEN].reverse() : CHOSEN;
+      // Each round starts with the next path: every path runs at every position as often.
+      const order = CHOSEN.map((_, i) => CHOSEN[(i + round) % CHOSEN.length]!);
       for (const p of order) {
-        const { value, otherCores } = await withOtherLoad(process.pid, async () => {
+        const { value, otherCores } = await withOtherLoad(async () => {
           const started = performance.now();
           const runs = await Promise.all(
             Array.from({ length: viewers }, async (_, v) => {
