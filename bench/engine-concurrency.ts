@@ -15,30 +15,27 @@
  *      the domains from Postgres, parse, the fair queue, run, shape);
  *   4. per round, for 1, 2, 4 and 10 viewers (BENCH_VIEWERS), each viewer doing BENCH_VIEWS views
  *      in turn, the paths one after the other, each round starting with the next one:
- *        today        the store's client: one statement at a time, bound parameters, 1 request in flight;
- *        today-lit    the same with the parameters written as literals (what literals alone change);
- *        one-conn     the parameters written as literals, statements sent at once on one chDB
- *                     connection (no serialisation of ours), BENCH_POOL requests in flight;
- *        pool-bound   BENCH_POOL chDB Sessions on the same path, each running one statement at a
- *                     time, a statement on the first free one; bound parameters; BENCH_POOL in flight;
- *        pool-lit     the same pool with the parameters written as literals.
+ *        bound      the store's client: one statement at a time on one chDB session, bound
+ *                   parameters, 1 request in flight (the path before requestReads);
+ *        literal    the same with the parameters written as literals (withLiterals): what literals
+ *                   alone change;
+ *        sessions   the product's path (requestReads): BENCH_POOL read sessions (READS_IN_FLIGHT),
+ *                   statements side by side, one on each at a time, with literals; BENCH_POOL
+ *                   requests in flight.
  *      Figures: views/s, a view's p50 and p99 (first request to last answer), a request's p50 and
- *      p99; the median over the rounds with the spread, and the other load on the machine.
- *
- * The literal writer here is the bench's own, checked against the bound path on the first view of
- * every domain (the answers must be the same) — it is not the product's.
+ *      p99; the median over the rounds with the spread, and the other load on the machine. Every
+ *      path must answer the first view of every domain the same, or the bench stops.
  *
  * Environment (optional): BENCH_ROWS (default 1000000), BENCH_DATA_DIR, BENCH_ROUNDS (9),
  * BENCH_VIEWERS (1,2,4,10), BENCH_VIEWS (1), BENCH_POOL (4), BENCH_RANGE (24h), BENCH_PATHS
- * (today,today-lit,one-conn,pool-bound,pool-lit), BENCH_KEEP (1: keep the temporary directory).
+ * (bound,literal,sessions), BENCH_KEEP (1: keep the temporary directory).
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createClient, type QueryParams } from '@clickhouse/client';
-import { createChdbConnection } from 'chdb/connection';
+import type { QueryParams } from '@clickhouse/client';
 import { loadConfig } from '../core/config.js';
-import { derivedClient, type ClickHouseClient } from '../core/db/clickhouse.js';
+import { derivedClient, withLiterals, type ClickHouseClient } from '../core/db/clickhouse.js';
 import { sql } from '../core/db/sql.js';
 import { createLogger } from '../core/log.js';
 import type { Principal } from '../src/context.js';
@@ -61,116 +58,10 @@ const RANGE = process.env.BENCH_RANGE ?? '24h';
 const VIEWERS = (process.env.BENCH_VIEWERS ?? '1,2,4,10').split(',').map(Number);
 const KEPT_DATA_DIR = process.env.BENCH_DATA_DIR;
 const KEEP = process.env.BENCH_KEEP === '1';
-const PATHS = ['today', 'today-lit', 'one-conn', 'pool-bound', 'pool-lit'] as const;
+const PATHS = ['bound', 'literal', 'sessions'] as const;
 type PathName = (typeof PATHS)[number];
 const CHOSEN = (process.env.BENCH_PATHS ?? PATHS.join(',')).split(',') as PathName[];
 for (const p of CHOSEN) if (!PATHS.includes(p)) throw new Error(`BENCH_PATHS: unknown path ${p}`);
-
-// ---------------------------------------------------------------------------------------------
-// The bench's literal writer: a `{name:Type}` placeholder → CAST(<literal> AS Type).
-
-const INT_RANGE: Record<string, [bigint, bigint]> = {
-  UInt8: [0n, 255n],
-  UInt16: [0n, 65535n],
-  UInt32: [0n, 4294967295n],
-  UInt64: [0n, 18446744073709551615n],
-  Int8: [-128n, 127n],
-  Int16: [-32768n, 32767n],
-  Int32: [-2147483648n, 2147483647n],
-  Int64: [-9223372036854775808n, 9223372036854775807n],
-};
-
-/** `a, b` of `Tuple(a, b)` at the top level of the parentheses. */
-function splitTypes(list: string): string[] {
-  const out: string[] = [];
-  let depth = 0;
-  let from = 0;
-  for (let i = 0; i < list.length; i++) {
-    if (list[i] === '(') depth++;
-    else if (list[i] === ')') depth--;
-    else if (list[i] === ',' && depth === 0) {
-      out.push(list.slice(from, i).trim());
-      from = i + 1;
-    }
-  }
-  out.push(list.slice(from).trim());
-  return out;
-}
-
-function literal(type: string, value: unknown): string {
-  const inner = /^(Array|Tuple)\((.*)\)$/.exec(type);
-  if (inner?.[1] === 'Array') {
-    if (!Array.isArray(value)) throw new Error(`${type}: not an array`);
-    return `[${value.map((v) => literal(inner[2]!, v)).join(', ')}]`;
-  }
-  if (inner?.[1] === 'Tuple') {
-    const types = splitTypes(inner[2]!);
-    const values = (value as { values?: unknown[] }).values ?? value;
-    if (!Array.isArray(values) || values.length !== types.length) throw new Error(`${type}: not a tuple of ${types.length}`);
-    return `tuple(${values.map((v, i) => literal(types[i]!, v)).join(', ')})`;
-  }
-  if (type === 'String') {
-    if (typeof value !== 'string') throw new Error('String: not a string');
-    return `'${value.replace(/[\\']/g, (c) => `\\${c}`).replace(/\0/g, '\\0')}'`;
-  }
-  const range = INT_RANGE[type];
-  if (range) {
-    const n = typeof value === 'bigint' ? value : typeof value === 'number' && Number.isSafeInteger(value) ? BigInt(value) : undefined;
-    if (n === undefined || n < range[0] || n > range[1]) throw new Error(`${type}: ${String(value)} out of range`);
-    return String(n);
-  }
-  if (type === 'Float64' && typeof value === 'number' && Number.isFinite(value)) return String(value);
-  throw new Error(`no literal for ${type}`);
-}
-
-function inlineParams(sql: string, params: Record<string, unknown> | undefined): string {
-  return sql.replace(/\{([A-Za-z_]\w*):([^{}]+)\}/g, (_, name: string, type: string) => {
-    if (!params || !(name in params)) throw new Error(`unbound placeholder ${name}`);
-    return `CAST(${literal(type, params[name])} AS ${type})`;
-  });
-}
-
-/** `base` with every statement's parameters written into its SQL. */
-const literalClient = (base: ClickHouseClient): ClickHouseClient =>
-  derivedClient(base, {
-    query: (params: QueryParams) => base.query({ ...params, query: inlineParams(params.query, params.query_params), query_params: undefined }),
-  } as Pick<ClickHouseClient, 'query'>);
-
-// ---------------------------------------------------------------------------------------------
-// A pool of chDB Sessions on one path: each statement on the first free Session, one at a time on each.
-
-type Connection = ReturnType<typeof createChdbConnection>;
-const STATEMENTS = ['query', 'exec', 'command', 'insert'] as const;
-
-function pooledConnection(connections: Connection[]): Connection {
-  const free = [...connections];
-  const waiting: ((c: Connection) => void)[] = [];
-  const take = () => (free.length ? Promise.resolve(free.pop()!) : new Promise<Connection>((r) => waiting.push(r)));
-  const give = (c: Connection) => (waiting.length ? waiting.shift()!(c) : free.push(c));
-  const statements = Object.fromEntries(
-    STATEMENTS.map((name) => [
-      name,
-      async (params: unknown) => {
-        const c = await take();
-        try {
-          return await (c[name] as (p: unknown) => Promise<unknown>).call(c, params);
-        } finally {
-          give(c);
-        }
-      },
-    ]),
-  );
-  return new Proxy(connections[0]!, {
-    get(target, property) {
-      if (property in statements) return statements[property as string];
-      if (property === 'close') return async () => Promise.all(connections.map((c) => c.close()));
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
-}
-
-const clientOf = (connection: Connection) => createClient({ connection: connection as unknown as NonNullable<Parameters<typeof createClient>[0]>['connection'] });
 
 // ---------------------------------------------------------------------------------------------
 // The dashboard's view of one domain.
@@ -231,20 +122,20 @@ try {
   server = undefined;
   console.log(`2. serve idle after ${fmt(idle.waitedMs)} ms (${idle.cpuS.toFixed(1)} CPU s), stopped`);
 
-  const config = loadConfig(env);
-  const log = createLogger('warn');
-  const stores = await openStores(config, log);
-  const clickhouseDir = path.join(dataDir, 'clickhouse');
-  const oneConn = createChdbConnection({ path: clickhouseDir });
-  const pool = pooledConnection(Array.from({ length: POOL }, () => createChdbConnection({ path: clickhouseDir })));
-  const poolClient = clientOf(pool);
-  const wide = (): Reads => createReads({ ...config, readsInFlight: POOL });
+  const config = loadConfig({ ...env, READS_IN_FLIGHT: String(POOL) });
+  const stores = await openStores(config, createLogger('warn'));
+  const store = stores.clickhouse;
+  // A client derived from the store's reads it with bound parameters (requestReads gives it back as it is).
+  const oneAtATime = { ...config, readsInFlight: 1 };
   const paths: Record<PathName, { clickhouse: ClickHouseClient; reads: Reads }> = {
-    today: { clickhouse: stores.clickhouse, reads: createReads(config) },
-    'today-lit': { clickhouse: literalClient(stores.clickhouse), reads: createReads(config) },
-    'one-conn': { clickhouse: literalClient(clientOf(oneConn)), reads: wide() },
-    'pool-bound': { clickhouse: poolClient, reads: wide() },
-    'pool-lit': { clickhouse: literalClient(poolClient), reads: wide() },
+    bound: { clickhouse: derivedClient(store, {}), reads: createReads(oneAtATime) },
+    literal: {
+      clickhouse: derivedClient(store, {
+        query: (params: QueryParams) => store.query({ ...params, query: withLiterals(params.query, params.query_params ?? {}), query_params: undefined }),
+      } as Pick<ClickHouseClient, 'query'>),
+      reads: createReads(oneAtATime),
+    },
+    sessions: { clickhouse: store, reads: createReads(config) },
   };
   const domains = await stores.db.query<{ id: number; name: string }>(sql`select id, name from domains order by id limit 10`);
   const principals = domains.map(
@@ -313,21 +204,19 @@ try {
     const f = (n: number) => (digits ? n.toFixed(digits) : fmt(n));
     return `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
   };
-  console.log(`\n4. median of ${ROUNDS} rounds (spread); vs today: the ratio of views/s in the same round, median (spread)\n`);
-  console.log('| viewers | path | views/s | vs today | view p50 ms | view p99 ms | request p50 ms | request p99 ms | other load (cores) |');
+  console.log(`\n4. median of ${ROUNDS} rounds (spread); vs bound: the ratio of views/s in the same round, median (spread)\n`);
+  console.log('| viewers | path | views/s | vs bound | view p50 ms | view p99 ms | request p50 ms | request p99 ms | other load (cores) |');
   console.log('|---:|---|---:|---:|---:|---:|---:|---:|---:|');
   for (const viewers of VIEWERS) {
-    const today = figures.get(`${viewers}\ttoday`);
+    const baseline = figures.get(`${viewers}\tbound`);
     for (const p of CHOSEN) {
-      const fs_ = figures.get(`${viewers}\t${p}`)!;
-      const ratio = today ? spread(fs_.map((f, i) => f.viewsPerS / today[i]!.viewsPerS), 2) : '';
+      const runs = figures.get(`${viewers}\t${p}`)!;
+      const ratio = baseline ? spread(runs.map((f, i) => f.viewsPerS / baseline[i]!.viewsPerS), 2) : '';
       console.log(
-        `| ${viewers} | ${p} | ${spread(fs_.map((f) => f.viewsPerS), 2)} | ${ratio} | ${spread(fs_.map((f) => f.viewP50))} | ${spread(fs_.map((f) => f.viewP99))} | ${spread(fs_.map((f) => f.requestP50))} | ${spread(fs_.map((f) => f.requestP99))} | ${spread(fs_.map((f) => f.otherCores), 2)} |`,
+        `| ${viewers} | ${p} | ${spread(runs.map((f) => f.viewsPerS), 2)} | ${ratio} | ${spread(runs.map((f) => f.viewP50))} | ${spread(runs.map((f) => f.viewP99))} | ${spread(runs.map((f) => f.requestP50))} | ${spread(runs.map((f) => f.requestP99))} | ${spread(runs.map((f) => f.otherCores), 2)} |`,
       );
     }
   }
-  await oneConn.close();
-  await pool.close();
   await stores.close();
 } catch (err) {
   failBench('engine-concurrency', err, server);
