@@ -234,7 +234,7 @@ function literal(type: string, value: unknown): string {
   }
   const bounds = INTEGER_BOUNDS[type];
   if (!bounds) throw new TypeError(`withLiterals: no literal for ${type}`);
-  // JSON gives 64-bit integers as strings; the bound path takes them so too.
+  // Also as decimal strings, as the bound path takes them (a 64-bit one beyond 2^53 can only come so).
   const n = typeof value === 'bigint' ? value : Number.isSafeInteger(value) ? BigInt(value as number) : typeof value === 'string' && /^-?\d{1,20}$/.test(value) ? BigInt(value) : undefined;
   if (n === undefined || n < bounds[0] || n > bounds[1]) throw new TypeError(`withLiterals: ${String(value)} is not a ${type}`);
   return String(n);
