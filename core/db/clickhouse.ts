@@ -84,8 +84,8 @@ const readClients = new WeakMap<ClickHouseClient, ClickHouseClient>();
  * The client the reads of requests go through. Embedded: each statement on a free Session of a pool
  * of the store's own (one statement on each at a time, drained after a failure: sessionPool), its
  * parameters written as literals (withLiterals), because chDB runs the statements with bound
- * parameters one at a time in the whole process, whatever their session; side by side the
- * dashboard's views answered N× faster (bench/README, "bench/engine-concurrency"). A server's
+ * parameters one at a time in the whole process, whatever their session; side by side, more
+ * dashboard views answered per second (bench/README, "bench/engine-concurrency"). A server's
  * client, and any client derived from the store's, is returned as it is: bound parameters.
  */
 export const requestReads = (client: ClickHouseClient): ClickHouseClient => readClients.get(client) ?? client;
