@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
+import { ClickHouseLogLevel, createClient, TupleParam, type ClickHouseClient, type QueryParams } from '@clickhouse/client';
 import type { ChdbExtension } from 'chdb/connection';
 import type { Logger } from '../log.js';
 import { dropUncommittedDedupRecords } from './dedup-log-repair.js';
@@ -69,10 +69,32 @@ export async function selectPage<T>(clickhouse: ClickHouseClient, query: string,
 }
 
 /**
+ * Sessions of the embedded engine that the reads of requests run on side by side, one statement
+ * on each at a time; READS_IN_FLIGHT replaces it (and createReads lets as many requests in).
+ */
+export const EMBEDDED_READ_SESSIONS = 4;
+
+/** max_query_size of the read sessions, whose statements carry their values (withLiterals). */
+const READ_MAX_QUERY_BYTES = 2 ** 30;
+
+// The client each embedded store client's requests read through (requestReads).
+const readClients = new WeakMap<ClickHouseClient, ClickHouseClient>();
+
+/**
+ * The client the reads of requests go through. Embedded: each statement on a free Session of a pool
+ * of the store's own (one statement on each at a time, drained after a failure: sessionPool), its
+ * parameters written as literals (withLiterals), because chDB runs the statements with bound
+ * parameters one at a time in the whole process, whatever their session; side by side, more
+ * dashboard views answered per second (bench/README, "bench/engine-concurrency"). A server's
+ * client, and any client derived from the store's, is returned as it is: bound parameters.
+ */
+export const requestReads = (client: ClickHouseClient): ClickHouseClient => readClients.get(client) ?? client;
+
+/**
  * One `@clickhouse/client` API for both modes: a ClickHouse server at CLICKHOUSE_URL, or the
  * in-process chDB engine under DATA_DIR/clickhouse (one process per data directory).
  */
-export async function openClickhouse(options: { clickhouseUrl?: string; dataDir: string }, log?: Logger): Promise<ClickHouseClient> {
+export async function openClickhouse(options: { clickhouseUrl?: string; dataDir: string; readsInFlight?: number }, log?: Logger): Promise<ClickHouseClient> {
   if (options.clickhouseUrl) {
     // The client's own log is unstructured text on stderr; failures reach ours through the callers.
     const client = createClient({ url: options.clickhouseUrl, request_timeout: 60_000, log: { level: ClickHouseLogLevel.OFF } });
@@ -89,48 +111,146 @@ export async function openClickhouse(options: { clickhouseUrl?: string; dataDir:
   }
   // Loaded here only: a server-mode process never maps libchdb (hundreds of MB of code).
   const { createChdbConnection } = await import('chdb/connection');
-  // chdb bundles its own copy of @clickhouse/client-common's types; the objects are compatible.
   const chdb = createChdbConnection({ path: dir });
-  const connection = oneStatementAtATime(chdb) as unknown as NonNullable<Parameters<typeof createClient>[0]>['connection'];
-  const client = createClient({ connection });
+  const client = createClient({ connection: asConnection(sessionPool([chdb])) });
+  // Sessions on the same path share the engine and its data; each has its own output.
+  const readSessions = Array.from({ length: options.readsInFlight ?? EMBEDDED_READ_SESSIONS }, () => createChdbConnection({ path: dir }));
+  // A bound value is not part of the statement's text, a literal is: the page of a compare names up
+  // to 10,000 groups (URLs of up to 64 KB), which the text's own limit (256 KB) must not refuse.
+  for (const session of readSessions) await session.chdb.queryAsync(`SET max_query_size = ${READ_MAX_QUERY_BYTES}`);
+  const reads = createClient({ connection: asConnection(sessionPool(readSessions)) });
+  readClients.set(
+    client,
+    derivedClient(client, {
+      query: (params: QueryParams) => reads.query({ ...params, query: withLiterals(params.query, params.query_params ?? {}), query_params: undefined }),
+    } as Pick<ClickHouseClient, 'query'>),
+  );
+  const closeStore = client.close.bind(client);
+  client.close = async () => {
+    await reads.close();
+    await closeStore();
+  };
   chdbHandles.set(client, chdb.chdb);
   return client;
 }
 
 type ChdbConnection = ReturnType<typeof import('chdb/connection').createChdbConnection>;
+// chdb bundles its own copy of @clickhouse/client-common's types; the objects are compatible.
+const asConnection = (connection: ChdbConnection) => connection as unknown as NonNullable<Parameters<typeof createClient>[0]>['connection'];
 const STATEMENTS = ['query', 'exec', 'command', 'insert'] as const;
 
 /**
- * The embedded connection running one statement at a time, and after a statement that failed, a
- * `SELECT 1` whose answer is thrown away before the next one starts. chDB keeps the output of a
- * statement that fails part way (a limit reached while its rows were being written) and hands it to
- * the connection's next statement at the head of that one's answer: the rows of one user's stopped
- * read would appear in whatever read came next, another user's or a live tail's (bench/README,
- * "bench/fair-reads"). Statements with bound parameters already ran one at a time in chDB's own queue;
- * inserts through the engine's own handle (chdbOf) write no rows to hand on.
+ * One connection over embedded `sessions` (on one path): each statement on a free session, the
+ * one freed last first, a session running one statement at a time and, after a statement that
+ * failed, a `SELECT 1` whose answer is thrown away before it takes the next one. chDB keeps the
+ * output of a statement that fails part way (a limit reached while its rows were being written) and
+ * hands it to the session's next statement at the head of that one's answer: the rows of one
+ * user's stopped read would appear in whatever read came next on that session, another user's or a
+ * live tail's (bench/README, "bench/fair-reads"); each session has its own output, so another
+ * session's statements never see them. Inserts through the engine's own handle (chdbOf) write no
+ * rows to hand on.
  */
-function oneStatementAtATime(chdb: ChdbConnection): ChdbConnection {
-  let tail: Promise<unknown> = Promise.resolve();
-  const serialized = Object.fromEntries(
-    STATEMENTS.map((name) => {
-      const statement = (chdb[name] as (params: unknown) => Promise<unknown>).bind(chdb);
-      const run = async (params: unknown) => {
+function sessionPool(sessions: ChdbConnection[]): ChdbConnection {
+  const free = [...sessions];
+  const waiting: ((session: ChdbConnection) => void)[] = [];
+  const take = () => (free.length > 0 ? Promise.resolve(free.pop()!) : new Promise<ChdbConnection>((resolve) => waiting.push(resolve)));
+  const give = (session: ChdbConnection) => {
+    const next = waiting.shift();
+    if (next) next(session);
+    else free.push(session);
+  };
+  const statements = Object.fromEntries(
+    STATEMENTS.map((name) => [
+      name,
+      async (params: unknown) => {
+        const session = await take();
         try {
-          return await statement(params);
+          return await (session[name] as (params: unknown) => Promise<unknown>).call(session, params);
         } catch (err) {
-          await chdb.chdb.queryAsync('SELECT 1', { format: 'CSV' }).catch(() => undefined);
+          await session.chdb.queryAsync('SELECT 1', { format: 'CSV' }).catch(() => undefined);
           throw err;
+        } finally {
+          give(session);
         }
-      };
-      return [name, (params: unknown) => (tail = tail.then(() => run(params), () => run(params)))];
-    }),
+      },
+    ]),
   );
-  return new Proxy(chdb, {
+  return new Proxy(sessions[0]!, {
     get(target, property) {
-      if (property in serialized) return serialized[property as string];
+      if (property in statements) return statements[property as string];
+      if (property === 'close') return async () => void (await Promise.all(sessions.map((session) => session.close())));
       const value: unknown = Reflect.get(target, property, target);
       return typeof value === 'function' ? value.bind(target) : value;
     },
+  });
+}
+
+// The integer types a value may be written as, with their bounds.
+const INTEGER_BOUNDS: Record<string, [bigint, bigint]> = {
+  UInt8: [0n, 2n ** 8n - 1n],
+  UInt16: [0n, 2n ** 16n - 1n],
+  UInt32: [0n, 2n ** 32n - 1n],
+  UInt64: [0n, 2n ** 64n - 1n],
+  Int8: [-(2n ** 7n), 2n ** 7n - 1n],
+  Int16: [-(2n ** 15n), 2n ** 15n - 1n],
+  Int32: [-(2n ** 31n), 2n ** 31n - 1n],
+  Int64: [-(2n ** 63n), 2n ** 63n - 1n],
+};
+
+// Escapes of a quoted ClickHouse string: `\` and `'` end or change the literal; NUL and the control characters, for a readable statement.
+const STRING_ESCAPES: Record<string, string> = { '\\': '\\\\', "'": "\\'", '\0': '\\0', '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/** `a, b` of `Tuple(a, b)`: the commas outside parentheses. */
+function tupleTypes(list: string): string[] {
+  const types: string[] = [];
+  let depth = 0;
+  let from = 0;
+  for (let i = 0; i < list.length; i++) {
+    if (list[i] === '(') depth++;
+    else if (list[i] === ')') depth--;
+    else if (list[i] === ',' && depth === 0) {
+      types.push(list.slice(from, i).trim());
+      from = i + 1;
+    }
+  }
+  return [...types, list.slice(from).trim()];
+}
+
+/** `value` as a ClickHouse literal of `type`; throws unless it is one. */
+function literal(type: string, value: unknown): string {
+  const composite = /^(Array|Tuple)\((.+)\)$/.exec(type);
+  if (composite?.[1] === 'Array') {
+    if (!Array.isArray(value)) throw new TypeError(`withLiterals: ${type} needs an array`);
+    return `[${value.map((item) => literal(composite[2]!, item)).join(', ')}]`;
+  }
+  if (composite?.[1] === 'Tuple') {
+    const types = tupleTypes(composite[2]!);
+    if (!(value instanceof TupleParam) || value.values.length !== types.length) throw new TypeError(`withLiterals: ${type} needs a TupleParam of ${types.length} values`);
+    return `tuple(${value.values.map((item, i) => literal(types[i]!, item)).join(', ')})`;
+  }
+  if (type === 'String') {
+    if (typeof value !== 'string') throw new TypeError('withLiterals: String needs a string');
+    return `'${value.replace(/[\\'\0\b\f\n\r\t]/g, (c) => STRING_ESCAPES[c]!)}'`;
+  }
+  const bounds = INTEGER_BOUNDS[type];
+  if (!bounds) throw new TypeError(`withLiterals: no literal for ${type}`);
+  // Also as decimal strings, as the bound path takes them (a 64-bit one beyond 2^53 can only come so).
+  const n = typeof value === 'bigint' ? value : Number.isSafeInteger(value) ? BigInt(value as number) : typeof value === 'string' && /^-?\d{1,20}$/.test(value) ? BigInt(value) : undefined;
+  if (n === undefined || n < bounds[0] || n > bounds[1]) throw new TypeError(`withLiterals: ${String(value)} is not a ${type}`);
+  return String(n);
+}
+
+/**
+ * `query` with each `{name:Type}` placeholder written as its value of `params`, a literal of that
+ * type: the one place where values enter SQL text (requestReads). Types: String, (U)Int8–64, and
+ * Array(…) and Tuple(…) of them, the ones src/ binds; any other type, a value not of its type (an
+ * integer out of its type's range included) or a placeholder without a value throws. The literal
+ * is CAST to the placeholder's type, so that it types the expression as the bound value would.
+ */
+export function withLiterals(query: string, params: Record<string, unknown>): string {
+  return query.replace(/\{([A-Za-z_]\w*):([^{}]+)\}/g, (_, name: string, type: string) => {
+    if (!Object.hasOwn(params, name)) throw new TypeError(`withLiterals: no value for {${name}:${type}}`);
+    return `CAST(${literal(type, params[name])} AS ${type})`;
   });
 }
 

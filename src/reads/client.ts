@@ -27,7 +27,7 @@
  */
 import type { QueryParams } from '@clickhouse/client';
 import type { Config } from '../../core/config.js';
-import { clickhouseCode, derivedClient, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import { clickhouseCode, derivedClient, EMBEDDED_READ_SESSIONS, requestReads, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { ApiError } from '../http/errors.js';
 import { ReadScheduler } from './scheduler.js';
 
@@ -97,9 +97,8 @@ const QUEUED_PER_USER = 64;
 
 export function createReads(config: Pick<Config, 'readTimeoutS' | 'readMaxMemoryMb' | 'readsPerUser' | 'readsInFlight' | 'clickhouseUrl'>): Reads {
   const limits: ReadLimits = { timeoutS: config.readTimeoutS, maxMemoryBytes: config.readMaxMemoryMb * 2 ** 20 };
-  // The embedded engine runs one statement with bound parameters at a time: more in flight would
-  // only queue inside it, in arrival order, where this queue's order is lost.
-  const inFlight = config.readsInFlight ?? (config.clickhouseUrl ? 8 : 1);
+  // Embedded, one request in flight a read session of the engine's (requestReads).
+  const inFlight = config.readsInFlight ?? (config.clickhouseUrl ? 8 : EMBEDDED_READ_SESSIONS);
   return {
     scheduler: new ReadScheduler({ inFlight, perUser: config.readsPerUser, queuedPerUser: QUEUED_PER_USER }),
     limits: { stats: limits, listing: limits, search: limits, export: limits },
@@ -131,6 +130,6 @@ export function limitedClient(base: ClickHouseClient, limits: ReadLimits): Click
  * with a client whose statements carry the limits of `cls`; the place is given back when `read` settles.
  */
 export function withReads<T>(deps: ReadDeps, principal: { user: { id: number } }, cls: ReadClass, read: (clickhouse: ClickHouseClient) => Promise<T>): Promise<T> {
-  const clickhouse = limitedClient(deps.clickhouse, deps.reads.limits[cls]);
+  const clickhouse = limitedClient(requestReads(deps.clickhouse), deps.reads.limits[cls]);
   return deps.reads.scheduler.run(principal.user.id, () => read(clickhouse));
 }
