@@ -11,7 +11,7 @@
  * stored before the request came. A computation that has read its version may have missed rows
  * stored since; the request computes on its own (and, finding the same version, reuses the answer).
  *
- * One cache and one table of computations per store: two stores never share answers.
+ * One cache and one table of computations per store (and bound): two stores never share answers.
  */
 import { storeClient, type ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { BoundedCache } from '../../rollups/bounded-cache.js';
@@ -29,11 +29,13 @@ export const alignedNow = (now: number) => Math.ceil(now / NOW_ALIGN_MS) * NOW_A
 /**
  * The question a query asks, as text: the body's fields as validated (the window's fields
  * replaced by the window resolved, and what it reads of the retention), the domains with their
- * names (an answer shows names; a renamed domain asks another question).
+ * names (an answer shows names; a renamed domain asks another question), and STATS_ROLLUP_MIN_ROWS
+ * (which chooses the rows read: the same figures, unless the rollups were written by hand).
  */
-export const answerKey = (body: QueryBody, query: Query) =>
+export const answerKey = (body: QueryBody, query: Query, rollupMinRows: number) =>
   JSON.stringify({
     ...body,
+    rollupMinRows,
     domains: query.domains.map((d) => [d.id, d.name]),
     dateRange: undefined,
     startDate: undefined,
@@ -74,7 +76,7 @@ export class QueryCache {
     return computing && !computing.versionRead ? computing.answer : undefined;
   }
 
-  /** A computation of `key`, joinable until its versionRead is set; it leaves the table when settled. */
+  /** A computation of `key`, joinable until its versionRead is set; it leaves the table when settled. Called only when none is joinable. */
   begin(key: string): Computation {
     let settle!: Computation['settle'];
     const answer = new Promise<QueryAnswer>((resolve, reject) => {
@@ -87,7 +89,8 @@ export class QueryCache {
     // A question answered in error by a computation nobody joined is not an unhandled rejection.
     answer.catch(() => undefined);
     const computation: Computation = { answer, versionRead: false, settle };
-    if (!this.#computing.has(key)) this.#computing.set(key, computation);
+    // Replaces one that has read its version: later requests join the newer.
+    if (this.#computing.get(key)?.versionRead !== false) this.#computing.set(key, computation);
     return computation;
   }
 
@@ -103,12 +106,14 @@ export class QueryCache {
   }
 }
 
-const caches = new WeakMap<ClickHouseClient, QueryCache>();
+const caches = new WeakMap<ClickHouseClient, Map<number, QueryCache>>();
 
-/** The cache of `clickhouse`'s store, bounded by `megabytes` (QUERY_CACHE_MB) when first made. */
+/** The cache of `clickhouse`'s store bounded by `megabytes` (QUERY_CACHE_MB). */
 export function queryCache(clickhouse: ClickHouseClient, megabytes: number): QueryCache {
   const store = storeClient(clickhouse);
-  let cache = caches.get(store);
-  if (!cache) caches.set(store, (cache = new QueryCache(megabytes * 2 ** 20)));
+  let bySize = caches.get(store);
+  if (!bySize) caches.set(store, (bySize = new Map()));
+  let cache = bySize.get(megabytes);
+  if (!cache) bySize.set(megabytes, (cache = new QueryCache(megabytes * 2 ** 20)));
   return cache;
 }

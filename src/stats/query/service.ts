@@ -37,7 +37,7 @@ async function plan(deps: Deps, principal: Principal, body: QueryBody, now: numb
   const kept = body.page > 1 ? keptSeries(deps.clickhouse, key, now) : undefined;
   if (kept) return answerOf({ ...kept.query, page: body.page }, kept.ordered);
   const query = parseQuery(body, { now: alignedNow(now), retentionDays: deps.config.logRetentionDays, domains });
-  return { query, key: answerKey(body, query), seriesKey: key, now };
+  return { query, key: answerKey(body, query, deps.config.statsRollupMinRows), seriesKey: key, now };
 }
 
 /** Computes `own` in the read place held: their versions in one statement, then each answer reused or computed. */
