@@ -65,7 +65,7 @@ describe('POST /api/logs/query: the answer cache', () => {
     expect(await cached.computed()).toBe(2 * queries.length);
     expect(after.answers[0].data.results[0].metrics[0]).toBe(301);
     expect(after).toEqual(await ask(uncached.app, { queries }));
-  });
+  }, 120_000);
 
   it('rows imported while readers ask show in every answer asked after they were stored', async () => {
     const domain = await newDomain(t.runtime.db, 'fresh');
@@ -115,7 +115,7 @@ describe('POST /api/logs/query: the answer cache', () => {
     const views = await Promise.all(Array.from({ length: 10 }, () => ask(cached.app, { queries: [body, { ...body, limit: 10 }] })));
     expect(await cached.computed()).toBeLessThanOrEqual(4);
     for (const view of views) expect(view).toEqual(views[0]);
-  });
+  }, 60_000);
 });
 
 describe('QueryCache', () => {

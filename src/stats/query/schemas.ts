@@ -132,7 +132,7 @@ export const BATCH_QUERIES_MAX = 32;
  */
 export const queryBatchBody = z
   .strictObject({
-    queries: listOf(z.record(z.string(), z.unknown()).openapi({ type: 'object', description: 'A body of the single form (LogQuery)' }), BATCH_QUERIES_MAX)
+    queries: listOf(z.unknown().openapi({ type: 'object', description: 'A body of the single form (LogQuery)' }), BATCH_QUERIES_MAX)
       .min(1, { message: 'must not be empty' })
       .openapi({ description: `Up to ${BATCH_QUERIES_MAX} bodies of the single form, answered in this order` }),
   })
