@@ -75,7 +75,7 @@ beforeAll(async () => {
   // The first days built, the rest read raw: a view reads both.
   await buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 120_000, retentionDays: 3650 });
   await insertRows(t.runtime.clickhouse, generateRows({ seed: 13, domain: alpha.id, count: 200, from: BASE + 2 * DAY, to: BASE + 3 * DAY, firstId: 50_001 }).map((r) => (rows.push(r), r)));
-}, 180_000);
+}, 400_000);
 
 afterAll(async () => {
   await t?.close();

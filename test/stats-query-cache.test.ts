@@ -90,14 +90,15 @@ describe('POST /api/logs/query: the answer cache', () => {
         checked++;
       }
     };
-    const readers = [reader(true), reader(true), reader(false), reader(true)];
+    // Caught at once, so that a reader failing while the lines are imported is reported below, not unhandled.
+    const readers = [reader(true), reader(true), reader(false), reader(true)].map((r) => r.then(() => null, (err: unknown) => err));
     for (let batch = 0; batch < 12; batch++) {
       const lines = 1 + batch * 7;
       await importText(t, domain.name, accessLines(10_000 + stored, 10_000 + stored + lines));
       stored += lines;
     }
     importing = false;
-    await Promise.all(readers);
+    for (const failed of await Promise.all(readers)) if (failed) throw failed;
     expect(checked).toBeGreaterThan(4);
     expect(counts((await ask(t.app, { queries })).answers.map((a: any) => a.data))).toEqual([stored, stored, stored]);
   }, 120_000);
