@@ -63,7 +63,7 @@ export class QueryCache {
 
   /** `maxBytes` 0: no answers kept (identical questions in flight are still asked once). */
   constructor(readonly maxBytes: number) {
-    this.#answers = maxBytes > 0 ? new BoundedCache<Kept>(Infinity, (k) => k.bytes) : null;
+    this.#answers = maxBytes > 0 ? new BoundedCache<Kept>(maxBytes, (k) => k.bytes) : null;
   }
 
   get enabled(): boolean {

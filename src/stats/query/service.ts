@@ -132,7 +132,7 @@ export async function queryLogsBatch(deps: Deps, principal: Principal, bodies: u
       throw err;
     }
   };
-  const plans = await Promise.all(bodies.map((body) => settled(() => plan(deps, principal, { ...validated(body), domains: (bodies[0] as QueryBody).domains }, now))));
+  const plans = await Promise.all(bodies.map((body) => settled(() => plan(deps, principal, validated(body), now))));
   const toCompute = plans.filter((p): p is Planned => !(p instanceof ApiError) && 'query' in p);
   const computed = await answerAll(deps, principal, toCompute);
   const answers = new Map(toCompute.map((p, i) => [p, computed[i]!]));

@@ -72,7 +72,7 @@ FROM system.mutations WHERE database = currentDatabase() AND table = 'access_log
     scope.hours.set(Number(row.bucket) * 1000, Number(row.n));
     scope.lastInsert = Math.max(scope.lastInsert, Number(row.at));
   }
-  const versionOf = (s: Scope) => `${mutations}`;
+  const versionOf = (s: Scope) => `${[...s.hours.values()].reduce((a, b) => a + b, 0)}:${s.lastInsert}:${mutations}`;
   return {
     of: scopeOf.map(versionOf),
     hourRows: (domainIds, start, end) => {
