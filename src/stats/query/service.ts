@@ -5,6 +5,7 @@
  * one statement of data versions for all), and answers reused from the cache (cache.ts) where the
  * data they read has not changed.
  */
+import type { ClickHouseClient } from '../../../core/db/clickhouse.js';
 import type { Principal, Services } from '../../context.js';
 import { resolveDomains } from '../../domains/service.js';
 import { ApiError, invalidField, validationFailed } from '../../http/errors.js';
@@ -17,7 +18,6 @@ import { runQuery } from './run.js';
 import { queryBody, type QueryBody } from './schemas.js';
 import { keepSeries, keptSeries, seriesKey } from './series-pages.js';
 import { answerOf, orderGroups, type QueryAnswer } from './shape.js';
-import type { ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { readVersions } from './versions.js';
 
 type Deps = Pick<Services, 'db' | 'clickhouse' | 'reads' | 'config' | 'metrics'>;
@@ -136,10 +136,6 @@ export async function queryLogsBatch(deps: Deps, principal: Principal, bodies: u
   const toCompute = plans.filter((p): p is Planned => !(p instanceof ApiError) && 'query' in p);
   const computed = await answerAll(deps, principal, toCompute);
   const answers = new Map(toCompute.map((p, i) => [p, computed[i]!]));
-  return Promise.all(
-    plans.map(async (p): Promise<BatchAnswer> => {
-      const answer = p instanceof ApiError ? p : await settled(() => (answers.get(p as Planned) ?? Promise.resolve(p as QueryAnswer)));
-      return answer instanceof ApiError ? failed(answer) : { success: true, data: answer };
-    }),
-  );
+  const answered = (answer: QueryAnswer | ApiError): BatchAnswer => (answer instanceof ApiError ? failed(answer) : { success: true, data: answer });
+  return Promise.all(plans.map(async (p) => (p instanceof ApiError || !('query' in p) ? answered(p) : answered(await settled(() => answers.get(p)!)))));
 }
