@@ -25,6 +25,7 @@ import { createApp, type App } from '../src/app.js';
 import { insertDomain } from '../src/domains/store.js';
 import { buildRollups } from '../src/rollups/builder.js';
 import { openRuntime } from '../src/runtime.js';
+import { PANELS } from '../web/src/panels.js';
 import { viewQueries } from '../web/src/view.js';
 import { generateRows, insertRows } from '../test/support/query-rows.js';
 import { fmt } from './lib/util.js';
@@ -54,7 +55,7 @@ try {
   const first = appOf(64);
   const login = await first.request('/api/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(admin) });
   const token = ((await login.json()) as { data: { accessToken: string } }).data.accessToken;
-  const view = viewQueries({ domains: [domain.id], dateRange: PERIOD, filters: [] }, false);
+  const view = viewQueries({ domains: [domain.id], dateRange: PERIOD, filters: [] }, false, PANELS);
 
   const post = async (app: App, body: unknown) => {
     const res = await app.request('/api/logs/query', { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(body) });

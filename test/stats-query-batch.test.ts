@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertDomain } from '../src/domains/store.js';
 import { buildRollups } from '../src/rollups/builder.js';
 import { BATCH_QUERIES_MAX } from '../src/stats/query/schemas.js';
+import { PANELS } from '../web/src/panels.js';
 import { viewQueries } from '../web/src/view.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { bruteForce, DAY, generateRows, HOSTILE, HOUR, insertRows, MINUTE, PERCENTILE_METRICS, withinPercentileBound, type ExpectedRow, type Row } from './support/query-rows.js';
@@ -85,7 +86,7 @@ describe('POST /api/logs/query: the batch form', () => {
   it("a dashboard view's batches answer what each query answers alone, and the brute force over the raw rows", async () => {
     for (const compare of [false, true]) {
       for (const filters of [[], [['isNot', 'bot', [true]], ['glob', 'url', ['/*']]]]) {
-        const view = viewQueries({ domains: [alpha.id], dateRange: 'custom', startDate: iso(WINDOW.start), endDate: iso(WINDOW.end), filters }, compare);
+        const view = viewQueries({ domains: [alpha.id], dateRange: 'custom', startDate: iso(WINDOW.start), endDate: iso(WINDOW.end), filters }, compare, PANELS);
         for (const queries of [view.headline, view.panels, [...view.headline, ...view.panels]]) {
           const { data } = await ask(alice.token, { queries });
           expect(data.answers).toHaveLength(queries.length);
@@ -101,7 +102,7 @@ describe('POST /api/logs/query: the batch form', () => {
 
   it('a view over the relative periods (windows ending now) answers as its queries alone', async () => {
     for (const dateRange of ['1h', '24h', '7d', '30d']) {
-      const view = viewQueries({ domains: [alpha.id], dateRange, filters: [] }, true);
+      const view = viewQueries({ domains: [alpha.id], dateRange, filters: [] }, true, PANELS);
       const queries = [...view.headline, ...view.panels];
       const { data } = await ask(alice.token, { queries });
       for (const [i, body] of queries.entries()) {

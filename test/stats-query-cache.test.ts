@@ -10,6 +10,7 @@ import { createApp, type App } from '../src/app.js';
 import { Metrics } from '../src/metrics/registry.js';
 import { QueryCache } from '../src/stats/query/cache.js';
 import type { QueryAnswer } from '../src/stats/query/shape.js';
+import { PANELS } from '../web/src/panels.js';
 import { viewQueries } from '../web/src/view.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { accessLines, importText, newDomain, T0 } from './support/ingest.js';
@@ -48,7 +49,7 @@ describe('POST /api/logs/query: the answer cache', () => {
     await importText(t, domain.name, accessLines(0, 300));
     const cached = countedApp(64);
     const uncached = countedApp(0);
-    const view = viewQueries({ domains: [domain.id], ...WINDOW, filters: [] }, true);
+    const view = viewQueries({ domains: [domain.id], ...WINDOW, filters: [] }, true, PANELS);
     const queries = [...view.headline, ...view.panels];
     const first = await ask(cached.app, { queries });
     expect(await cached.computed()).toBe(queries.length);
@@ -69,10 +70,10 @@ describe('POST /api/logs/query: the answer cache', () => {
 
   it('rows imported while readers ask show in every answer asked after they were stored', async () => {
     const domain = await newDomain(t.runtime.db, 'fresh');
-    const view = viewQueries({ domains: [domain.id], ...WINDOW, filters: [] }, false);
-    // The tiles, the URL panel (the rollups' lists), the series by status (summed), each asked in the batch and alone.
-    const urls = view.panels[0]!;
-    const queries = [view.headline[0], urls, view.headline[2]];
+    const view = viewQueries({ domains: [domain.id], ...WINDOW, filters: [] }, false, PANELS);
+    // The tiles, the pages panel (the rollups' lists), the series by status (summed), each asked in the batch and alone.
+    const pages = view.panels[0]!;
+    const queries = [view.headline[0], pages, view.headline[2]];
     const counts = (answers: QueryAnswer[]) => [
       answers[0]!.results[0]!.metrics[0]!,
       answers[1]!.pagination.total,
@@ -85,7 +86,7 @@ describe('POST /api/logs/query: the answer cache', () => {
       while (importing) {
         const before = stored;
         const answers: QueryAnswer[] = batch ? (await ask(t.app, { queries })).answers.map((a: any) => a.data) : await Promise.all(queries.map((q) => ask(t.app, q)));
-        // Each line has its own URL: rows, URLs and the series' sum all count the lines.
+        // Each line has its own path: rows, paths and the series' sum all count the lines.
         for (const n of counts(answers)) expect(n).toBeGreaterThanOrEqual(before);
         checked++;
       }

@@ -8,7 +8,7 @@
  * figures show after its own statements, not after the panels' too; in one batch the page would
  * show nothing until the last panel was computed (bench/README, "bench/dashboard").
  */
-import { PANELS } from './panels.js';
+import type { PanelSpec } from './panels.js';
 
 /** The query every part of the view shares: the domain, the window and the filters. */
 export type ViewBase = Record<string, unknown> & { filters: unknown[] };
@@ -18,18 +18,19 @@ export const TILE_METRICS = ['requests', 'visitors', 'errorRate', 'p95ResponseTi
 export interface ViewQueries {
   /** The tiles, the chart of response times, bandwidth and visitors, and the chart by status class. */
   headline: [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
-  /** A query per panel of PANELS, in their order. */
+  /** A query per panel, in their order. */
   panels: Record<string, unknown>[];
 }
 
-export function viewQueries(base: ViewBase, compare: boolean): ViewQueries {
+/** The view's queries over `base`, with `panels` (web/src/panels.ts: PANELS, or panelsFor the page's filters). */
+export function viewQueries(base: ViewBase, compare: boolean, panels: readonly PanelSpec[]): ViewQueries {
   return {
     headline: [
       { ...base, metrics: [...TILE_METRICS], ...(compare ? { compare: 'previous' } : {}) },
       { ...base, metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 },
       { ...base, metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 },
     ],
-    panels: PANELS.map((spec) => ({
+    panels: panels.map((spec) => ({
       ...base,
       metrics: spec.metrics.map((m) => m.name),
       dimensions: spec.dimensions,

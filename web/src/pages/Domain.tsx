@@ -10,7 +10,7 @@ import { ErrorMessage } from '../components/ErrorMessage.js';
 import { TimeChart, type ChartSeries } from '../components/TimeChart.js';
 import { apiFilters, DIMENSION_LABELS, filterLabel, filterParam, filtersOf, shownValue, type Filter } from '../filters.js';
 import { bytes, count, interval, ms, percent } from '../format.js';
-import { PANELS, REQUESTS, type PanelSpec } from '../panels.js';
+import { panelsFor, REQUESTS, type PanelSpec } from '../panels.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
 import { TILE_METRICS, viewQueries } from '../view.js';
 import { Alerts } from './Alerts.js';
@@ -306,7 +306,8 @@ export function DomainPage({ id, section, location }: { id: number; section: Dom
 function Dashboard({ id, location }: { id: number; location: Location }) {
   const filters = filtersOf(location.query);
   const compare = location.query.get('compare') === '1';
-  const view = viewQueries({ domains: [id], ...rangeOf(location.query), filters: apiFilters(filters) }, compare);
+  const panelSpecs = panelsFor(filters);
+  const view = viewQueries({ domains: [id], ...rangeOf(location.query), filters: apiFilters(filters) }, compare, panelSpecs);
   // The headline's batch first, then the panels' (view.ts says why two).
   const [tiles, overTime, byStatus] = useBatch(view.headline) as [Answered, Answered, Answered];
   const panels = useBatch(view.panels);
@@ -332,7 +333,7 @@ function Dashboard({ id, location }: { id: number; location: Location }) {
       <Tiles answer={tiles.answer} error={tiles.error} compare={compare} />
       <Charts overTime={overTime} byStatus={byStatus} />
       <div class="panels">
-        {PANELS.map((spec, i) => (
+        {panelSpecs.map((spec, i) => (
           <Panel spec={spec} answered={panels[i]!} total={total} onFilter={addFilter} />
         ))}
       </div>
