@@ -50,6 +50,7 @@ export const envSchema = z.object({
   EXPORT_TTL_S: positiveInt('a whole number of seconds above 0').default(86400),
   LOG_RETENTION_DAYS: positiveInt('a whole number of days above 0').default(90),
   STATS_ROLLUP_MIN_ROWS: wholeNumber('a whole number of rows, 0 or more', 0).default(32),
+  QUERY_CACHE_MB: wholeNumber('a whole number of megabytes, 0 or more', 0).default(64),
   READ_TIMEOUT_S: positiveInt('a whole number of seconds above 0').default(30),
   READ_MAX_MEMORY_MB: positiveInt('a whole number of megabytes above 0').default(2048),
   READS_PER_USER: positiveInt('a whole number above 0').default(2),
@@ -114,6 +115,8 @@ export interface Config {
   logRetentionDays: number;
   /** POST /api/logs/query reads an hour raw where its domains hold fewer rows each, on average (src/rollups/plan.ts, sparseHoursUnbuilt). */
   statsRollupMinRows: number;
+  /** POST /api/logs/query's answers kept per process, megabytes (0: none; src/stats/query/cache.ts). */
+  queryCacheMb: number;
   /** A request's ClickHouse statements (src/reads/): their time and memory limits, … */
   readTimeoutS: number;
   readMaxMemoryMb: number;
@@ -192,6 +195,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     exportTtlS: e.EXPORT_TTL_S,
     logRetentionDays: e.LOG_RETENTION_DAYS,
     statsRollupMinRows: e.STATS_ROLLUP_MIN_ROWS,
+    queryCacheMb: e.QUERY_CACHE_MB,
     readTimeoutS: e.READ_TIMEOUT_S,
     readMaxMemoryMb: e.READ_MAX_MEMORY_MB,
     readsPerUser: e.READS_PER_USER,

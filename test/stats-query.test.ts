@@ -872,6 +872,8 @@ describe('POST /api/logs/query: from the rollups', () => {
       return queries.mock.calls.length;
     };
     t.runtime.config.statsRollupMinRows = 1_000_000;
+    // The statements of the plan alone: no answer reused, no data version read (src/stats/query/cache.ts).
+    t.runtime.config.queryCacheMb = 0;
     try {
       await queriesOfExact();
       expect(await queriesOfExact()).toBe(1);
@@ -886,6 +888,7 @@ describe('POST /api/logs/query: from the rollups', () => {
       expect(await queriesOfExact()).toBeGreaterThan(1);
     } finally {
       t.runtime.config.statsRollupMinRows = 0;
+      t.runtime.config.queryCacheMb = 64;
       queries.mockRestore();
     }
   });

@@ -20,7 +20,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import { BoundedCache, perClient } from './bounded-cache.js';
-import { queryDomainsBuildState, queryDomainsHourRows, windowBuckets, type BuildState, type DomainsBuildState } from './plan.js';
+import { queryDomainsBuildState, queryDomainsHourRows, windowBuckets, type BuildState, type DomainsBuildState, type HourRows } from './plan.js';
 
 interface Kept {
   state: BuildState;
@@ -86,6 +86,9 @@ const keptDomains = new WeakMap<ClickHouseClient, BoundedCache<{ found: DomainsB
  * fleet of small domains, every hour with rows), the counts need no checking: such a plan reads
  * every row whatever was stored or built since, and the state is read again after REFRESH_MS as
  * always. (A plan that skips hours without rows, or reads built ones, does depend on them.)
+ *
+ * `hourRows` reads the counts (queryDomainsHourRows by default; a batch of queries passes the
+ * counts it read once for all of them, src/stats/query/versions.ts).
  */
 export async function knownDomainsBuildState(
   clickhouse: ClickHouseClient,
@@ -94,6 +97,7 @@ export async function knownDomainsBuildState(
   end: number,
   span: 'hour' | 'day',
   dependsOnCounts: (found: DomainsBuildState) => boolean,
+  hourRows: (domainIds: number[], start: number, end: number) => Promise<HourRows> = (...args) => queryDomainsHourRows(clickhouse, ...args),
 ): Promise<DomainsBuildState> {
   const cache = perClient(keptDomains, clickhouse, () => new BoundedCache(KEPT_ENTRIES, (k) => entriesOf(k.found.state) + k.found.rows.size));
   const b = windowBuckets(start, end);
@@ -101,7 +105,7 @@ export async function knownDomainsBuildState(
   const known = cache.get(key);
   if (known && Date.now() - known.readAt <= REFRESH_MS) {
     if (!dependsOnCounts(known.found)) return known.found;
-    if (isDeepStrictEqual(await queryDomainsHourRows(clickhouse, domainIds, start, end), known.found.rows)) return known.found;
+    if (isDeepStrictEqual(await hourRows(domainIds, start, end), known.found.rows)) return known.found;
   }
   const readAt = Date.now();
   const found = await queryDomainsBuildState(clickhouse, domainIds, start, end, span);

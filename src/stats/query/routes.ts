@@ -1,10 +1,11 @@
-import { createRoute } from '@hono/zod-openapi';
+import { createRoute, z } from '@hono/zod-openapi';
 import { requireAuth } from '../../auth/middleware.js';
 import type { Services } from '../../context.js';
 import { commonErrors, dataEnvelope, jsonBody, jsonContent, notFoundResponse, ok, type Examples } from '../../http/envelope.js';
 import { bearerSecurity, createRouter } from '../../http/router.js';
-import { queryBody, queryResultSchema } from './schemas.js';
-import { queryLogs } from './service.js';
+import { validationFailed } from '../../http/errors.js';
+import { isBatch, queryBatchBody, queryBatchResultSchema, queryBody, queryRequestBody, queryResultSchema } from './schemas.js';
+import { queryLogs, queryLogsBatch } from './service.js';
 
 // The README's series and drill-down, with the answers a server gave them.
 const series = {
@@ -31,6 +32,10 @@ const requestExamples: Examples = {
   series: { summary: 'A chart: requests, error rate, p95 and bandwidth of /api/* per hour', value: series },
   drillDown: { summary: 'The API URLs answering 5xx, with the three hours before beside', value: drillDown },
   fleet: { summary: 'Every domain the caller sees over the last day, humans only', value: { metrics: ['requests', 'errorRate', 'p95ResponseTime'], dimensions: ['domain'], filters: [['isNot', 'bot', [true]]], dateRange: '24h' } },
+  batch: {
+    summary: 'A batch: the headline figures and a panel, and a domain the caller does not see',
+    value: { queries: [{ domains: [1], metrics: ['requests', 'visitors'], dateRange: '24h' }, { domains: [1], metrics: ['requests'], dimensions: ['url'], dateRange: '24h', limit: 10 }, { domains: [99], metrics: ['requests'] }] },
+  },
 };
 
 const hour = (h: number, metrics: number[]) => ({ dimensions: [`2026-11-25T${h}:00:00.000Z`], metrics });
@@ -71,6 +76,19 @@ const answerExamples: Examples = {
       },
     },
   },
+  batch: {
+    summary: 'A batch: each answer in its query\'s place, a failed one as the single form would answer it',
+    value: {
+      success: true,
+      data: {
+        answers: [
+          { success: true, data: { results: [{ dimensions: [], metrics: [4749, 312] }], meta: { metrics: ['requests', 'visitors'], dimensions: [], startDate: '2026-11-24T10:37:05.000Z', endDate: '2026-11-25T10:37:05.000Z', interval: null }, pagination: { page: 1, limit: 100, total: 1, pages: 1 } } },
+          { success: true, data: { results: [{ dimensions: ['/'], metrics: [1204] }], meta: { metrics: ['requests'], dimensions: ['url'], startDate: '2026-11-24T10:37:05.000Z', endDate: '2026-11-25T10:37:05.000Z', interval: null }, pagination: { page: 1, limit: 10, total: 1, pages: 1 } } },
+          { success: false, status: 404, error: 'Domain not found' },
+        ],
+      },
+    },
+  },
 };
 
 const routes = {
@@ -87,9 +105,16 @@ const routes = {
       '128 ms, else within 1 % of the exact value. A time dimension with more than 10,000 buckets, or a series of more than 100,000 rows, is refused (422). ' +
       'Read from the rollups where built (fast at any size; time by hours or longer): any metric by `domain` and time, filters on `domain` only; ' +
       'the metrics of sums (requests, errorRate, clientErrorRate, bandwidth, averageResponseTime, totalResponseTime) by `statusCode`/`statusClass`, by `userAgent`, by `referrerHost`, by `path`, by `ipAddress` (not under a cidr filter), by the user agent classes, by `url`/`path`, and by `url`/`path`/`statusCode`/`statusClass` under an `is` filter ' +
-      'keeping statuses of 400 and above, with filters on those dimensions. Every other shape reads the raw rows of the window.',
-    request: jsonBody(queryBody, requestExamples),
-    responses: { 200: jsonContent(dataEnvelope(queryResultSchema), 'The result rows', answerExamples), ...commonErrors, 404: notFoundResponse('Domain') },
+      'keeping statuses of 400 and above, with filters on those dimensions. Every other shape reads the raw rows of the window. ' +
+      'The batch form `{"queries": [body, …]}` (up to 32) answers `{"answers": [...]}` in the same order, each `{"success": true, "data": …}` or the ' +
+      '`{"success": false, "status", "error", "details"}` the single form would answer for it (404, 422, 503): one failed query leaves the others their figures. ' +
+      'Answers are reused while the rows they read are unchanged; a row stored before a request shows in its answer. A window ending now ends at the next multiple of 5 s.',
+    request: jsonBody(queryRequestBody, requestExamples),
+    responses: {
+      200: jsonContent(dataEnvelope(z.union([queryResultSchema, queryBatchResultSchema])), 'The result rows; with the batch form, the answers', answerExamples),
+      ...commonErrors,
+      404: notFoundResponse('Domain'),
+    },
   }),
 };
 
@@ -97,6 +122,23 @@ const routes = {
 export function queryRoutes(services: Services) {
   const app = createRouter();
   app.use('/query', requireAuth(services));
-  app.openapi(routes.query, async (c) => c.json(ok(await queryLogs(services, c.var.principal, c.req.valid('json'))), 200));
+  app.openapi(
+    routes.query,
+    async (c) => {
+      const body = c.req.valid('json');
+      if ('queries' in body) return c.json(ok({ answers: await queryLogsBatch(services, c.var.principal, body.queries) }), 200);
+      return c.json(ok(await queryLogs(services, c.var.principal, body)), 200);
+    },
+    // A body failing both forms answers the 422 of the form it is of, as the single form always has;
+    // a batch's queries are checked one by one (queryLogsBatch), each failing in its own place.
+    (result, c) => {
+      if (!result.success) {
+        // The validator hands the body as sent beside a failure (@hono/zod-validator), untyped.
+        const sent = (result as { data?: unknown }).data;
+        throw validationFailed((isBatch(sent) ? queryBatchBody : queryBody).safeParse(sent).error!);
+      }
+      if (!isBatch(result.data)) return app.defaultHook!(result, c);
+    },
+  );
   return app;
 }

@@ -7,7 +7,7 @@
 import { selectPage, selectRows, type ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { invalidField } from '../../http/errors.js';
 import { knownDomainsBuildState } from '../../rollups/known-plans.js';
-import { planConditions, planWindow, readsWholeWindowRaw, sparseHoursUnbuilt, type DomainsBuildState } from '../../rollups/plan.js';
+import { planConditions, planWindow, readsWholeWindowRaw, sparseHoursUnbuilt, type DomainsBuildState, type HourRows } from '../../rollups/plan.js';
 import type { Query, Window } from './parse.js';
 import { dimensionColumn, groupsSql, type BuiltQuery, type GroupKey, type Reads } from './sql.js';
 import { readWindow } from './where.js';
@@ -33,21 +33,33 @@ const select = (clickhouse: ClickHouseClient, built: BuiltQuery) => selectRows<S
 export const tooManyGroups = (what: string) =>
   invalidField('dimensions', `${what} more than ${MAX_SERIES_GROUPS} rows with a time dimension: add a filter, fewer dimensions or a coarser interval`);
 
+/** The windows a query reads (with compare, the previous one too). */
+const windowsOf = (query: Query): Window[] => (query.previous ? [query.window, query.previous] : [query.window]);
+
+/** The span of time a query reads, its windows cut at readFrom: what its build state and its data version cover. */
+export function readRange(query: Query): Window {
+  const read = windowsOf(query).map((w) => readWindow(query, w));
+  return { start: Math.min(...read.map((w) => w.start)), end: Math.max(...read.map((w) => w.end)) };
+}
+
+/** The rows counted per whole hour of some domains' window (queryDomainsHourRows, or counts already read). */
+export type HourRowsReader = (domainIds: number[], start: number, end: number) => Promise<HourRows>;
+
 /**
  * How each window is read: raw rows only unless the rollups may serve the query; then one build
  * state for the windows' domains (both windows of a compare at once) and a plan per window.
  */
-async function planReads(clickhouse: ClickHouseClient, query: Query, windows: Window[], rollupMinRows: number): Promise<Reads[]> {
+async function planReads(clickhouse: ClickHouseClient, query: Query, rollupMinRows: number, hourRows: HourRowsReader | undefined): Promise<Reads[]> {
+  const windows = windowsOf(query);
   if (query.rollup === null) return windows.map(() => null);
   const read = windows.map((w) => readWindow(query, w));
-  const from = Math.min(...read.map((w) => w.start));
-  const to = Math.max(...read.map((w) => w.end));
+  const { start: from, end: to } = readRange(query);
   const plansOf = (found: DomainsBuildState) => {
     const state = sparseHoursUnbuilt(found, rollupMinRows);
     return read.map((w) => (w.start > w.end ? null : planWindow(w.start, w.end, state)));
   };
   const dependsOnCounts = (found: DomainsBuildState) => !plansOf(found).every((plan) => plan === null || readsWholeWindowRaw(plan));
-  const plans = plansOf(await knownDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollup.span, dependsOnCounts));
+  const plans = plansOf(await knownDomainsBuildState(clickhouse, query.domains.map((d) => d.id), from, to, query.rollup.span, dependsOnCounts, hourRows));
   return plans.map((plan) => plan && planConditions(plan));
 }
 
@@ -58,9 +70,12 @@ async function series(clickhouse: ClickHouseClient, query: Query, window: Window
   return rows;
 }
 
-/** `rollupMinRows`: STATS_ROLLUP_MIN_ROWS, below which an hour's rows per domain are read raw (sparseHoursUnbuilt). */
-export async function runQuery(clickhouse: ClickHouseClient, query: Query, rollupMinRows: number): Promise<RunResult> {
-  const [reads, previousReads] = await planReads(clickhouse, query, query.previous ? [query.window, query.previous] : [query.window], rollupMinRows);
+/**
+ * `rollupMinRows`: STATS_ROLLUP_MIN_ROWS, below which an hour's rows per domain are read raw
+ * (sparseHoursUnbuilt); `hourRows`: where the rows per hour were read already (a batch's versions).
+ */
+export async function runQuery(clickhouse: ClickHouseClient, query: Query, rollupMinRows: number, hourRows?: HourRowsReader): Promise<RunResult> {
+  const [reads, previousReads] = await planReads(clickhouse, query, rollupMinRows, hourRows);
   if (query.timeIndex >= 0) {
     const rows = await series(clickhouse, query, query.window, reads!);
     return { rows, total: 0, previous: query.previous ? await series(clickhouse, query, query.previous, previousReads!) : null };

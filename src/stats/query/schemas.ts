@@ -122,3 +122,39 @@ export const queryResultSchema = z
     pagination: paginationSchema,
   })
   .openapi('LogQueryResult');
+
+/** Queries of one batch at most: a dashboard view asks 14. */
+export const BATCH_QUERIES_MAX = 32;
+
+/**
+ * The batch form: each query is validated alone, as the single form's body is (service.ts), so
+ * that an invalid one answers its own 422 in its place and the others their figures.
+ */
+export const queryBatchBody = z
+  .strictObject({
+    queries: listOf(z.unknown().openapi({ type: 'object', description: 'A body of the single form (LogQuery)' }), BATCH_QUERIES_MAX)
+      .min(1, { message: 'must not be empty' })
+      .openapi({ description: `Up to ${BATCH_QUERIES_MAX} bodies of the single form, answered in this order` }),
+  })
+  .openapi('LogQueryBatch');
+
+export type QueryBatchBody = z.infer<typeof queryBatchBody>;
+
+/** A body of either form, as the route takes it. */
+export const queryRequestBody = z.union([queryBody, queryBatchBody]);
+
+/** Whether `body` (as sent) is of the batch form: what chooses the schema its 422 comes from. */
+export const isBatch = (body: unknown): body is { queries: unknown } => typeof body === 'object' && body !== null && 'queries' in body;
+
+export const queryBatchResultSchema = z
+  .object({
+    answers: z.array(
+      z.union([
+        z.object({ success: z.literal(true), data: queryResultSchema }),
+        z
+          .object({ success: z.literal(false), status: z.number().int(), error: z.string(), details: z.record(z.string(), z.string()).optional() })
+          .openapi({ description: 'The status, error and details the single form would answer' }),
+      ]),
+    ),
+  })
+  .openapi('LogQueryBatchResult');

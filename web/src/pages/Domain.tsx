@@ -5,14 +5,14 @@
  * "exclude" adds the negation). Period, comparison and filters are in the URL.
  */
 import { useLayoutEffect, useMemo, useState } from 'preact/hooks';
-import { api } from '../api.js';
+import { api, ApiError } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { TimeChart, type ChartSeries } from '../components/TimeChart.js';
 import { apiFilters, DIMENSION_LABELS, filterLabel, filterParam, filtersOf, shownValue, type Filter } from '../filters.js';
 import { bytes, count, interval, ms, percent } from '../format.js';
 import { panelsFor, REQUESTS, type PanelSpec } from '../panels.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
-import { sendInStage, type Stage } from '../stages.js';
+import { TILE_METRICS, viewQueries } from '../view.js';
 import { Alerts } from './Alerts.js';
 import { Logs } from './Logs.js';
 
@@ -35,13 +35,14 @@ const PERIODS = [
   { value: 'custom', label: 'Custom range' },
 ] as const;
 
+/** The tiles of TILE_METRICS, in their order. */
 const TILES = [
-  { metric: 'requests', label: 'Requests', format: count },
-  { metric: 'visitors', label: 'Visitors', format: count },
-  { metric: 'errorRate', label: 'Error rate (5xx)', format: percent },
-  { metric: 'p95ResponseTime', label: 'p95 response time', format: ms },
-  { metric: 'bandwidth', label: 'Bandwidth', format: bytes },
-] as const;
+  { label: 'Requests', format: count },
+  { label: 'Visitors', format: count },
+  { label: 'Error rate (5xx)', format: percent },
+  { label: 'p95 response time', format: ms },
+  { label: 'Bandwidth', format: bytes },
+].map((tile, i) => ({ ...tile, metric: TILE_METRICS[i]! }));
 
 const STATUS_COLORS: Record<string, string> = { '1xx': '#8c959f', '2xx': '#2da44e', '3xx': '#0969da', '4xx': '#bf8700', '5xx': '#cf222e' };
 
@@ -57,26 +58,35 @@ function rangeOf(query: URLSearchParams): Record<string, string> {
   return range;
 }
 
-/** A query's answer for a JSON body, fetched again (in `stage`: web/src/stages.ts) whenever the body changes. */
-function useQuery(body: Record<string, unknown>, stage: Stage): { answer: QueryAnswer | null; error: unknown } {
-  const key = JSON.stringify(body);
-  const [state, setState] = useState<{ key: string; answer: QueryAnswer | null; error: unknown }>({ key: '', answer: null, error: null });
+/** A query's answer or error, in its place of a batch. */
+interface Answered {
+  answer: QueryAnswer | null;
+  error: unknown;
+}
+type BatchItem = { success: true; data: QueryAnswer } | { success: false; status: number; error: string; details?: Record<string, string> };
+
+/**
+ * The answers of a batch of queries (POST /api/logs/query's batch form), asked again whenever the
+ * bodies change; a query that failed holds its error, the others their answers.
+ */
+function useBatch(bodies: Record<string, unknown>[]): Answered[] {
+  const key = JSON.stringify(bodies);
+  const [state, setState] = useState<{ key: string; answers: Answered[] }>({ key: '', answers: [] });
   // A layout effect sends the request before the browser paints, not after: the page's requests
   // (session, name, queries) follow one another, and each paint they waited for cost 15–30 ms.
   useLayoutEffect(() => {
     let stale = false;
-    const takeBack = sendInStage(stage, () =>
-      api<QueryAnswer>('POST', '/api/logs/query', body).then(
-        (answer) => !stale && setState({ key, answer, error: null }),
-        (error) => !stale && setState({ key, answer: null, error }),
-      ),
+    api<{ answers: BatchItem[] }>('POST', '/api/logs/query', { queries: bodies }).then(
+      ({ answers }) =>
+        !stale &&
+        setState({ key, answers: answers.map((a) => (a.success ? { answer: a.data, error: null } : { answer: null, error: new ApiError(a.status, a.error, a.details) })) }),
+      (error) => !stale && setState({ key, answers: bodies.map(() => ({ answer: null, error })) }),
     );
     return () => {
       stale = true;
-      takeBack();
     };
   }, [key]);
-  return state.key === key ? state : { answer: null, error: null };
+  return state.key === key ? state.answers : bodies.map(() => ({ answer: null, error: null }));
 }
 
 function Change({ value }: { value: number | null | undefined }) {
@@ -105,9 +115,8 @@ function Tiles({ answer, error, compare }: { answer: QueryAnswer | null; error: 
   );
 }
 
-function Charts({ base }: { base: Record<string, unknown> }) {
-  const overTime = useQuery({ ...base, metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 }, 'headline');
-  const byStatus = useQuery({ ...base, metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 }, 'headline');
+/** The charts of the headline's two series (web/src/view.ts). */
+function Charts({ overTime, byStatus }: { overTime: Answered; byStatus: Answered }) {
   const charts = useMemo(() => {
     const rows = overTime.answer?.results;
     const statusRows = byStatus.answer?.results;
@@ -144,16 +153,7 @@ function Charts({ base }: { base: Record<string, unknown> }) {
   );
 }
 
-function Panel({ spec, base, total, onFilter }: { spec: PanelSpec; base: Record<string, unknown>; total: number | null; onFilter: (f: Filter) => void }) {
-  const body = {
-    ...base,
-    metrics: spec.metrics.map((m) => m.name),
-    dimensions: spec.dimensions,
-    filters: [...(base.filters as unknown[]), ...(spec.filters ?? [])],
-    limit: 10,
-    ...(spec.orderBy ? { orderBy: spec.orderBy } : {}),
-  };
-  const { answer, error } = useQuery(body, 'panels');
+function Panel({ spec, answered: { answer, error }, total, onFilter }: { spec: PanelSpec; answered: Answered; total: number | null; onFilter: (f: Filter) => void }) {
   const dimension = spec.dimensions[0]!;
   return (
     <section class="panel" aria-labelledby={`panel-${spec.id}`}>
@@ -264,7 +264,7 @@ const SECTIONS: { section: DomainSection; label: string; suffix: string }[] = [
 export function DomainPage({ id, section, location }: { id: number; section: DomainSection; location: Location }) {
   const [domain, setDomain] = useState<{ name: string } | null>(null);
   const [error, setError] = useState<unknown>(null);
-  // Before the paint, as useQuery's requests (above).
+  // Before the paint, as useBatch's requests (above).
   useLayoutEffect(() => {
     setDomain(null);
     setError(null);
@@ -306,8 +306,11 @@ export function DomainPage({ id, section, location }: { id: number; section: Dom
 function Dashboard({ id, location }: { id: number; location: Location }) {
   const filters = filtersOf(location.query);
   const compare = location.query.get('compare') === '1';
-  const base = { domains: [id], ...rangeOf(location.query), filters: apiFilters(filters) };
-  const tiles = useQuery({ ...base, metrics: TILES.map((t) => t.metric), ...(compare ? { compare: 'previous' } : {}) }, 'headline');
+  const panelSpecs = panelsFor(filters);
+  const view = viewQueries({ domains: [id], ...rangeOf(location.query), filters: apiFilters(filters) }, compare, panelSpecs);
+  // The headline's batch first, then the panels' (view.ts says why two).
+  const [tiles, overTime, byStatus] = useBatch(view.headline) as [Answered, Answered, Answered];
+  const panels = useBatch(view.panels);
   const total = tiles.answer?.results[0]?.metrics[0] ?? null;
   const addFilter = (f: Filter) => {
     if (!filters.some((g) => filterParam(g) === filterParam(f))) navigate(withFilters(location, [...filters, f]));
@@ -328,10 +331,10 @@ function Dashboard({ id, location }: { id: number; location: Location }) {
         </ul>
       )}
       <Tiles answer={tiles.answer} error={tiles.error} compare={compare} />
-      <Charts base={base} />
+      <Charts overTime={overTime} byStatus={byStatus} />
       <div class="panels">
-        {panelsFor(filters).map((spec) => (
-          <Panel spec={spec} base={base} total={total} onFilter={addFilter} />
+        {panelSpecs.map((spec, i) => (
+          <Panel spec={spec} answered={panels[i]!} total={total} onFilter={addFilter} />
         ))}
       </div>
     </>
