@@ -173,6 +173,13 @@ export function daySlices(days: readonly number[], range: Required<TimeRange>): 
   return slices;
 }
 
+/** Every UTC day (days since 1970-01-01) the range touches, newest first: daySlices' days for a read that does not ask which hold rows. */
+export function daysOf(range: Required<TimeRange>): number[] {
+  const days: number[] = [];
+  for (let day = Math.floor(range.endDate.getTime() / DAY_MS); day >= Math.floor(range.startDate.getTime() / DAY_MS); day--) days.push(day);
+  return days;
+}
+
 async function exportDays(clickhouse: ClickHouseClient, plan: ExportPlan, signal: AbortSignal): Promise<number[]> {
   const query = exportDaysQuery(plan.domainId, plan.selection.type, plan.range);
   return (await selectRows<{ day: number | string }>(clickhouse, query.sql, query.params, signal)).map((r) => Number(r.day));

@@ -9,6 +9,8 @@
  * the query) waits once, so another user's request waits for at most one request of each user
  * ahead of it. Given per statement, the second statement of a light request queued again behind a
  * heavy one, and a two-statement query waited for two heavy ones (bench/README, "bench/fair-reads").
+ * The exception is a long read (a search, an export's count): it runs as slices of a day, each
+ * `withReads` of its own, so that a dashboard waits for one slice and not the whole read.
  *
  * | class     | for                                              |
  * |-----------|--------------------------------------------------|
@@ -17,8 +19,8 @@
  * | `search`  | POST …/search                                    |
  * | `export`  | an export's count when it is created             |
  *
- * Every class has READ_TIMEOUT_S and READ_MAX_MEMORY_MB today; the class is what the scheduler
- * and the limits are chosen by, and what a later order between classes will read. A download
+ * Every class has READ_TIMEOUT_S and READ_MAX_MEMORY_MB today; the scheduler orders waiting
+ * requests by class (stats, then listing, then search and export; scheduler.ts). A download
  * streams on a chDB session of its own (src/exports/stream.ts), outside this queue: its limits
  * are the per-user cap of downloads and the reader's pace.
  *
@@ -29,9 +31,7 @@ import type { QueryParams } from '@clickhouse/client';
 import type { Config } from '../../core/config.js';
 import { clickhouseCode, derivedClient, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { ApiError } from '../http/errors.js';
-import { ReadScheduler } from './scheduler.js';
-
-export type ReadClass = 'stats' | 'listing' | 'search' | 'export';
+import { ReadScheduler, type ReadClass } from './scheduler.js';
 
 export interface ReadLimits {
   /** max_execution_time of one statement, seconds. */
@@ -132,5 +132,5 @@ export function limitedClient(base: ClickHouseClient, limits: ReadLimits): Click
  */
 export function withReads<T>(deps: ReadDeps, principal: { user: { id: number } }, cls: ReadClass, read: (clickhouse: ClickHouseClient) => Promise<T>): Promise<T> {
   const clickhouse = limitedClient(deps.clickhouse, deps.reads.limits[cls]);
-  return deps.reads.scheduler.run(principal.user.id, () => read(clickhouse));
+  return deps.reads.scheduler.run(principal.user.id, () => read(clickhouse), cls);
 }
