@@ -8,7 +8,7 @@ import { ApiError, invalidField } from '../http/errors.js';
 import { withReads } from '../reads/client.js';
 import { selectionOf, type ExportRequest } from './schemas.js';
 import { deleteExpiredExports, findDownload, insertExport, lockExportQuota, recentExports, type ExportFormat } from './store.js';
-import { daySlices, daysOf, exportBytes, exportCountQuery, openExportBody, READER_PACE, SlowReaderError, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan, type ReaderPace } from './stream.js';
+import { daySlices, daysHoldingRows, exportBytes, exportCountQuery, openExportBody, READER_PACE, SlowReaderError, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan, type ReaderPace } from './stream.js';
 
 export interface ExportLimits {
   /** Rows one export may hold, counted when it is created (the stream itself needs no bound). */
@@ -100,8 +100,9 @@ export async function createExport(
 
   const range = { startDate: body.startDate, endDate };
   // A day at a time, each in a place of its own, so that another user's dashboard reads between two (src/reads/scheduler.ts).
+  const days = await withReads(deps, principal, 'export', (clickhouse) => daysHoldingRows(clickhouse, domain.id, [body.selection.type], range));
   let rows = 0;
-  for (const day of daySlices(daysOf(range), range)) {
+  for (const day of daySlices(days, range)) {
     rows += await withReads(deps, principal, 'export', (clickhouse) => countRows(clickhouse, exportCountQuery(domain.id, body.selection, day)));
   }
   if (rows > limits.maxRows) {

@@ -141,16 +141,27 @@ const DAY_MS = 86_400_000;
 
 /**
  * The UTC days (days since 1970-01-01, a JSONEachRow row `{ day }` each) that hold rows of the
- * domain in the range, newest first. The tables are partitioned by `toDate(timestamp)` of a UTC
- * column, so each day is one partition. Only the domain and the range are asked, not the other
- * filters: that reads the key columns alone (about 30 ms for a million rows, 150 ms for ten
- * million), where the filters would read their columns twice; a day whose rows all fail the
- * filters costs one quick empty query. Each day's query sees the rows stored when it starts, as
- * a single query would when it started; a day without rows when the days were listed is not read.
+ * domain in the range in any of the tables of `types`, newest first. The tables are partitioned by
+ * `toDate(timestamp)` of a UTC column, so each day is one partition. Only the domain and the range
+ * are asked, not the other filters: that reads the key columns alone (about 30 ms for a million
+ * rows, 150 ms for ten million), where the filters would read their columns twice; a day whose
+ * rows all fail the filters costs one quick empty query. Each day's query sees the rows stored
+ * when it starts, as a single query would when it started; a day without rows when the days were
+ * listed is not read.
  */
-export function exportDaysQuery(domainId: number, type: ExportType, range: Required<TimeRange>): ClickhouseQuery {
-  const { where, params } = type === 'access' ? accessWhere(domainId, range) : errorWhere(domainId, range);
-  return { sql: `SELECT toUInt32(toDate(timestamp)) AS day FROM ${tableOf(type)} WHERE ${where} GROUP BY day ORDER BY day DESC`, params, format: 'JSONEachRow' };
+export function daysQuery(domainId: number, types: readonly ExportType[], range: Required<TimeRange>): ClickhouseQuery {
+  const arms = types.map((type, i) => {
+    const prefix = `d${i}`;
+    return { type, ...(type === 'access' ? accessWhere(domainId, range, prefix) : errorWhere(domainId, range, prefix)) };
+  });
+  const union = arms.map((a) => `SELECT toUInt32(toDate(timestamp)) AS day FROM ${tableOf(a.type)} WHERE ${a.where}`).join(' UNION ALL ');
+  return { sql: `SELECT day FROM (${union}) GROUP BY day ORDER BY day DESC`, params: Object.assign({}, ...arms.map((a) => a.params)), format: 'JSONEachRow' };
+}
+
+/** The days of `daysQuery`. */
+export async function daysHoldingRows(clickhouse: ClickHouseClient, domainId: number, types: readonly ExportType[], range: Required<TimeRange>, signal?: AbortSignal): Promise<number[]> {
+  const query = daysQuery(domainId, types, range);
+  return (await selectRows<{ day: number | string }>(clickhouse, query.sql, query.params, signal)).map((r) => Number(r.day));
 }
 
 /**
@@ -171,18 +182,6 @@ export function daySlices(days: readonly number[], range: Required<TimeRange>): 
     if (from <= to) slices.push({ startDate: new Date(from), endDate: new Date(to) });
   }
   return slices;
-}
-
-/** Every UTC day (days since 1970-01-01) the range touches, newest first: daySlices' days for a read that does not ask which hold rows. */
-export function daysOf(range: Required<TimeRange>): number[] {
-  const days: number[] = [];
-  for (let day = Math.floor(range.endDate.getTime() / DAY_MS); day >= Math.floor(range.startDate.getTime() / DAY_MS); day--) days.push(day);
-  return days;
-}
-
-async function exportDays(clickhouse: ClickHouseClient, plan: ExportPlan, signal: AbortSignal): Promise<number[]> {
-  const query = exportDaysQuery(plan.domainId, plan.selection.type, plan.range);
-  return (await selectRows<{ day: number | string }>(clickhouse, query.sql, query.params, signal)).map((r) => Number(r.day));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -280,7 +279,7 @@ async function* readAhead<T>(source: AsyncIterable<T>): AsyncGenerator<T> {
 
 /**
  * The download's rows as bytes, newest first: one query per UTC day that holds rows of the domain
- * in the range (see `exportDaysQuery`), concatenated. Why not one query: reading in key order
+ * in the range (see `daysQuery`), concatenated. Why not one query: reading in key order
  * opens a stream on every part the range covers at once, so one query over 31 daily partitions
  * grew the server by 240–260 MB for 1 million rows and 530 MB for 10 million, one day at a time
  * by 70–100 MB for either (bench/export, bench/README.md). The rows and
@@ -289,7 +288,7 @@ async function* readAhead<T>(source: AsyncIterable<T>): AsyncGenerator<T> {
  * Aborting `signal` cancels the query under way and starts no further one.
  */
 export async function* exportBytes(clickhouse: ClickHouseClient, plan: ExportPlan, signal: AbortSignal): AsyncGenerator<Uint8Array> {
-  const days = await exportDays(clickhouse, plan, signal);
+  const days = await daysHoldingRows(clickhouse, plan.domainId, [plan.selection.type], plan.range, signal);
   const queries = daySlices(days, plan.range).map((range) => exportQuery(plan.domainId, plan.selection, range, plan.format));
   if (queries.length === 0) return;
   const transport = await openTransport(clickhouse, signal);

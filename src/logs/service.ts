@@ -1,13 +1,13 @@
 import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
-import { daySlices, daysOf } from '../exports/stream.js';
+import { daySlices, daysHoldingRows } from '../exports/stream.js';
 import { resolveDomain } from '../domains/service.js';
 import { pagination, type Pagination } from '../http/envelope.js';
 import { timeQuery } from '../metrics/registry.js';
 import { withReads } from '../reads/client.js';
 import { accessFiltersSet, accessWhere, errorFiltersSet, errorWhere, type TimeRange } from './filters.js';
 import { statusCountsQuery } from './hour-counts.js';
-import { searchScope, type SearchScope } from './search-fields.js';
+import { searchScope } from './search-fields.js';
 import type { AccessListQuery, ErrorListQuery, SearchBody } from './schemas.js';
 import {
   countSearchMatches,
@@ -74,17 +74,19 @@ type InPlace = <T>(read: (clickhouse: ClickHouseClient) => Promise<T>) => Promis
  * sees the rows stored when it is read, as each statement of a request always did.
  */
 async function searchBySlices(inPlace: InPlace, request: SearchRequest, page: PageRequest): Promise<PageOf<SearchEntry>> {
-  let scope: SearchScope | undefined;
+  const { scope, days } = await inPlace(async (clickhouse) => ({
+    // Fields no row of the range can match are not searched, nor access rows where none can (search-fields.ts).
+    scope: await searchScope(clickhouse, request),
+    days: await daysHoldingRows(clickhouse, request.domainId, ['access', 'error'], request),
+  }));
   const rows: SearchEntry[] = [];
   let total = 0;
-  for (const slice of daySlices(daysOf(request), request)) {
-    const matches = await inPlace(async (clickhouse) => {
-      // Fields no row of the range can match are not searched, nor access rows where none can (search-fields.ts).
-      scope ??= await searchScope(clickhouse, request);
-      const day = { ...request, ...scope, ...slice, accessRanges: scope.accessRanges && clipped(scope.accessRanges, slice) };
-      // The day's matches newer than the page, and the page's rows still wanted.
-      const skip = Math.max(0, page.offset - total);
-      const wanted = page.limit - rows.length;
+  for (const slice of daySlices(days, request)) {
+    const day = { ...request, ...scope, ...slice, accessRanges: scope.accessRanges && clipped(scope.accessRanges, slice) };
+    // The day's matches newer than the page, and the page's rows still wanted.
+    const skip = Math.max(0, page.offset - total);
+    const wanted = page.limit - rows.length;
+    total += await inPlace(async (clickhouse) => {
       if (wanted === 0) return countSearchMatches(clickhouse, day);
       if (skip > 0) {
         const count = await countSearchMatches(clickhouse, day);
@@ -94,7 +96,6 @@ async function searchBySlices(inPlace: InPlace, request: SearchRequest, page: Pa
       rows.push(...found.rows);
       return found.total;
     });
-    total += matches;
   }
   return { rows, total };
 }
