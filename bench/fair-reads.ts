@@ -143,7 +143,13 @@ async function main(): Promise<void> {
     console.log(`2. serve (pid ${s.pid}) ${idle.idle ? 'idle' : '**still busy**'} after ${(idle.waitedMs / 1000).toFixed(1)} s; load average ${load()}`);
 
     const admin = await login(s.base, BENCH_ADMIN);
-    const all = (await api('GET', '/api/domains?limit=100', admin)).json.data.domains as { id: number; name: string; ownerId: number | null }[];
+    // Every page: bench/query's DATA_DIR has a fleet of 100 more.
+    const all: { id: number; name: string; ownerId: number | null }[] = [];
+    for (let page = 1; ; page++) {
+      const { data } = (await api('GET', `/api/domains?limit=100&page=${page}`, admin)).json;
+      all.push(...data.domains);
+      if (page >= data.pagination.pages) break;
+    }
     const domainA = all.find((d) => d.name === MAIN_DOMAIN);
     const domainB = all.find((d) => d.name === otherDomain(1));
     if (!domainA || !domainB) throw new Error(`no ${MAIN_DOMAIN} or ${otherDomain(1)} in ${dataDir}`);
