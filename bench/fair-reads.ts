@@ -169,8 +169,8 @@ async function main(): Promise<void> {
     console.log(`3. user A owns ${MAIN_DOMAIN} (domain ${domainA.id}), user B owns ${otherDomain(1)} (domain ${domainB.id})`);
     if (PARTS.has('view')) {
       for (let i = 1; i <= SEARCHERS; i++) {
-        const credentials = { email: `fair-s${i}-${process.pid}@example.com`, password: 'fair-reads-password-1', role: 'admin' };
-        const created = await api('POST', '/api/users', admin, credentials);
+        const credentials = { email: `fair-s${i}-${process.pid}@example.com`, password: 'fair-reads-password-1' };
+        const created = await api('POST', '/api/users', admin, { ...credentials, role: 'admin' });
         if (created.status !== 201) throw new Error(`creating searcher ${i} answered ${created.status}: ${JSON.stringify(created.json)}`);
         users.push({ id: created.json.data.id, token: (await api('POST', '/api/auth/login', undefined, credentials)).json.data.accessToken });
       }
