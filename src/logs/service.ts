@@ -1,6 +1,6 @@
 import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Principal, Services } from '../context.js';
-import { daySlices, daysHoldingRows } from '../exports/stream.js';
+import { daysHoldingRows, rowSlices } from '../exports/stream.js';
 import { resolveDomain } from '../domains/service.js';
 import { pagination, type Pagination } from '../http/envelope.js';
 import { timeQuery } from '../metrics/registry.js';
@@ -57,7 +57,7 @@ export async function searchLogs(deps: Deps, principal: Principal, domainId: num
   await resolveDomain(deps, principal, domainId, ['logs', 'read']);
   const request = { domainId, query: body.query, fields: body.fields, startDate: body.startDate, endDate: body.endDate ?? now };
   const inPlace: InPlace = (read) => withReads(deps, principal, 'search', read);
-  const { rows, total } = await timeQuery(deps.metrics, 'search', () => searchBySlices(inPlace, request, { offset: offsetOf(body), limit: body.limit }));
+  const { rows, total } = await timeQuery(deps.metrics, 'search', () => searchBySlices(inPlace, deps.reads.sliceRows, request, { offset: offsetOf(body), limit: body.limit }));
   return { logs: rows, pagination: pagination(body.page, body.limit, total) };
 }
 
@@ -65,15 +65,16 @@ export async function searchLogs(deps: Deps, principal: Principal, domainId: num
 type InPlace = <T>(read: (clickhouse: ClickHouseClient) => Promise<T>) => Promise<T>;
 
 /**
- * A search's page and exact count, read one UTC day at a time, newest first, each day in a place
- * of its own: between two days another user's dashboard reads, where one read of 30 days held it
- * for the whole search (bench/README, "bench/fair-reads"). Days partition the range to the
- * millisecond and the order is the timestamp's, so the days' matches in turn are the matches of
- * one read in its order: the page is the matches `offset` to `offset + limit` of that sequence,
- * taken from the days that hold them; the days before the page and after it only count. Each day
- * sees the rows stored when it is read, as each statement of a request always did.
+ * A search's page and exact count, read in slices of whole UTC days (rowSlices: a day, or days
+ * holding `sliceRows` rows together), newest first, each slice in a place of its own: between two
+ * slices another user's dashboard reads, where one read of 30 days held it for the whole search
+ * (bench/README, "bench/fair-reads"). Slices partition the range to the millisecond and the order
+ * is the timestamp's, so the slices' matches in turn are the matches of one read in its order: the
+ * page is the matches `offset` to `offset + limit` of that sequence, taken from the slices that
+ * hold them; the slices before the page and after it only count. Each slice sees the rows stored
+ * when it is read, as each statement of a request always did.
  */
-async function searchBySlices(inPlace: InPlace, request: SearchRequest, page: PageRequest): Promise<PageOf<SearchEntry>> {
+async function searchBySlices(inPlace: InPlace, sliceRows: number, request: SearchRequest, page: PageRequest): Promise<PageOf<SearchEntry>> {
   const { scope, days } = await inPlace(async (clickhouse) => ({
     // Fields no row of the range can match are not searched, nor access rows where none can (search-fields.ts).
     scope: await searchScope(clickhouse, request),
@@ -81,18 +82,18 @@ async function searchBySlices(inPlace: InPlace, request: SearchRequest, page: Pa
   }));
   const rows: SearchEntry[] = [];
   let total = 0;
-  for (const slice of daySlices(days, request)) {
-    const day = { ...request, ...scope, ...slice, accessRanges: scope.accessRanges && clipped(scope.accessRanges, slice) };
-    // The day's matches newer than the page, and the page's rows still wanted.
+  for (const slice of rowSlices(days, request, sliceRows)) {
+    const part = { ...request, ...scope, ...slice, accessRanges: scope.accessRanges && clipped(scope.accessRanges, slice) };
+    // The slice's matches newer than the page, and the page's rows still wanted.
     const skip = Math.max(0, page.offset - total);
     const wanted = page.limit - rows.length;
     total += await inPlace(async (clickhouse) => {
-      if (wanted === 0) return countSearchMatches(clickhouse, day);
+      if (wanted === 0) return countSearchMatches(clickhouse, part);
       if (skip > 0) {
-        const count = await countSearchMatches(clickhouse, day);
+        const count = await countSearchMatches(clickhouse, part);
         if (count <= skip) return count;
       }
-      const found = await searchEntries(clickhouse, day, { offset: skip, limit: wanted });
+      const found = await searchEntries(clickhouse, part, { offset: skip, limit: wanted });
       rows.push(...found.rows);
       return found.total;
     });

@@ -86,11 +86,20 @@ function mappedWhenRead(result: ResultOf, limits: ReadLimits): ResultOf {
   return Object.assign(Object.create(result) as ResultOf, { json: () => mapped(result.json()), text: () => mapped(result.text()) });
 }
 
-/** A process's reads for requests: their queue and each class's limits. */
+/** A process's reads for requests: their queue, each class's limits, and the rows a slice of a long read spans at most. */
 export interface Reads {
   scheduler: ReadScheduler;
   limits: Record<ReadClass, ReadLimits>;
+  sliceRows: number;
 }
+
+/**
+ * Rows of the domain a slice of a long read (a search, an export's count) spans at most: its
+ * days, newest first, joined up to this many (a day holding more is a slice alone). Small enough
+ * that a slice reads for about as long as a dashboard view, large enough that a search of a small
+ * domain stays one statement or two (bench/README, "bench/fair-reads").
+ */
+const SLICE_ROWS = 50_000;
 
 /** Requests of one user that may wait for a place before the next is refused with 429. */
 const QUEUED_PER_USER = 64;
@@ -103,6 +112,7 @@ export function createReads(config: Pick<Config, 'readTimeoutS' | 'readMaxMemory
   return {
     scheduler: new ReadScheduler({ inFlight, perUser: config.readsPerUser, queuedPerUser: QUEUED_PER_USER }),
     limits: { stats: limits, listing: limits, search: limits, export: limits },
+    sliceRows: SLICE_ROWS,
   };
 }
 
