@@ -12,8 +12,8 @@
  * So a dashboard request waits for at most one search or export of other users, however many
  * they queue: the one reading when it came, or the one whose passed-over turn is due, never both
  * (after a long read is given a place, PASSED_OVER_MAX higher ones go before the next).
- * Long reads come in slices (a day each, src/logs/search.ts, src/exports/service.ts), each
- * taking a place of its own, so "one" is one slice. Without the tiers six heavy requests of one
+ * Long reads come in slices (whole days of at most `sliceRows` rows, or one day: searchLogs in
+ * src/logs/service.ts, createExport's count), each taking a place of its own, so "one" is one slice. Without the tiers six heavy requests of one
  * user put another user's 82 ms query at 19 s, and three users' searches each put a dashboard
  * behind the slices of the other two (bench/README, "bench/fair-reads").
  *
