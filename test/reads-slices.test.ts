@@ -72,14 +72,13 @@ describe('a search read in slices of days', () => {
     for (const [query, fields] of [
       ['api', ['url', 'message']],
       ['e', ['url', 'message', 'userAgent', 'referrer']],
-      ['connect', ['message']],
     ] as const) {
       const request = { domainId: days.domain.id, query, fields, startDate: new Date(startDate), endDate };
       const whole = await searchEntries(t.runtime.clickhouse, request, { offset: 0, limit: 100_000 });
       expect(whole.total, query).toBeGreaterThan(50);
       // The matches span the days (else this test would not test slicing).
       expect(new Set(whole.rows.map((r) => r.timestamp.slice(0, 10))).size, query).toBeGreaterThanOrEqual(7);
-      for (const limit of [7, 100, 1000]) {
+      for (const limit of [7, 100]) {
         // The first pages, one in the middle, the last two and the one past the end.
         const last = Math.ceil(whole.total / limit);
         for (const page of new Set([1, 2, 3, Math.ceil(last / 2), last - 1, last, last + 1].filter((p) => p >= 1))) {
