@@ -82,14 +82,17 @@ async function searchBySlices(inPlace: InPlace, sliceRows: number, request: Sear
   }));
   const rows: SearchEntry[] = [];
   let total = 0;
-  for (const slice of rowSlices(days, request, sliceRows)) {
+  const slices = rowSlices(days, request, sliceRows);
+  for (const [i, slice] of slices.entries()) {
     const part = { ...request, ...scope, ...slice, accessRanges: scope.accessRanges && clipped(scope.accessRanges, slice) };
     // The slice's matches newer than the page, and the page's rows still wanted.
     const skip = Math.max(0, page.offset - total);
     const wanted = page.limit - rows.length;
     total += await inPlace(async (clickhouse) => {
       if (wanted === 0) return countSearchMatches(clickhouse, part);
-      if (skip > 0) {
+      // Counted first where the page may lie in a later slice: searchEntries would find no row
+      // there and count again. The last slice is where the page is, if anywhere.
+      if (skip > 0 && i < slices.length - 1) {
         const count = await countSearchMatches(clickhouse, part);
         if (count <= skip) return count;
       }
