@@ -96,7 +96,7 @@ export interface Reads {
 /**
  * Rows of the domain a slice of a long read (a search, an export's count) spans at most: its
  * days, newest first, joined up to this many (a day holding more is a slice alone). Each slice is
- * a statement or two more: a 30-day search of 1M rows in day slices (31) took 2–3 times as long
+ * a statement or two more: a 30-day search of 1M rows in day slices (31) took 3 times as long
  * as one read, in slices of 250,000 rows (5) about 1.4 times; a slice that size reads for less than
  * a dashboard view does (bench/README, "bench/fair-reads").
  */
