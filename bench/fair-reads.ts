@@ -19,17 +19,26 @@
  *      request to the body's last byte.
  *
  * The ratio the issue asks for is B's time under load ÷ (B's alone + one of A's alone); ≤ 1 is met.
+ *
+ *   5. (issue 31) a dashboard view of B's domain (`dashboardView`: the page's tiles, charts and
+ *      panels, sent together as web/src/pages/Domain.tsx sends them) alone, then while three other
+ *      users (S1–S3, administrators: they see the main domain) each run a 30-day search of the main
+ *      domain in a loop, BENCH_ROUNDS rounds of alone then loaded, each the median of 3 views; and
+ *      one of the searches alone. The target: the view under load ≤ 2 × the view alone.
+ *
  * Figures are printed with the other load on the machine; nothing is asserted.
  *
  * Environment (optional): BENCH_ROWS (default 2000000), BENCH_DATA_DIR, BENCH_ROUNDS (default 3),
- * BENCH_KEEP (1: keep the temporary directory).
+ * BENCH_KEEP (1: keep the temporary directory), BENCH_PARTS (default `six,view`: the issue-29
+ * rounds, the issue-31 rounds; either alone).
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { killAll } from './lib/measure.js';
-import { BENCH_ADMIN, benchDataDir, MAIN_DOMAIN, otherDomain } from './lib/query-data.js';
+import { PANELS } from '../web/src/panels.js';
+import { BENCH_ADMIN, benchDataDir, DAY_MS, MAIN_DOMAIN, otherDomain } from './lib/query-data.js';
 import { api as apiOf, childEnv, failBench, killServer, login, ROOT, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
 import { fmt, load, median, positiveIntEnv, sleep } from './lib/util.js';
 
@@ -38,6 +47,8 @@ const ROUNDS = positiveIntEnv('BENCH_ROUNDS', 3);
 const KEPT_DATA_DIR = process.env.BENCH_DATA_DIR;
 const KEEP = process.env.BENCH_KEEP === '1';
 const HEAVY_AT_ONCE = 6;
+const PARTS = new Set((process.env.BENCH_PARTS ?? 'six,view').split(','));
+const SEARCHERS = 3;
 /** How long after A's six are sent B asks: they are all queued by then (each is tens of ms of Postgres work before its reads). */
 const QUEUED_AFTER_MS = 300;
 
@@ -53,6 +64,43 @@ async function timed(method: string, p: string, token: string, body?: unknown): 
   const ms = performance.now() - started;
   if (res.status !== 200) throw new Error(`${method} ${p} answered ${res.status}: ${JSON.stringify(res.json).slice(0, 300)}`);
   return ms;
+}
+
+/**
+ * The query bodies of one dashboard view of `domainId` over its default window: the tiles, the two
+ * charts and one per panel, as web/src/pages/Domain.tsx asks them.
+ */
+function dashboardView(domainId: number): Record<string, unknown>[] {
+  const base = { domains: [domainId], dateRange: '24h', filters: [] as unknown[] };
+  return [
+    { ...base, metrics: ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'] },
+    { ...base, metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 },
+    { ...base, metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 },
+    ...PANELS.map((p) => ({
+      ...base,
+      metrics: p.metrics.map((m) => m.name),
+      dimensions: p.dimensions,
+      filters: p.filters ?? [],
+      limit: 10,
+      ...(p.orderBy ? { orderBy: p.orderBy } : {}),
+    })),
+  ];
+}
+
+/** One view: its requests sent together, timed from the first request to the last answer's last byte. (The one place to change when the page batches them.) */
+async function viewTimed(token: string, bodies: Record<string, unknown>[]): Promise<number> {
+  const started = performance.now();
+  await Promise.all(bodies.map((body) => timed('POST', '/api/logs/query', token, body)));
+  return performance.now() - started;
+}
+
+interface ViewRound {
+  viewAlone: number;
+  viewLoaded: number;
+  searchAlone: number;
+  /** Searches the three finished while the loaded views ran. */
+  searchesDone: number;
+  otherCores: number;
 }
 
 interface Round {
@@ -95,7 +143,13 @@ async function main(): Promise<void> {
     console.log(`2. serve (pid ${s.pid}) ${idle.idle ? 'idle' : '**still busy**'} after ${(idle.waitedMs / 1000).toFixed(1)} s; load average ${load()}`);
 
     const admin = await login(s.base, BENCH_ADMIN);
-    const all = (await api('GET', '/api/domains?limit=100', admin)).json.data.domains as { id: number; name: string; ownerId: number | null }[];
+    // Every page: bench/query's DATA_DIR has a fleet of 100 more.
+    const all: { id: number; name: string; ownerId: number | null }[] = [];
+    for (let page = 1; ; page++) {
+      const { data } = (await api('GET', `/api/domains?limit=100&page=${page}`, admin)).json;
+      all.push(...data.domains);
+      if (page >= data.pagination.pages) break;
+    }
     const domainA = all.find((d) => d.name === MAIN_DOMAIN);
     const domainB = all.find((d) => d.name === otherDomain(1));
     if (!domainA || !domainB) throw new Error(`no ${MAIN_DOMAIN} or ${otherDomain(1)} in ${dataDir}`);
@@ -113,6 +167,14 @@ async function main(): Promise<void> {
     };
     const [a, b] = [users[0]!, users[1]!];
     console.log(`3. user A owns ${MAIN_DOMAIN} (domain ${domainA.id}), user B owns ${otherDomain(1)} (domain ${domainB.id})`);
+    if (PARTS.has('view')) {
+      for (let i = 1; i <= SEARCHERS; i++) {
+        const credentials = { email: `fair-s${i}-${process.pid}@example.com`, password: 'fair-reads-password-1' };
+        const created = await api('POST', '/api/users', admin, { ...credentials, role: 'admin' });
+        if (created.status !== 201) throw new Error(`creating searcher ${i} answered ${created.status}: ${JSON.stringify(created.json)}`);
+        users.push({ id: created.json.data.id, token: (await api('POST', '/api/auth/login', undefined, credentials)).json.data.accessToken });
+      }
+    }
 
     // A's: every row of 30 days grouped by URL and address, with a filter no rollup holds (raw rows
     // only); counts only, whose state stays small (with visitors and p95 per group the 2M-row domain's
@@ -144,7 +206,7 @@ async function main(): Promise<void> {
     const medianOf3 = async (request: () => Promise<number>) => median([await request(), await request(), await request()]);
 
     const rounds: Round[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = 0; PARTS.has('six') && round < ROUNDS; round++) {
       process.stderr.write(`round ${round + 1}…\n`);
       await waitIdle(s.pid, 30_000);
       const { value, otherCores } = await withOtherLoad(s.pid, async () => {
@@ -158,6 +220,70 @@ async function main(): Promise<void> {
       rounds.push({ ...value, otherCores });
     }
 
+    if (rounds.length > 0) reportSix(rounds);
+    if (PARTS.has('view')) {
+      const searchers = users.slice(2);
+      // Every entry of the 30 days is read: `url` and `userAgent` hold `bot` in some rows of every
+      // day, so neither the text index nor the rollups' keys leave a day out.
+      const search = { query: 'bot', fields: ['url', 'userAgent', 'referrer', 'message'], startDate: new Date(Date.now() - 30 * DAY_MS).toISOString() };
+      const searchOnce = (token: string) => timed('POST', `/api/logs/domains/${domainA.id}/search`, token, search);
+      const view = dashboardView(domainB.id);
+      const medianView = async () => median([await viewTimed(b.token, view), await viewTimed(b.token, view), await viewTimed(b.token, view)]);
+      await viewTimed(b.token, view);
+      await searchOnce(searchers[0]!.token);
+      const viewRounds: ViewRound[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        process.stderr.write(`view round ${round + 1}…\n`);
+        await waitIdle(s.pid, 30_000);
+        const { value, otherCores } = await withOtherLoad(s.pid, async () => {
+          const viewAlone = await medianView();
+          const searchAlone = await searchOnce(searchers[0]!.token);
+          let searching = true;
+          let searchesDone = 0;
+          const loops = searchers.map(async (u) => {
+            while (searching) {
+              await searchOnce(u.token);
+              searchesDone++;
+            }
+          });
+          // All three are reading by then (a search's first statements are Postgres, then its days).
+          await sleep(QUEUED_AFTER_MS);
+          const done0 = searchesDone;
+          try {
+            const viewLoaded = await medianView();
+            return { viewAlone, viewLoaded, searchAlone, searchesDone: searchesDone - done0 };
+          } finally {
+            searching = false;
+            await Promise.all(loops);
+          }
+        });
+        viewRounds.push({ ...value, otherCores });
+      }
+      reportView(viewRounds, view.length);
+    }
+    await restore();
+    restore = undefined;
+    await stopServer(s);
+    console.log(`load average at the end ${load()}`);
+  } finally {
+    if (restore) await restore().catch(() => {});
+    cleanUp();
+  }
+}
+
+function reportView(rounds: ViewRound[], requests: number): void {
+  console.log(
+    `\n5. B's dashboard view (${requests} POST /api/logs/query sent together, 24 h of ${otherDomain(1)}), median of 3 views, alone and while ${SEARCHERS} other users each run 30-day searches of ${MAIN_DOMAIN} in a loop; ms, first request to last byte\n`,
+  );
+  console.log("| round | view alone | view under load | ratio | one search alone | searches done during the loaded views | other load |");
+  console.log('|---|---:|---:|---:|---:|---:|---:|');
+  const ratios = rounds.map((r) => r.viewLoaded / r.viewAlone);
+  rounds.forEach((r, i) => console.log(`| ${i + 1} | ${ms0(r.viewAlone)} | ${ms0(r.viewLoaded)} | ${ratios[i]!.toFixed(2)} | ${ms0(r.searchAlone)} | ${r.searchesDone} | ${r.otherCores.toFixed(2)} |`));
+  const m = median(ratios);
+  console.log(`\nthe view: time under load ÷ time alone, median of ${rounds.length} rounds ${m.toFixed(2)} (spread ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}); target ≤ 2: ${m <= 2 ? 'met' : '**not met**'}`);
+}
+
+function reportSix(rounds: Round[]): void {
     console.log(`\n4. B's one-metric query (24 h of ${otherDomain(1)}), then B's listing, each while A's ${HEAVY_AT_ONCE} heavy queries (30 d of ${MAIN_DOMAIN} by URL and address) run; ms, request to last byte\n`);
     console.log("| round | one of A's alone | B's query alone | under load | ratio | B's listing alone | under load | ratio | A's six: last answer | other load |");
     console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
@@ -172,14 +298,6 @@ async function main(): Promise<void> {
       const m = median(list);
       console.log(`\n${what}: time under load ÷ (its time alone + one of A's alone), median of ${ROUNDS} rounds ${m.toFixed(2)} (spread ${Math.min(...list).toFixed(2)}–${Math.max(...list).toFixed(2)}); target ≤ 1: ${m <= 1 ? 'met' : '**not met**'}`);
     }
-    await restore();
-    restore = undefined;
-    await stopServer(s);
-    console.log(`load average at the end ${load()}`);
-  } finally {
-    if (restore) await restore().catch(() => {});
-    cleanUp();
-  }
 }
 
 main().catch((err: unknown) => failBench('fair-reads', err, server));

@@ -8,7 +8,7 @@ import { ApiError, invalidField } from '../http/errors.js';
 import { withReads } from '../reads/client.js';
 import { selectionOf, type ExportRequest } from './schemas.js';
 import { deleteExpiredExports, findDownload, insertExport, lockExportQuota, recentExports, type ExportFormat } from './store.js';
-import { exportBytes, exportCountQuery, openExportBody, READER_PACE, SlowReaderError, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan, type ReaderPace } from './stream.js';
+import { daysHoldingRows, exportBytes, exportCountQuery, openExportBody, READER_PACE, rowSlices, SlowReaderError, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan, type ReaderPace } from './stream.js';
 
 export interface ExportLimits {
   /** Rows one export may hold, counted when it is created (the stream itself needs no bound). */
@@ -99,7 +99,12 @@ export async function createExport(
   if (early) throw early;
 
   const range = { startDate: body.startDate, endDate };
-  const rows = await withReads(deps, principal, 'export', (clickhouse) => countRows(clickhouse, exportCountQuery(domain.id, body.selection, range)));
+  // A slice of days at a time, each in a place of its own, so that another user's dashboard reads between two (src/reads/scheduler.ts).
+  const days = await withReads(deps, principal, 'export', (clickhouse) => daysHoldingRows(clickhouse, domain.id, [body.selection.type], range));
+  let rows = 0;
+  for (const slice of rowSlices(days, range, deps.reads.sliceRows)) {
+    rows += await withReads(deps, principal, 'export', (clickhouse) => countRows(clickhouse, exportCountQuery(domain.id, body.selection, slice)));
+  }
   if (rows > limits.maxRows) {
     throw invalidField('startDate', `the export would hold ${rows} entries, more than the limit of ${limits.maxRows}: narrow the date range or the filters`);
   }

@@ -140,17 +140,51 @@ export function exportCountQuery(domainId: number, selection: ExportSelection, r
 const DAY_MS = 86_400_000;
 
 /**
- * The UTC days (days since 1970-01-01, a JSONEachRow row `{ day }` each) that hold rows of the
- * domain in the range, newest first. The tables are partitioned by `toDate(timestamp)` of a UTC
- * column, so each day is one partition. Only the domain and the range are asked, not the other
- * filters: that reads the key columns alone (about 30 ms for a million rows, 150 ms for ten
- * million), where the filters would read their columns twice; a day whose rows all fail the
- * filters costs one quick empty query. Each day's query sees the rows stored when it starts, as
- * a single query would when it started; a day without rows when the days were listed is not read.
+ * The UTC days (days since 1970-01-01) that hold rows of the domain in the range in any of the
+ * tables of `types`, newest first, with their rows (a JSONEachRow row `{ day, rows }` each). The
+ * tables are partitioned by `toDate(timestamp)` of a UTC column, so each day is one partition.
+ * Only the domain and the range are asked, not the other filters: that reads the key columns alone
+ * (about 30 ms for a million rows, 150 ms for ten million), where the filters would read their
+ * columns twice; a day whose rows all fail the filters costs one quick empty query. Each day's
+ * query sees the rows stored when it starts, as a single query would when it started; a day
+ * without rows when the days were listed is not read.
  */
-export function exportDaysQuery(domainId: number, type: ExportType, range: Required<TimeRange>): ClickhouseQuery {
-  const { where, params } = type === 'access' ? accessWhere(domainId, range) : errorWhere(domainId, range);
-  return { sql: `SELECT toUInt32(toDate(timestamp)) AS day FROM ${tableOf(type)} WHERE ${where} GROUP BY day ORDER BY day DESC`, params, format: 'JSONEachRow' };
+export function daysQuery(domainId: number, types: readonly ExportType[], range: Required<TimeRange>): ClickhouseQuery {
+  const arms = types.map((type, i) => {
+    const prefix = `d${i}`;
+    return { type, ...(type === 'access' ? accessWhere(domainId, range, prefix) : errorWhere(domainId, range, prefix)) };
+  });
+  const union = arms.map((a) => `SELECT toUInt32(toDate(timestamp)) AS day, count() AS n FROM ${tableOf(a.type)} WHERE ${a.where} GROUP BY day`).join(' UNION ALL ');
+  return { sql: `SELECT day, sum(n) AS rows FROM (${union}) GROUP BY day ORDER BY day DESC`, params: Object.assign({}, ...arms.map((a) => a.params)), format: 'JSONEachRow' };
+}
+
+/** A day of `daysQuery`'s, and its rows. */
+export interface DayRows {
+  day: number;
+  rows: number;
+}
+
+/** The days of `daysQuery`. */
+export async function daysHoldingRows(clickhouse: ClickHouseClient, domainId: number, types: readonly ExportType[], range: Required<TimeRange>, signal?: AbortSignal): Promise<DayRows[]> {
+  const query = daysQuery(domainId, types, range);
+  return (await selectRows<{ day: number | string; rows: number | string }>(clickhouse, query.sql, query.params, signal)).map((r) => ({ day: Number(r.day), rows: Number(r.rows) }));
+}
+
+/**
+ * daySlices' slices, neighbours joined while together they hold at most `maxRows` rows (a day
+ * holding more is a slice alone): still newest first, still every row in exactly one, so read in
+ * turn they give the rows of one query in its order, in fewer statements where days are small.
+ */
+export function rowSlices(days: readonly DayRows[], range: Required<TimeRange>, maxRows: number): Required<TimeRange>[] {
+  const rowsOf = new Map(days.map((d) => [d.day, d.rows]));
+  const slices: (Required<TimeRange> & { rows: number })[] = [];
+  for (const slice of daySlices([...rowsOf.keys()], range)) {
+    const rows = rowsOf.get(Math.floor(slice.startDate.getTime() / DAY_MS))!;
+    const last = slices[slices.length - 1];
+    if (last && last.rows + rows <= maxRows) Object.assign(last, { startDate: slice.startDate, rows: last.rows + rows });
+    else slices.push({ ...slice, rows });
+  }
+  return slices.map(({ startDate, endDate }) => ({ startDate, endDate }));
 }
 
 /**
@@ -171,11 +205,6 @@ export function daySlices(days: readonly number[], range: Required<TimeRange>): 
     if (from <= to) slices.push({ startDate: new Date(from), endDate: new Date(to) });
   }
   return slices;
-}
-
-async function exportDays(clickhouse: ClickHouseClient, plan: ExportPlan, signal: AbortSignal): Promise<number[]> {
-  const query = exportDaysQuery(plan.domainId, plan.selection.type, plan.range);
-  return (await selectRows<{ day: number | string }>(clickhouse, query.sql, query.params, signal)).map((r) => Number(r.day));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,7 +302,7 @@ async function* readAhead<T>(source: AsyncIterable<T>): AsyncGenerator<T> {
 
 /**
  * The download's rows as bytes, newest first: one query per UTC day that holds rows of the domain
- * in the range (see `exportDaysQuery`), concatenated. Why not one query: reading in key order
+ * in the range (see `daysQuery`), concatenated. Why not one query: reading in key order
  * opens a stream on every part the range covers at once, so one query over 31 daily partitions
  * grew the server by 240–260 MB for 1 million rows and 530 MB for 10 million, one day at a time
  * by 70–100 MB for either (bench/export, bench/README.md). The rows and
@@ -282,8 +311,8 @@ async function* readAhead<T>(source: AsyncIterable<T>): AsyncGenerator<T> {
  * Aborting `signal` cancels the query under way and starts no further one.
  */
 export async function* exportBytes(clickhouse: ClickHouseClient, plan: ExportPlan, signal: AbortSignal): AsyncGenerator<Uint8Array> {
-  const days = await exportDays(clickhouse, plan, signal);
-  const queries = daySlices(days, plan.range).map((range) => exportQuery(plan.domainId, plan.selection, range, plan.format));
+  const days = await daysHoldingRows(clickhouse, plan.domainId, [plan.selection.type], plan.range, signal);
+  const queries = daySlices(days.map((d) => d.day), plan.range).map((range) => exportQuery(plan.domainId, plan.selection, range, plan.format));
   if (queries.length === 0) return;
   const transport = await openTransport(clickhouse, signal);
   try {

@@ -309,18 +309,12 @@ type SearchRow = EitherEntryRow & { total: string | number };
  * columns (the other table's as defaults), shaped by `type` here.
  */
 export async function searchEntries(clickhouse: ClickHouseClient, request: SearchRequest, page: PageRequest): Promise<PageOf<SearchEntry>> {
-  const parts: { table: Table; type: 'access' | 'error'; filter: SqlFilter }[] = [];
-  const access = searchWhere('access_logs', request, 'a');
-  const error = searchWhere('error_logs', request, 'e');
-  if (access) parts.push({ table: 'access_logs', type: 'access', filter: access });
-  if (error) parts.push({ table: 'error_logs', type: 'error', filter: error });
+  const { parts, params, keys } = searchParts(request);
   if (parts.length === 0) return { rows: [], total: 0 };
-  const params: Record<string, unknown> = Object.assign({}, ...parts.map((x) => x.filter.params));
   const p = new Params('pg');
   const limit = p.bind('UInt32', page.limit);
   const order = 'ORDER BY timestamp DESC, id DESC';
 
-  const keys = parts.map((x) => `SELECT timestamp, id FROM ${x.table} WHERE ${x.filter.where}`).join(' UNION ALL ');
   let withClause = `(SELECT count() FROM (${keys})) AS total `;
   let boundary = '';
   if (page.offset > 0) {
@@ -348,6 +342,25 @@ export async function searchEntries(clickhouse: ClickHouseClient, request: Searc
   const entries = rows.map(toEitherEntry);
   if (rows.length > 0) return { rows: entries, total: Number(rows[0]!.total) };
   if (page.offset === 0) return { rows: entries, total: 0 };
+  return { rows: entries, total: await countSearchMatches(clickhouse, request) };
+}
+
+/** The search's matches, counted alone. */
+export async function countSearchMatches(clickhouse: ClickHouseClient, request: SearchRequest): Promise<number> {
+  const { parts, params, keys } = searchParts(request);
+  if (parts.length === 0) return 0;
   const [count] = await selectRows<{ total: string | number }>(clickhouse, `SELECT count() AS total FROM (${keys})`, params);
-  return { rows: entries, total: Number(count?.total ?? 0) };
+  return Number(count?.total ?? 0);
+}
+
+/** The tables a search reads with their conditions, all their parameters, and the (timestamp, id) of every match as one UNION ALL. */
+function searchParts(request: SearchRequest) {
+  const parts: { table: Table; type: 'access' | 'error'; filter: SqlFilter }[] = [];
+  const access = searchWhere('access_logs', request, 'a');
+  const error = searchWhere('error_logs', request, 'e');
+  if (access) parts.push({ table: 'access_logs', type: 'access', filter: access });
+  if (error) parts.push({ table: 'error_logs', type: 'error', filter: error });
+  const params: Record<string, unknown> = Object.assign({}, ...parts.map((x) => x.filter.params));
+  const keys = parts.map((x) => `SELECT timestamp, id FROM ${x.table} WHERE ${x.filter.where}`).join(' UNION ALL ');
+  return { parts, params, keys };
 }
