@@ -163,7 +163,7 @@ describe('POST /api/logs/query: metrics', () => {
     }
     // An empty window: zero counts and rates, null response times.
     const { data } = await ask(alice.token, { metrics: ALL_METRICS, ...custom(W_EMPTY) });
-    expect(data.results).toEqual([{ dimensions: [], metrics: [0, 0, 0, 0, 0, null, null, null, null, null, null] }]);
+    expect(data.results).toEqual([{ dimensions: [], metrics: [0, 0, 0, 0, 0, null, null, null, null, null, null, 0] }]);
     expect(data.pagination).toEqual({ page: 1, limit: 100, total: 1, pages: 1 });
   });
 
