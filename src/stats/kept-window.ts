@@ -138,11 +138,11 @@ interface EndsRow {
 
 /**
  * The statistics of a planned window from its kept built part (read first if none is kept for
- * these buckets; none without built buckets) and one query over the ends, with the build state's `state` parts read in the
+ * these buckets) and one query over the ends, with the build state's `state` parts read in the
  * same query; a list the kept counts and the ends cannot prove is summed exactly in a second
- * query. Null when the part no longer holds, or ClickHouse's state does not have the layout read
- * here (the caller reads the window the one-query way; a part that no longer holds is read again
- * by the next request).
+ * query. Null when the window has no built bucket, when the part no longer holds, or when
+ * ClickHouse's states do not have the layout read here (the caller reads the window the one-query
+ * way; a part that no longer holds is read again by the next request).
  */
 export async function keptWindowStats(
   clickhouse: ClickHouseClient,
