@@ -10,7 +10,10 @@
  *
  *   SELECT dims, final(partials) FROM (SELECT dims, merge(partials) FROM (raw part UNION ALL …) GROUP BY dims)
  *
- * so that a rollup source holding the same partials slots in beside the raw rows.
+ * so that a rollup source holding the same partials slots in beside the raw rows. Each partial also
+ * merges in JavaScript (JsMerge) and each metric has the same `final` there (`value`): the kept built
+ * part of GET …/stats (src/stats/kept-window.ts) merges its states with the window's ends in memory.
+ * GET …/stats shows registry metrics (src/stats/figures.ts), so a metric is written only here.
  */
 import { z } from '@hono/zod-openapi';
 import { Params, statusCondition, URL_FILTER_MAX } from '../logs/filters.js';
@@ -273,8 +276,12 @@ export type PartialStates = ReadonlyMap<AnyPartial, unknown>;
 
 /** What a query sends for a partial's column `p_<name>` to be merged in JavaScript (JsMerge.sent), named s_<name>. */
 export const sentPartial = (x: AnyPartial) => `${x.js.sent(`p_${x.name}`)} AS s_${x.name}`;
-/** What a query sends for a partial over no rows (its `neutral` state), named s_<name>, for the rows of a UNION ALL that give no partials. */
-export const sentNeutral = (x: AnyPartial) => `${x.js.sent(x.neutral)} AS s_${x.name}`;
+/**
+ * What a query sends for a partial over no rows (its `neutral` state), named s_<name>, for the rows
+ * of a UNION ALL that give no partials: a scalar subquery, since `neutral` may be an aggregate
+ * (uniqExactStateIf), which would make those rows' SELECT an aggregation.
+ */
+export const sentNeutral = (x: AnyPartial) => `(SELECT ${x.js.sent(x.neutral)}) AS s_${x.name}`;
 
 /** The states of `partials` from a row of their sentPartial columns; null when one does not have the layout read here (JsMerge.read). */
 export function statesOf(partials: readonly AnyPartial[], row: Readonly<Record<string, unknown>>): PartialStates | null {
