@@ -5,7 +5,11 @@
  * (the set of matching classes holds 0 where the empty value matches) alike.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../core/log.js';
+import { backfillUserAgentClasses } from '../ingest/user-agent-backfill.js';
 import { insertDomain } from '../src/domains/store.js';
+import { buildRollups } from '../src/rollups/builder.js';
+import { planWindow, queryDomainsBuildState } from '../src/rollups/plan.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { DAY, generateRows, insertRows } from './support/query-rows.js';
 
@@ -51,5 +55,45 @@ describe('POST /api/logs/query: rows not classified yet', () => {
     expect(await requests({ dimensions: ['bot'] })).toEqual([[false, COUNT]]);
     expect(await requests({ filters: [['is', 'bot', [false]]] })).toEqual([[COUNT]]);
     expect(await requests({ filters: [['is', 'bot', [true]]] })).toEqual([[0]]);
+  });
+});
+
+describe('the rollups over rows not classified yet', () => {
+  const window = { start: BASE - DAY, end: BASE + 2 * DAY - 1 };
+  const build = () => buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 120_000, retentionDays: 3650 });
+  /** The hours and days the plan of the window reads from the rollups. */
+  const builtBuckets = async () => {
+    const { state } = await queryDomainsBuildState(t.runtime.clickhouse, [domainId], window.start, window.end, 'day');
+    const plan = planWindow(window.start, window.end, state);
+    return plan.days.length + plan.hours.length;
+  };
+
+  it('keep their buckets unbuilt, read raw; once the backfill has classified them the builder builds them and the class panels read the rollups', async () => {
+    await build();
+    expect(await builtBuckets()).toBe(0);
+    expect(await requests({ dimensions: ['browser'] })).toEqual([['', COUNT]]);
+
+    const backfill = await backfillUserAgentClasses({ clickhouse: t.runtime.clickhouse, log: createLogger('silent'), claim: async () => true });
+    expect(backfill).toMatchObject({ complete: true, rows: COUNT });
+    await build();
+    expect(await builtBuckets()).toBeGreaterThan(0);
+    // The same questions with a filter the rollups do not hold read the raw rows, as the backfill classified them.
+    const rawOnly = ['isNot', 'method', ['\u0001 no such method']];
+    for (const dimensions of [['browser'], ['os', 'device'], ['botName', 'botKind'], ['bot']]) {
+      const answer = await requests({ dimensions, limit: 1000 });
+      expect(answer, dimensions.join()).toEqual(await requests({ dimensions, limit: 1000, filters: [rawOnly] }));
+      expect(answer.reduce((n, r) => n + Number(r.at(-1)), 0)).toBe(COUNT);
+    }
+    expect(await requests({ dimensions: ['browser'] })).not.toEqual([['', COUNT]]);
+    // Read from the rollups: a mark in the agent class rows of a built day shows.
+    const [classed] = await t.runtime.clickhouse
+      .query({ query: 'SELECT toString(agent_class) AS key, toUnixTimestamp(toStartOfDay(timestamp)) AS day FROM access_logs WHERE domain_id = {d:UInt32} LIMIT 1', query_params: { d: domainId }, format: 'JSONEachRow' })
+      .then((r) => r.json<{ key: string; day: number }>());
+    await t.runtime.clickhouse.command({
+      query: "INSERT INTO access_rollups (domain_id, span, dim, bucket, key, requests) VALUES ({d:UInt32}, 'day', 'agent_class', toDateTime({day:UInt32}, 'UTC'), {key:String}, 1000)",
+      query_params: { d: domainId, day: classed!.day, key: classed!.key },
+    });
+    const marked = await requests({ dimensions: ['browser'], limit: 1000 });
+    expect(marked.reduce((n, r) => n + Number(r.at(-1)), 0)).toBe(COUNT + 1000);
   });
 });

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { insertDomain } from '../src/domains/store.js';
 import { prng } from './support/random.js';
 import { hashesOf } from '../src/stats/kept-window.js';
+import { agentClass } from '../ingest/transforms/user-agent.js';
 import { buildRollups } from '../src/rollups/builder.js';
 import { planWindow, queryDomainsBuildState } from '../src/rollups/plan.js';
 import { selectRows as select, type ClickHouseClient } from '../core/db/clickhouse.js';
@@ -668,8 +669,16 @@ describe('POST /api/logs/query: from the rollups', () => {
     { dimensions: ['time:hour', 'userAgent'], filters: [['contains', 'userAgent', ['BOT']]], dim: 'agent' },
     { dimensions: ['referrerHost'], dim: 'referrer_host' },
     { dimensions: ['time:day', 'referrerHost', 'domain'], filters: [['contains', 'referrerHost', ['EXAMPLE', 'GOOGLE']], ['isNot', 'referrerHost', ['']]], dim: 'referrer_host' },
+    { dimensions: ['browser'], dim: 'agent_class' },
+    { dimensions: ['botName', 'botKind'], filters: [['is', 'bot', [true]]], dim: 'agent_class' },
+    { dimensions: ['device', 'time:day'], filters: [['contains', 'os', ['WIN', 'mac']], ['isNot', 'browser', ['']]], dim: 'agent_class' },
+    { dimensions: ['ipAddress'], dim: 'ip' },
+    { dimensions: ['ipAddress', 'time:day'], filters: [['glob', 'ipAddress', ['10.*', '2001:*']], ['contains', 'ipAddress', ['DB8', '.1']]], dim: 'ip' },
+    { dimensions: ['path'], dim: 'path' },
+    { dimensions: ['path', 'time:day'], filters: [['glob', 'path', ['/h/*', '/a*']], ['isNot', 'path', [`/h/${HOSTILE}`]]], dim: 'path' },
     { dimensions: ['url'], dim: 'url' },
     { dimensions: ['path'], filters: [['glob', 'url', ['/api/*']]], dim: 'url' },
+    { dimensions: ['url'], filters: [['is', 'path', ['/']]], dim: 'url' },
     { dimensions: ['url', 'time:day'], filters: [['contains', 'url', ['ITEM', HOSTILE]]], dim: 'url' },
     { dimensions: ['url'], filters: [['is', 'statusClass', ['5xx']]], dim: 'error_url' },
     { dimensions: ['url', 'statusCode'], filters: [['is', 'statusCode', [404, 499]]], dim: 'error_url' },
@@ -678,13 +687,16 @@ describe('POST /api/logs/query: from the rollups', () => {
     { dimensions: [], filters: [['is', 'statusClass', ['4xx']], ['contains', 'url', [HOSTILE]]], dim: 'error_url' },
   ];
 
-  /** The list shapes' requests in every window against the brute force and the same question read raw. */
+  /** What list rows hold (LIST_PARTIALS): the metrics of sums. */
+  const LIST_METRICS = ['requests', 'errorRate', 'clientErrorRate', 'bandwidth', 'averageResponseTime', 'totalResponseTime'];
+
+  /** The list shapes' metrics in every window against the brute force and the same question read raw. */
   async function expectListShapes(windows = WINDOWS): Promise<void> {
     for (const window of windows) {
       for (const shape of LIST_SHAPES) {
         const days = (window.end - window.start) / DAY;
         if ((shape.dimensions.includes('time:hour') && days > 3) || (shape.dimensions.some((d) => d.startsWith('time')) && days > 30)) continue;
-        const body = { metrics: ['requests'], dimensions: shape.dimensions, filters: shape.filters ?? [] };
+        const body = { metrics: LIST_METRICS, dimensions: shape.dimensions, filters: shape.filters ?? [] };
         const data = await expectBruteForce(admin, everyDomain(), body, window);
         const raw = await askAll(admin, { ...custom(window), ...body, filters: [...body.filters, RAW_ONLY] });
         expect(data.results, JSON.stringify(shape)).toEqual(raw.results);
@@ -692,15 +704,18 @@ describe('POST /api/logs/query: from the rollups', () => {
     }
   }
 
-  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, referrer hosts, URLs, error URLs; anything else raw', () => {
+  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, referrer hosts, agent classes, client addresses, paths, URLs, error URLs; anything else raw', () => {
     const now = BASE + 10 * DAY;
     const rollupOf = (body: Record<string, unknown>) =>
       parseQuery(queryBody.parse({ dateRange: '30d', metrics: ['requests'], ...body }), { now, retentionDays: 3650, domains: [{ id: 1, name: 'a.example.com' }] }).rollup;
     for (const shape of SHAPES) expect(rollupOf({ metrics: HELD_METRICS, dimensions: shape.dimensions })?.rows.dim, JSON.stringify(shape)).toBe('total');
-    for (const shape of LIST_SHAPES) expect(rollupOf({ dimensions: shape.dimensions, filters: shape.filters ?? [] })?.rows.dim, JSON.stringify(shape)).toBe(shape.dim);
+    for (const shape of LIST_SHAPES) expect(rollupOf({ metrics: LIST_METRICS, dimensions: shape.dimensions, filters: shape.filters ?? [] })?.rows.dim, JSON.stringify(shape)).toBe(shape.dim);
     // Raw: metrics the lists do not hold, filters the rows cannot read, error URLs without a filter keeping them to 400 and above.
     const raw: Record<string, unknown>[] = [
-      { dimensions: ['url'], metrics: ['requests', 'errorRate'] },
+      { dimensions: ['url'], metrics: ['requests', 'p95ResponseTime'] },
+      { dimensions: ['path'], metrics: ['visitors'] },
+      { dimensions: ['ipAddress'], filters: [['cidr', 'ipAddress', ['10.0.0.0/8']]] },
+      { dimensions: ['path'], metrics: ['maxResponseTime'] },
       { dimensions: ['statusCode'], metrics: ['visitors'] },
       { dimensions: ['url'], filters: [['isNot', 'statusClass', ['2xx']]] },
       { dimensions: ['url'], filters: [['is', 'statusCode', [404, 200]]] },
@@ -709,10 +724,12 @@ describe('POST /api/logs/query: from the rollups', () => {
       { dimensions: ['userAgent'], filters: [['is', 'statusCode', [404]]] },
       { dimensions: ['referrer'] },
       { dimensions: ['time:minute', 'statusCode'], dateRange: '24h' },
-      { dimensions: ['browser'] },
+      { dimensions: ['browser'], metrics: ['p50ResponseTime'] },
+      { dimensions: ['os'], filters: [['is', 'method', ['GET']]] },
       // A metric whose partial the rollups do not hold (RAW_PARTIALS), alone or beside held ones.
       { metrics: ['uniquePaths'] },
       { dimensions: ['domain', 'time:day'], metrics: ['requests', 'uniquePaths'] },
+      { dimensions: ['path'], metrics: ['requests', 'uniquePaths'] },
     ];
     for (const body of raw) expect(rollupOf(body), JSON.stringify(body)).toBeNull();
   });
@@ -790,6 +807,9 @@ describe('POST /api/logs/query: from the rollups', () => {
       ['status', '404', { dimensions: ['statusCode'] }, [404]],
       ['agent', AGENTS[0]!.agent, { dimensions: ['userAgent'] }, [AGENTS[0]!.agent]],
       ['url', '/', { dimensions: ['url'] }, ['/']],
+      ['path', '/', { dimensions: ['path'] }, ['/']],
+      ['ip', '192.168.1.7', { dimensions: ['ipAddress'] }, ['192.168.1.7']],
+      ['agent_class', String(agentClass(AGENTS[0]! as Parameters<typeof agentClass>[0]).id), { dimensions: ['browser'] }, [AGENTS[0]!.browser]],
       ['referrer_host', '', { dimensions: ['referrerHost'] }, ['']],
       ['error_url', `503 /h/${HOSTILE}`, { dimensions: ['url', 'statusCode'], filters: [['is', 'statusClass', ['5xx']]] }, [`/h/${HOSTILE}`, 503]],
     ];

@@ -248,7 +248,7 @@ describe('the domain dashboard', { timeout: 90_000 }, () => {
   const format = (n: number) => new Intl.NumberFormat('en').format(n);
   const filtersInUrl = (page: Page) => new URL(page.url()).searchParams.getAll('f');
 
-  it('shows the API figures; a click on a top URL filters every panel, the tiles and the URL; reload keeps the view', async () => {
+  it('shows the API figures; a click on a top page filters every panel, the tiles and the URL, and lists its full URLs; reload keeps the view', async () => {
     const page = await newPage();
     await page.goto(`${base}/signin`);
     await signIn(page, 'alice@example.com', PASSWORD);
@@ -257,34 +257,46 @@ describe('the domain dashboard', { timeout: 90_000 }, () => {
     const all = await apiAnswer({ metrics: ['requests', 'visitors'] });
     await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(all.results[0].metrics[0]));
     expect(await tile(page, 'visitors').textContent()).toBe(format(all.results[0].metrics[1]));
-    const topUrls = (await apiAnswer({ metrics: ['requests'], dimensions: ['url'], limit: 10 })).results.map((r: any) => (r.dimensions[0] === '' ? '(none)' : r.dimensions[0]));
-    await expect.poll(() => panelEntries(page, 'Top URLs')).toEqual(topUrls);
+    const shown = (r: any) => (r.dimensions[0] === '' ? '(none)' : r.dimensions[0]);
+    const topPaths = (await apiAnswer({ metrics: ['requests'], dimensions: ['path'], limit: 10 })).results.map(shown);
+    await expect.poll(() => panelEntries(page, 'Top pages')).toEqual(topPaths);
     await expect.poll(() => page.locator('.chart canvas').count()).toBeGreaterThanOrEqual(4);
     await expectAccessible(page, 'domain dashboard');
 
-    // The hostile URL is among the top ones: it shows as text, and nothing of it runs.
-    expect(topUrls).toContain(SCRIPT_URL);
+    // The hostile URL is among the top pages: it shows as text, and nothing of it runs.
+    expect(topPaths).toContain(SCRIPT_URL);
     expect(await page.evaluate(() => (window as any).__hacked)).toBeUndefined();
 
-    const chosen = topUrls[1]!;
-    await page.getByRole('region', { name: 'Top URLs' }).getByRole('button', { name: chosen, exact: true }).click();
-    await expect.poll(() => filtersInUrl(page)).toEqual([`is:url:${chosen}`]);
-    await expect(page.getByRole('list', { name: 'Filters' }).textContent()).resolves.toContain(`URL is ${chosen}`);
-    const filtered = await apiAnswer({ metrics: ['requests'], filters: [['is', 'url', [chosen]]] });
+    // A page with several query strings: a click filters by its path, and the panel lists its full URLs.
+    const urlsOf = async (path: string) => (await apiAnswer({ metrics: ['requests'], dimensions: ['url'], filters: [['is', 'path', [path]]], limit: 10 })).results.map(shown);
+    let chosen = '';
+    for (const path of topPaths) if ((await urlsOf(path)).length > 1 && !chosen) chosen = path;
+    expect(chosen, 'a top page with several full URLs').not.toBe('');
+    const variants = await urlsOf(chosen);
+    await page.getByRole('region', { name: 'Top pages' }).getByRole('button', { name: chosen, exact: true }).click();
+    await expect.poll(() => filtersInUrl(page)).toEqual([`is:path:${chosen}`]);
+    await expect(page.getByRole('list', { name: 'Filters' }).textContent()).resolves.toContain(`Path is ${chosen}`);
+    const filtered = await apiAnswer({ metrics: ['requests'], filters: [['is', 'path', [chosen]]] });
     await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(filtered.results[0].metrics[0]));
-    await expect.poll(() => panelEntries(page, 'Top URLs')).toEqual([chosen]);
-    const browsers = (await apiAnswer({ metrics: ['requests'], dimensions: ['browser'], filters: [['is', 'url', [chosen]]], limit: 10 })).results.map((r: any) => r.dimensions[0] || '(none)');
+    await expect.poll(() => panelEntries(page, `Full URLs of ${chosen}`)).toEqual(variants);
+    const browsers = (await apiAnswer({ metrics: ['requests'], dimensions: ['browser'], filters: [['is', 'path', [chosen]]], limit: 10 })).results.map((r: any) => r.dimensions[0] || '(none)');
     await expect.poll(() => panelEntries(page, 'Browsers')).toEqual(browsers);
+    // A full URL narrows to it.
+    await page.getByRole('region', { name: `Full URLs of ${chosen}` }).getByRole('button', { name: variants[1], exact: true }).click();
+    await expect.poll(() => filtersInUrl(page)).toEqual([`is:path:${chosen}`, `is:url:${variants[1]}`]);
+    await expect.poll(() => panelEntries(page, `Full URLs of ${chosen}`)).toEqual([variants[1]]);
 
     await page.reload();
+    await expect.poll(() => panelEntries(page, `Full URLs of ${chosen}`)).toEqual([variants[1]]);
+    // Removing the chips brings every figure back; back returns to the filtered view.
+    await page.getByRole('button', { name: `Remove filter URL is ${variants[1]}` }).click();
     await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(filtered.results[0].metrics[0]));
-    await expect.poll(() => panelEntries(page, 'Top URLs')).toEqual([chosen]);
-    // Removing the chip brings every figure back; back returns to the filtered view.
-    await page.getByRole('button', { name: `Remove filter URL is ${chosen}` }).click();
+    await page.getByRole('button', { name: `Remove filter Path is ${chosen}` }).click();
     await page.waitForURL(`${base}/domains/${aliceIds[0]}`);
     await expect.poll(() => tile(page, 'requests').textContent()).toBe(format(all.results[0].metrics[0]));
+    await expect.poll(() => panelEntries(page, 'Top pages')).toEqual(topPaths);
     await page.goBack();
-    await expect.poll(() => panelEntries(page, 'Top URLs')).toEqual([chosen]);
+    await expect.poll(() => panelEntries(page, `Full URLs of ${chosen}`)).toEqual(variants);
     expect(await page.evaluate(() => (window as any).__hacked)).toBeUndefined();
   });
 

@@ -19,7 +19,7 @@ import { claimLease, releaseLease } from '../../core/db/leases.js';
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
 import type { Metrics } from '../metrics/registry.js';
-import { PARTIALS, rawPartial, ROLLUP_LISTS, rollupPartial, type PartialState } from '../stats/registry.js';
+import { LIST_PARTIALS, PARTIALS, rawPartial, ROLLUP_LISTS, rollupPartial, type PartialState } from '../stats/registry.js';
 import { countedPerList, topsVersions } from './shared-sql.js';
 
 export interface RollupOptions {
@@ -105,12 +105,12 @@ LIMIT ${BATCH}`;
 
 /**
  * The two kinds of rows a bucket has: its total row, holding every partial state of the
- * statistics' registry, each in its rollup column; and its list rows, holding requests only (the
- * other columns keep their defaults). `rows` picks them in access_rollups (qualified: the SELECTs
- * below alias dim).
+ * statistics' registry, each in its rollup column; and its list rows, holding the sums of
+ * LIST_PARTIALS (the other columns keep their defaults). `rows` picks them in access_rollups
+ * (qualified: the SELECTs below alias dim).
  */
 const ROWS = {
-  lists: { partials: [PARTIALS.requests], rows: "access_rollups.dim != 'total'" },
+  lists: { partials: LIST_PARTIALS, rows: "access_rollups.dim != 'total'" },
   totals: { partials: Object.values(PARTIALS), rows: "access_rollups.dim = 'total'" },
 } as const satisfies Record<string, { partials: readonly PartialState[]; rows: string }>;
 type RowKind = keyof typeof ROWS;
@@ -171,31 +171,38 @@ const DAY_HOURS = `access_rollups
     AND bucket >= toDateTime({fromS:UInt32}, 'UTC') AND bucket < toDateTime({toS:UInt32}, 'UTC')
     AND ${inGroup('toUnixTimestamp(toStartOfDay(bucket))')}`;
 
-/** A list with a row for every row of a bucket, and few keys: its requests are what the lists statement counted. */
-const COMPLETE_LIST = ROLLUP_LISTS.find((l) => l.dim === 'status')!;
+/** The lists that must hold every row of a built bucket (the registry's `bounds`). */
+const BOUNDING_LISTS = ROLLUP_LISTS.filter((l) => l.bounds);
 
 /**
- * The totals' fresh rows with their requests bounded by what the bucket's complete list holds once
- * the lists are written. Lists and totals are two statements, each reading the rows as they are
- * when it starts: lines stored in between would give a total that equals the count (built) over
- * lists without those lines. Bounded, such a bucket stays unbuilt and is read raw, and the next
- * round brings the lists up and then the total (its other partials are differences, 0 by then).
+ * The totals' fresh rows with their requests bounded by what each bounding list of the bucket holds
+ * once the lists are written (0 where one has no row). Lists and totals are two statements, each
+ * reading the rows as they are when it starts: lines stored in between would give a total that
+ * equals the count (built) over lists without those lines; and the agent class list leaves out the
+ * rows not classified yet. Bounded, such a bucket stays unbuilt and is read raw, and a later round
+ * brings the lists up and then the total (its other partials are differences, 0 by then).
  */
 const boundedByLists = (span: 'hour' | 'day', fresh: string) => `
   SELECT fresh.* REPLACE (least(fresh.p_requests, listed.requests) AS p_requests)
   FROM (${fresh}) AS fresh
   LEFT JOIN (
-    SELECT domain_id, bucket, sum(requests) AS requests FROM access_rollups
-    WHERE span = '${span}' AND dim = '${COMPLETE_LIST.dim}' AND ${GROUP_BUCKETS}
+    SELECT domain_id, bucket, if(count() = ${BOUNDING_LISTS.length}, min(requests), 0) AS requests FROM (
+      SELECT domain_id, bucket, dim, sum(requests) AS requests FROM access_rollups
+      WHERE span = '${span}' AND dim IN (${BOUNDING_LISTS.map((l) => `'${l.dim}'`).join(', ')}) AND ${GROUP_BUCKETS}
+      GROUP BY domain_id, bucket, dim
+    )
     GROUP BY domain_id, bucket
   ) AS listed USING (domain_id, bucket)`;
+
+/** The list rows' partials beside the requests (which countedPerList counts itself). */
+const LIST_SUMS = LIST_PARTIALS.filter((x) => x !== PARTIALS.requests);
 
 const HOUR = "toDateTime(toStartOfHour(timestamp), 'UTC')";
 const DAY = "toDateTime(toStartOfDay(bucket), 'UTC')";
 
 /**
  * A span's two build statements: the lists (every row once per list of the registry's
- * ROLLUP_LISTS, without the empty keys of those that skip them), then the totals (the registry's partials of
+ * ROLLUP_LISTS, with the sums of LIST_PARTIALS, without the empty keys of those that skip them), then the totals (the registry's partials of
  * the rows, or of the hours' total rows for a day). Lists first: a builder that dies between the
  * two leaves the totals short of the rows, so the bucket still reads as unbuilt and is built again
  * (the lists then add nothing), never totals that claim lists not written.
@@ -205,8 +212,8 @@ const BUILD = {
     writeDifference(
       'hour',
       'lists',
-      `SELECT domain_id, bucket, list AS dim, key, requests AS p_${PARTIALS.requests.name}
-  FROM (${countedPerList(ROLLUP_LISTS, { domain_id: 'domain_id', bucket: HOUR }, HOUR_ROWS)})`,
+      `SELECT domain_id, bucket, list AS dim, key, requests AS p_${PARTIALS.requests.name}, ${LIST_SUMS.map((x) => `p_${x.name}`).join(', ')}
+  FROM (${countedPerList(ROLLUP_LISTS, { domain_id: 'domain_id', bucket: HOUR }, HOUR_ROWS, Object.fromEntries(LIST_SUMS.map((x) => [`p_${x.name}`, x.raw])))})`,
     ),
     writeDifference(
       'hour',

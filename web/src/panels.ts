@@ -2,7 +2,7 @@
  * The domain dashboard's panels (pages/Domain.tsx draws them): each one's query and columns. Plain
  * data, so that bench/query-shapes times the same questions the page asks.
  */
-import type { FilterOp, FilterValue } from './filters.js';
+import type { Filter, FilterOp, FilterValue } from './filters.js';
 import { count, ms, percent } from './format.js';
 
 export interface PanelSpec {
@@ -16,9 +16,12 @@ export interface PanelSpec {
 }
 
 export const REQUESTS = { name: 'requests', label: 'Requests', format: count };
+const PAGE_METRICS = [REQUESTS, { name: 'errorRate', label: '5xx', format: percent }];
+// Pages by path, query strings left out (as Plausible and GoAccess's --no-query-string show them): the
+// rollups hold a list of paths, and a URL per query string made a 30-day panel group millions of them.
 export const PANELS: PanelSpec[] = [
-  { id: 'urls', title: 'Top URLs', dimensions: ['url'], metrics: [REQUESTS, { name: 'errorRate', label: '5xx', format: percent }] },
-  { id: 'not-found', title: 'Not found (404)', dimensions: ['url'], metrics: [REQUESTS], filters: [['is', 'statusCode', [404]]] },
+  { id: 'pages', title: 'Top pages', dimensions: ['path'], metrics: PAGE_METRICS },
+  { id: 'not-found', title: 'Not found (404)', dimensions: ['path'], metrics: [REQUESTS], filters: [['is', 'statusCode', [404]]] },
   { id: 'status', title: 'Status codes', dimensions: ['statusCode'], metrics: [REQUESTS] },
   // Ordered by the time spent: by the mean, URLs of one request each (hashed assets, searches) fill the
   // panel. Sums and means, not percentiles: a histogram per URL cost 10.9 s over 30 days of the 10M-row
@@ -38,3 +41,14 @@ export const PANELS: PanelSpec[] = [
   { id: 'bots', title: 'Bots', dimensions: ['botName', 'botKind'], metrics: [REQUESTS], filters: [['is', 'bot', [true]]] },
   { id: 'addresses', title: 'Client addresses', dimensions: ['ipAddress'], metrics: [REQUESTS] },
 ];
+
+/**
+ * The panels for the page's filters: with one path chosen (a click on a page), the pages panel lists
+ * that path's full URLs, its query-string variants.
+ */
+export function panelsFor(filters: readonly Filter[]): PanelSpec[] {
+  const paths = filters.filter((f) => f.op === 'is' && f.dimension === 'path');
+  if (paths.length !== 1) return PANELS;
+  const path = String(paths[0]!.value);
+  return PANELS.map((spec) => (spec.id === 'pages' ? { id: 'full-urls', title: `Full URLs of ${path}`, dimensions: ['url'], metrics: PAGE_METRICS } : spec));
+}

@@ -86,7 +86,7 @@ const routes = {
       'dimensions that has rows. Without dimensions there is one row. `total` counts result rows. Percentiles are nearest-rank over a histogram: exact below ' +
       '128 ms, else within 1 % of the exact value. A time dimension with more than 10,000 buckets, or a series of more than 100,000 rows, is refused (422). ' +
       'Read from the rollups where built (fast at any size; time by hours or longer): any metric by `domain` and time, filters on `domain` only; ' +
-      '`requests` alone by `statusCode`/`statusClass`, by `userAgent`, by `referrerHost`, by `url`/`path`, and by `url`/`path`/`statusCode`/`statusClass` under an `is` filter ' +
+      'the metrics of sums (requests, errorRate, clientErrorRate, bandwidth, averageResponseTime, totalResponseTime) by `statusCode`/`statusClass`, by `userAgent`, by `referrerHost`, by `path`, by `ipAddress` (not under a cidr filter), by the user agent classes, by `url`/`path`, and by `url`/`path`/`statusCode`/`statusClass` under an `is` filter ' +
       'keeping statuses of 400 and above, with filters on those dimensions. Every other shape reads the raw rows of the window.',
     request: jsonBody(queryBody, requestExamples),
     responses: { 200: jsonContent(dataEnvelope(queryResultSchema), 'The result rows', answerExamples), ...commonErrors, 404: notFoundResponse('Domain') },

@@ -10,7 +10,7 @@ import { ErrorMessage } from '../components/ErrorMessage.js';
 import { TimeChart, type ChartSeries } from '../components/TimeChart.js';
 import { apiFilters, DIMENSION_LABELS, filterLabel, filterParam, filtersOf, shownValue, type Filter } from '../filters.js';
 import { bytes, count, interval, ms, percent } from '../format.js';
-import { PANELS, REQUESTS, type PanelSpec } from '../panels.js';
+import { panelsFor, REQUESTS, type PanelSpec } from '../panels.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
 import { sendInStage, type Stage } from '../stages.js';
 import { Alerts } from './Alerts.js';
@@ -330,7 +330,7 @@ function Dashboard({ id, location }: { id: number; location: Location }) {
       <Tiles answer={tiles.answer} error={tiles.error} compare={compare} />
       <Charts base={base} />
       <div class="panels">
-        {PANELS.map((spec) => (
+        {panelsFor(filters).map((spec) => (
           <Panel spec={spec} base={base} total={total} onFilter={addFilter} />
         ))}
       </div>
