@@ -1,10 +1,10 @@
 /**
- * The statistics of a window as the API answers them (docs/reference/logs.md#statistics), and the
- * arithmetic that turns counts into that answer: the shares, means and rates, and the top lists
- * with their proofs. Pure: the readers (window.ts from one query, kept-window.ts from a kept built
- * part and the window's ends) hand it their counts.
+ * The statistics of a window as the API answers them (docs/reference/logs.md#statistics): its
+ * figures, each a metric of the registry (src/stats/registry.ts) under the specification's name,
+ * and the top lists with their proofs. Pure: the readers (window.ts from one query, kept-window.ts
+ * from a kept built part and the window's ends) hand it the metrics' values and the lists' counts.
  */
-import { ROLLUP_LISTS } from './registry.js';
+import { metricByName, ROLLUP_LISTS, type AnyPartial, type Metric } from './registry.js';
 import type { StatsPeriod } from './periods.js';
 
 /** How many entries a top list holds at most. */
@@ -44,11 +44,26 @@ export type Dimension = (typeof DIMENSIONS)[number];
 export const isNumeric = (d: Dimension) => d === STATUS_LIST;
 
 /** 100 × part / whole to 2 decimals (half up), from integers, so no binary fraction tips a .5. */
-export const percentageOf = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((10_000 * part) / whole) / 100);
-/** A fraction to 4 decimals. */
-export const fractionOf = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((10_000 * part) / whole) / 10_000);
-/** A mean to 2 decimals. */
-export const meanOf = (sum: number, count: number) => (count === 0 ? 0 : Math.round((100 * sum) / count) / 100);
+const percentageOf = (part: number, whole: number) => (whole === 0 ? 0 : Math.round((10_000 * part) / whole) / 100);
+
+/** The answer's figures, by the specification's name: the registry's metric of each. */
+const FIGURES = {
+  totalRequests: 'requests',
+  uniqueVisitors: 'visitors',
+  averageResponseTime: 'averageResponseTime',
+  errorRate: 'errorRate',
+  bandwidth: 'bandwidth',
+} as const satisfies Partial<Record<keyof LogStats, string>>;
+const PERCENTILES = { p50: 'p50ResponseTime', p95: 'p95ResponseTime', p99: 'p99ResponseTime' } as const satisfies Record<keyof LogStats['responseTimePercentiles'], string>;
+const metricNamed = (name: string) => metricByName.get(name)!;
+
+/** The metrics the answer shows. */
+export const FIGURE_METRICS: readonly Metric[] = [...Object.values(FIGURES), ...Object.values(PERCENTILES)].map(metricNamed);
+/** The partials those metrics need, each once: what the readers aggregate and merge. */
+export const FIGURE_PARTIALS: readonly AnyPartial[] = [...new Set(FIGURE_METRICS.flatMap((m) => m.partials))];
+
+/** A metric's value over the window, as a reader computed it (the registry's `final` in SQL, or its `value` in JavaScript). */
+export type MetricValue = (m: Metric) => number | null;
 
 /** ClickHouse orders strings by their bytes; JavaScript's `<` by UTF-16 code units. */
 export const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
@@ -129,31 +144,30 @@ export function provenTop(candidates: Candidates, listedCounts: Map<string, numb
   return topProven(candidateCounts(candidates, listedCounts), numeric);
 }
 
-/** A window's totals, as the readers count them. */
-export interface Totals {
-  requests: number;
-  visitors: number;
-  serverErrors: number;
-  rtSum: number;
-  rtCount: number;
-  bytes: number;
-  percentiles: LogStats['responseTimePercentiles'];
-}
-
-/** The answer from a window's totals and its top lists (each exact, by list number). */
-export function windowStatsOf(totals: Totals, lists: Map<number, TopEntry[]>): WindowStats {
-  const share = (count: number) => percentageOf(count, totals.requests);
+/**
+ * The answer from the metrics' values and the top lists (each exact, by list number). A figure the
+ * registry has no value for is 0 there (averageResponseTime without response times, as the
+ * specification has it); the percentiles stay null.
+ */
+export function windowStatsOf(valueOf: MetricValue, lists: Map<number, TopEntry[]>): WindowStats {
+  const figure = (name: string) => valueOf(metricNamed(name)) ?? 0;
+  const requests = figure(FIGURES.totalRequests);
+  const share = (count: number) => percentageOf(count, requests);
   const list = (d: Dimension) => topOf(lists.get(d.number) ?? [], isNumeric(d));
   return {
-    totalRequests: totals.requests,
-    uniqueVisitors: totals.visitors,
-    averageResponseTime: meanOf(totals.rtSum, totals.rtCount),
-    errorRate: fractionOf(totals.serverErrors, totals.requests),
+    totalRequests: requests,
+    uniqueVisitors: figure(FIGURES.uniqueVisitors),
+    averageResponseTime: figure(FIGURES.averageResponseTime),
+    errorRate: figure(FIGURES.errorRate),
     topUrls: list(URL_LIST).map((e) => ({ url: e.key, requests: e.count, percentage: share(e.count) })),
     topStatusCodes: list(STATUS_LIST).map((e) => ({ code: Number(e.key), count: e.count, percentage: share(e.count) })),
     topUserAgents: list(AGENT_LIST).map((e) => ({ userAgent: e.key, requests: e.count, percentage: share(e.count) })),
     topReferrers: list(REFERRER_LIST).map((e) => ({ referrer: e.key, requests: e.count, percentage: share(e.count) })),
-    bandwidth: totals.bytes,
-    responseTimePercentiles: totals.percentiles,
+    bandwidth: figure(FIGURES.bandwidth),
+    responseTimePercentiles: {
+      p50: valueOf(metricNamed(PERCENTILES.p50)),
+      p95: valueOf(metricNamed(PERCENTILES.p95)),
+      p99: valueOf(metricNamed(PERCENTILES.p99)),
+    },
   };
 }

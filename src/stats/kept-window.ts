@@ -6,10 +6,11 @@
  * and that was half of a 24-hour window's time and more of a 30-day one's (bench/README, "Issue 14:
  * the built part kept in memory").
  *
- * What is kept per domain and set of built buckets: the totals, the histogram of response times,
- * the exact distinct client addresses (as the 128-bit hashes ClickHouse's `uniqExact` state holds
- * for strings, read from the rollups' merged state and compared with the same hashes of the ends'
- * rows), and each top list's first keys with their exact counts and a bound for the others.
+ * What is kept per domain and set of built buckets: the state of each partial the answer's metrics
+ * need (src/stats/figures.ts), merged with the ends' as the registry merges it in JavaScript
+ * (src/stats/registry.ts, JsMerge: sums added, histograms' counts added per key, exact distinct
+ * sets as the 128-bit hashes ClickHouse's `uniqExact` state holds for strings, united), and each
+ * top list's first keys with their exact counts and a bound for the others.
  *
  * Why it stays exact: the builder writes a bucket only where its built total differs from the
  * rows counted in it (src/rollups/builder.ts, known-plans.ts), and counts only grow. So the part
@@ -22,8 +23,8 @@ import { BoundedCache, perClient } from '../rollups/bounded-cache.js';
 import { buildStateOf, buildStateQuery, DAY_MS, planConditions, type BuildState, type BuildStateRow, type StateParts, type WindowPlan } from '../rollups/plan.js';
 import { countedPerList, unionAll } from '../rollups/shared-sql.js';
 import { shortListSums } from '../rollups/short-lists.js';
-import { CANDIDATES, countsOverBoth, DIMENSIONS, isNumeric, topProven, windowStatsOf, type Dimension, type ListCounts, type TopEntry, type WindowStats } from './figures.js';
-import { PARTIALS, percentilesOf, rawPartial, sourcePartial } from './registry.js';
+import { CANDIDATES, countsOverBoth, DIMENSIONS, FIGURE_PARTIALS, isNumeric, topProven, windowStatsOf, type Dimension, type ListCounts, type TopEntry, type WindowStats } from './figures.js';
+import { mergedStates, metricValues, sentNeutral, sentPartial, sourcePartial, statesOf, type PartialStates } from './registry.js';
 import { countsOfExactRows, exactLists, listCountsOf } from './top-lists.js';
 
 /** A window's built buckets summed, as kept. */
@@ -31,78 +32,35 @@ interface KeptPart {
   /** Hour and day starts (ms) → the requests the bucket's total row held when the part was read. */
   hourRows: Map<number, number>;
   dayRows: Map<number, number>;
-  requests: number;
-  serverErrors: number;
-  rtSum: number;
-  rtCount: number;
-  bytes: number;
-  /** The distinct client addresses' hashes (hex). */
-  visitors: Set<string>;
-  /** Response-time histogram key → rows. */
-  histogram: Map<number, number>;
+  /** The states of FIGURE_PARTIALS over the built buckets. */
+  states: PartialStates;
   lists: Map<number, ListCounts>;
 }
 
-/** Clients whose `uniqExact` state did not read as hashesOf expects: the kept path is not tried again for them. */
+/** Clients whose partial states did not read as the registry expects (JsMerge.read): the kept path is not tried again for them. */
 const refused = new WeakSet<ClickHouseClient>();
 
 /** Per client: the kept parts by domain and buckets, bounded by their entries. */
 const keptParts = new WeakMap<ClickHouseClient, BoundedCache<KeptPart>>();
 /** Entries kept per client at most (addresses, list keys and buckets; some 100 bytes each, so about 50 MB): a 30-day window of the 10M-row bench holds about 4,300. */
 const KEPT_ENTRIES = 500_000;
-const entriesOf = (p: KeptPart) => p.visitors.size + p.hourRows.size + p.dayRows.size + [...p.lists.values()].reduce((n, l) => n + l.exact.length, 0);
+const entriesOf = (p: KeptPart) =>
+  [...p.states].reduce((n, [x, state]) => n + x.js.size(state), 0) + p.hourRows.size + p.dayRows.size + [...p.lists.values()].reduce((n, l) => n + l.exact.length, 0);
 
 const DOMAIN = 'domain_id = {domainId:UInt32}';
-/** The totals a stats answer needs, as the registry defines them. */
-const TOTALS = [PARTIALS.requests, PARTIALS.serverErrors, PARTIALS.rtSum, PARTIALS.rtCount, PARTIALS.bytes, PARTIALS.visitors, PARTIALS.rtHistogram];
-/** A state of exact distinct strings as hex text: its serialised form (a varint count, then each string's 16-byte hash). */
-const stateHex = (column: string) => `hex(CAST(${column} AS String))`;
+
+/** The ClickHouse state of exact distinct strings, read here as its hashes (tests read it from here). */
+export { hashesOf } from './registry.js';
 
 /**
- * The hashes of a `uniqExact` state of strings from its hex (stateHex), or null if it does not have
- * that layout: then the kept part is not used (another ClickHouse version may lay it out otherwise).
+ * The states of FIGURE_PARTIALS over one source's rows, from `from` (FROM … WHERE …), as the
+ * registry sends them to be merged in JavaScript (sentPartial); `withBuckets`: also each bucket's
+ * requests, as (starts in seconds, requests).
  */
-export function hashesOf(hex: string): string[] | null {
-  let count = 0;
-  let at = 0;
-  for (let shift = 0; ; shift += 7) {
-    if (at + 2 > hex.length || shift > 56) return null;
-    const byte = parseInt(hex.slice(at, at + 2), 16);
-    at += 2;
-    count += (byte & 0x7f) * 2 ** shift;
-    if ((byte & 0x80) === 0) break;
-  }
-  if (hex.length !== at + 32 * count) return null;
-  const hashes: string[] = new Array(count);
-  for (let i = 0; i < count; i++) hashes[i] = hex.slice(at + 32 * i, at + 32 * (i + 1));
-  return hashes;
-}
-
-/** A histogram's (keys, counts) as one source gives it, added into `into`. */
-function addHistogram(into: Map<number, number>, [keys, counts]: [number[], (number | string)[]]): void {
-  keys.forEach((k, i) => into.set(Number(k), (into.get(Number(k)) ?? 0) + Number(counts[i])));
-}
-
-interface TotalsRow {
-  requests: string | number;
-  server_errors: string | number;
-  rt_sum: string | number;
-  rt_count: string | number;
-  bytes: string | number;
-  visitors: string;
-  rt_hist: [number[], (number | string)[]];
-}
-
-/**
- * The totals' columns of one source's rows as TotalsRow, from `from` (FROM … WHERE …); the
- * addresses as their state's hex (`hashes`), or as their count when nothing is kept to add them
- * to (a window read raw whole would otherwise send every address's hash); `withBuckets`: also each
- * bucket's requests, as (starts in seconds, requests).
- */
-const totalsOf = (source: 'raw' | 'rollup', from: string, addresses: 'hashes' | 'count', withBuckets = false) => `
-SELECT ${TOTALS.map((x) => (x !== PARTIALS.visitors ? `p_${x.name} AS ${x.name}` : addresses === 'hashes' ? `${stateHex(`p_${x.name}`)} AS ${x.name}` : `toString(finalizeAggregation(p_${x.name})) AS ${x.name}`)).join(', ')}${withBuckets ? ', bucket_rows' : ''}
+const statesSql = (source: 'raw' | 'rollup', from: string, withBuckets = false) => `
+SELECT ${FIGURE_PARTIALS.map(sentPartial).join(', ')}${withBuckets ? ', bucket_rows' : ''}
 FROM (
-  SELECT ${TOTALS.map((x) => (source === 'raw' ? rawPartial(x) : sourcePartial(x, 'rollup'))).join(', ')}${withBuckets ? ', sumMap([toUInt64(toUnixTimestamp(bucket))], [toUInt64(requests)]) AS bucket_rows' : ''}
+  SELECT ${FIGURE_PARTIALS.map((x) => sourcePartial(x, source)).join(', ')}${withBuckets ? ', sumMap([toUInt64(toUnixTimestamp(bucket))], [toUInt64(requests)]) AS bucket_rows' : ''}
   FROM ${from}
 )`;
 
@@ -120,9 +78,9 @@ async function readKeptPart(clickhouse: ClickHouseClient, domainId: number, plan
   if (!c.built) return null;
   const params = { domainId, ...c.params, ...sums?.params };
   const rollupRows = `access_rollups WHERE ${DOMAIN} AND dim = 'total' AND (${c.built})`;
-  const [totals] = await selectRows<TotalsRow & { bucket_rows: [(number | string)[], (number | string)[]] }>(clickhouse, totalsOf('rollup', rollupRows, 'hashes', true), params);
-  const visitors = hashesOf(totals!.visitors);
-  if (!visitors) {
+  const [totals] = await selectRows<Record<string, unknown> & { bucket_rows: [(number | string)[], (number | string)[]] }>(clickhouse, statesSql('rollup', rollupRows, true), params);
+  const states = statesOf(FIGURE_PARTIALS, totals!);
+  if (!states) {
     refused.add(storeClient(clickhouse));
     return null;
   }
@@ -131,35 +89,13 @@ async function readKeptPart(clickhouse: ClickHouseClient, domainId: number, plan
   const hourRows = new Map(plan.hours.map((h) => [h, rowsAt.get(h) ?? 0]));
   const dayRows = new Map(plan.days.map((d) => [d, rowsAt.get(d) ?? 0]));
   if (covered.some((b) => (b.span === 'day' ? dayRows : hourRows).get(b.start) !== b.version)) return null;
-  const histogram = new Map<number, number>();
-  addHistogram(histogram, totals!.rt_hist);
   return {
     hourRows,
     dayRows,
-    requests: Number(totals!.requests),
-    serverErrors: Number(totals!.server_errors),
-    rtSum: Number(totals!.rt_sum),
-    rtCount: Number(totals!.rt_count),
-    bytes: Number(totals!.bytes),
-    visitors: new Set(visitors),
-    histogram,
+    states,
     lists: await listCountsOf(clickhouse, domainId, c, covered, params),
   };
 }
-
-/** The built part of a window with no built bucket. */
-const emptyPart = (): KeptPart => ({
-  hourRows: new Map(),
-  dayRows: new Map(),
-  requests: 0,
-  serverErrors: 0,
-  rtSum: 0,
-  rtCount: 0,
-  bytes: 0,
-  visitors: new Set(),
-  histogram: new Map(),
-  lists: new Map(DIMENSIONS.map((d) => [d.number, { exact: [], bound: 0 }])),
-});
 
 /** Whether the rows counted now (hour → rows) in every bucket of the part are what it was built from. */
 function stillHolds(part: KeptPart, counted: Map<number, number>): boolean {
@@ -174,28 +110,39 @@ function stillHolds(part: KeptPart, counted: Map<number, number>): boolean {
   return same(part.hourRows, hours) && same(part.dayRows, days);
 }
 
-/** The ends' rows: the totals as dim 0, the lists' first CANDIDATES + 1 keys as their numbers, the build state as STATE_ROW. */
+/**
+ * The ends' rows: the partials' states as dim 0, the lists' first CANDIDATES + 1 keys as their
+ * numbers, the build state as STATE_ROW (span as key, bucket start as requests).
+ */
 const STATE_ROW = 20;
-const noTotals = `0 AS server_errors, 0 AS rt_sum, 0 AS rt_count, 0 AS bytes, '' AS visitors, ${PARTIALS.rtHistogram.neutral} AS rt_hist`;
-const endsQuery = (raw: string | null, state: StateParts, addresses: 'hashes' | 'count') =>
+const noStates = FIGURE_PARTIALS.map(sentNeutral).join(', ');
+const endsQuery = (raw: string | null, state: StateParts) =>
   unionAll([
-    raw && `SELECT 0 AS dim, '' AS key, requests, server_errors, rt_sum, rt_count, bytes, visitors, rt_hist FROM (${totalsOf('raw', `access_logs WHERE ${DOMAIN} AND (${raw})`, addresses)})`,
+    raw && `SELECT 0 AS dim, '' AS key, toUInt64(0) AS requests, toUInt64(0) AS counted, toUInt64(0) AS built, ${FIGURE_PARTIALS.map((x) => `s_${x.name}`).join(', ')}
+FROM (${statesSql('raw', `access_logs WHERE ${DOMAIN} AND (${raw})`)})`,
     raw &&
-      `SELECT list AS dim, key, requests, ${noTotals} FROM (${countedPerList(DIMENSIONS, {}, `access_logs WHERE ${DOMAIN} AND (${raw})`)})
+      `SELECT list AS dim, key, requests, toUInt64(0) AS counted, toUInt64(0) AS built, ${noStates} FROM (${countedPerList(DIMENSIONS, {}, `access_logs WHERE ${DOMAIN} AND (${raw})`)})
 ORDER BY requests DESC LIMIT ${CANDIDATES + 1} BY list`,
-    // A state row: span as key, bucket start as requests, rows counted as rt_sum, built total as server_errors.
-    `SELECT ${STATE_ROW}, span, toUInt64(bucket), toUInt64(built), toUInt64(counted), 0, 0, '', ${PARTIALS.rtHistogram.neutral} FROM (${buildStateQuery(state)})`,
+    `SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS counted, toUInt64(built) AS built, ${noStates} FROM (${buildStateQuery(state)})`,
   ]);
 
-type EndsRow = TotalsRow & { dim: number | string; key: string };
+interface EndsRow {
+  dim: number | string;
+  key: string;
+  requests: number | string;
+  counted: number | string;
+  built: number | string;
+  /** The partials' states (sentPartial), in the states row. */
+  [state: string]: unknown;
+}
 
 /**
  * The statistics of a planned window from its kept built part (read first if none is kept for
- * these buckets; none without built buckets) and one query over the ends, with the build state's `state` parts read in the
+ * these buckets) and one query over the ends, with the build state's `state` parts read in the
  * same query; a list the kept counts and the ends cannot prove is summed exactly in a second
- * query. Null when the part no longer holds, or ClickHouse's state does not have the layout read
- * here (the caller reads the window the one-query way; a part that no longer holds is read again
- * by the next request).
+ * query. Null when the window has no built bucket, when the part no longer holds, or when
+ * ClickHouse's states do not have the layout read here (the caller reads the window the one-query
+ * way; a part that no longer holds is read again by the next request).
  */
 export async function keptWindowStats(
   clickhouse: ClickHouseClient,
@@ -204,32 +151,32 @@ export async function keptWindowStats(
   state: StateParts,
   params: Record<string, unknown>,
 ): Promise<{ answer: WindowStats; state: BuildState } | null> {
-  if (refused.has(storeClient(clickhouse))) return null;
+  // A window without built buckets (an hour, or nothing built yet) has nothing to keep: the
+  // one-query reader reads it whole, in one query too.
+  if (refused.has(storeClient(clickhouse)) || plan.days.length + plan.hours.length === 0) return null;
   const cache = perClient(keptParts, clickhouse, () => new BoundedCache<KeptPart>(KEPT_ENTRIES, entriesOf));
   const key = `${domainId}:${plan.days.join(',')}:${plan.hours.join(',')}`;
-  // A window without built buckets (an hour, or nothing built yet) is its ends alone.
-  const endsAlone = plan.days.length + plan.hours.length === 0;
-  let part = endsAlone ? emptyPart() : cache.get(key);
+  let part = cache.get(key);
   if (!part) {
     const read = await readKeptPart(clickhouse, domainId, plan);
     if (!read) return null;
     cache.set(key, (part = read));
   }
   const c = planConditions({ ...plan, days: [], hours: [], listed: [] });
-  const rows = await selectRows<EndsRow>(clickhouse, endsQuery(c.raw, state, endsAlone ? 'count' : 'hashes'), { ...params, ...c.params, domainId });
+  const rows = await selectRows<EndsRow>(clickhouse, endsQuery(c.raw, state), { ...params, ...c.params, domainId });
   const stateRows: BuildStateRow[] = [];
   const listRows: { dim: number; key: string; requests: number; edge: number; listed_in: number }[] = [];
   let ends: EndsRow | undefined;
   for (const row of rows) {
     const dim = Number(row.dim);
     if (dim === 0) ends = row;
-    else if (dim === STATE_ROW) stateRows.push({ span: row.key, bucket: row.requests, counted: row.rt_sum, built: row.server_errors });
+    else if (dim === STATE_ROW) stateRows.push({ span: row.key, bucket: row.requests, counted: row.counted, built: row.built });
     else listRows.push({ dim, key: row.key, requests: Number(row.requests), edge: 0, listed_in: 0 });
   }
   const found = buildStateOf(stateRows);
-  const endVisitors = !ends || endsAlone ? [] : hashesOf(ends.visitors);
-  if (!endVisitors) refused.add(storeClient(clickhouse));
-  if (!stillHolds(part, found.counted) || !endVisitors) {
+  const endStates = ends ? statesOf(FIGURE_PARTIALS, ends) : null;
+  if (ends && !endStates) refused.add(storeClient(clickhouse));
+  if (!stillHolds(part, found.counted) || (ends && !endStates)) {
     cache.delete(key);
     return null;
   }
@@ -245,20 +192,6 @@ export async function keptWindowStats(
     const whole = planConditions(plan);
     for (const [dim, top] of await exactLists(clickhouse, whole, { domainId, ...whole.params }, unproven)) lists.set(dim, top);
   }
-  const histogram = new Map(part.histogram);
-  if (ends) addHistogram(histogram, ends.rt_hist);
-  const [p50, p95, p99] = percentilesOf(histogram, [50, 95, 99]);
-  const answer = windowStatsOf(
-    {
-      requests: part.requests + Number(ends?.requests ?? 0),
-      visitors: endsAlone ? Number(ends?.visitors ?? 0) : part.visitors.size + endVisitors.filter((h) => !part.visitors.has(h)).length,
-      serverErrors: part.serverErrors + Number(ends?.server_errors ?? 0),
-      rtSum: part.rtSum + Number(ends?.rt_sum ?? 0),
-      rtCount: part.rtCount + Number(ends?.rt_count ?? 0),
-      bytes: part.bytes + Number(ends?.bytes ?? 0),
-      percentiles: { p50: p50 ?? null, p95: p95 ?? null, p99: p99 ?? null },
-    },
-    lists,
-  );
+  const answer = windowStatsOf(metricValues(endStates ? mergedStates(part.states, endStates) : part.states), lists);
   return { answer, state: found };
 }

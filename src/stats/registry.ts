@@ -10,7 +10,10 @@
  *
  *   SELECT dims, final(partials) FROM (SELECT dims, merge(partials) FROM (raw part UNION ALL …) GROUP BY dims)
  *
- * so that a rollup source holding the same partials slots in beside the raw rows.
+ * so that a rollup source holding the same partials slots in beside the raw rows. Each partial also
+ * merges in JavaScript (JsMerge) and each metric has the same `final` there (`value`): the kept built
+ * part of GET …/stats (src/stats/kept-window.ts) merges its states with the window's ends in memory.
+ * GET …/stats shows registry metrics (src/stats/figures.ts), so a metric is written only here.
  */
 import { z } from '@hono/zod-openapi';
 import { Params, statusCondition, URL_FILTER_MAX } from '../logs/filters.js';
@@ -20,10 +23,41 @@ import { Params, statusCondition, URL_FILTER_MAX } from '../logs/filters.js';
 // ---------------------------------------------------------------------------------------------
 
 /**
- * A mergeable state: its column name, its aggregate over access_logs rows, how columns of several
- * sources combine, and where the rollups keep it.
+ * A partial's column in access_rollups' total rows (sql/clickhouse/009_rollup_partials.sql):
+ * `read`, the same state as `raw` from some of those rows (the day builds, the held part of a
+ * rebuild, and the rollup part of a read); `difference`, what a rebuild writes from the fresh state
+ * and the held one: the builder adds to what a bucket holds, so a sum is written as fresh − held,
+ * while a set union or a maximum is written whole (merging it again changes nothing).
  */
-export interface PartialState {
+export interface RollupColumn {
+  column: string;
+  read: string;
+  difference: ((fresh: string, held: string) => string) | null;
+}
+
+/**
+ * A partial merged in JavaScript (the kept built part of GET …/stats, src/stats/kept-window.ts):
+ * what a query sends for its column, that value read back as a state, and two states merged: the
+ * same merge as the partial's SQL `merge` (test/stats-registry.test.ts compares every metric's
+ * value both ways).
+ */
+export interface JsMerge<S> {
+  /** SQL of what a query sends for the partial column `column`. */
+  sent(column: string): string;
+  /** That value as the JSON answer gives it; undefined when it does not have the layout read here (the reader then merges in SQL). */
+  read(value: unknown): S | undefined;
+  /** The state of two sources' rows together; neither argument changes (a kept state is merged again by the next request). */
+  merge(a: S, b: S): S;
+  /** The entries it holds: what a cache of states is bounded by. */
+  size(state: S): number;
+}
+
+/**
+ * A mergeable state: its column name, its aggregate over access_logs rows, how columns of several
+ * sources combine in SQL and in JavaScript, and where the rollups keep it (`Rollup`: its
+ * RollupColumn, or null for a partial the rollups do not hold, which only raw rows give).
+ */
+export interface PartialState<Rollup extends RollupColumn | null = RollupColumn> {
   name: string;
   raw: string;
   /** How the sources' columns (`column`) combine per group. */
@@ -34,14 +68,7 @@ export interface PartialState {
    * that form is not written (the histogram always has two sources over raw rows).
    */
   alone?: (column: string) => string;
-  /**
-   * Its column in access_rollups' total rows (sql/clickhouse/009_rollup_partials.sql): `read`, the
-   * same state as `raw` from some of those rows (the day builds, the held part of a rebuild, and
-   * the rollup part of a read); `difference`, what a rebuild writes from the fresh state and the
-   * held one: the builder adds to what a bucket holds, so a sum is written as fresh − held, while a
-   * set union or a maximum is written whole (merging it again changes nothing).
-   */
-  rollup: { column: string; read: string; difference: ((fresh: string, held: string) => string) | null };
+  rollup: Rollup;
   /**
    * How a query's sources read it when not in the form stored (`raw`, `rollup.read`): the
    * histogram as its keys and counts, which groups merge by concatenation.
@@ -59,7 +86,11 @@ export interface PartialState {
    * 10M rows and 2× for 720 groups.
    */
   byKey?: { key: string; rows: string; collect: string };
+  js: JsMerge<unknown>;
 }
+
+/** Any partial: one the rollups hold (PARTIALS) or one read from raw rows only (RAW_PARTIALS). */
+export type AnyPartial = PartialState<RollupColumn | null>;
 
 /** A sum's rollup column: summed when read, written as a difference. */
 const summed = (column: string) => ({ column, read: `sum(${column})`, difference: (fresh: string, held: string) => `${fresh} - ${held}` });
@@ -69,16 +100,91 @@ export const rawPartial = (x: PartialState) => `${x.raw} AS p_${x.name}`;
 /** A partial as the rollup builder stores it, from access_rollups' total rows, named p_<name>. */
 export const rollupPartial = (x: PartialState) => `${x.rollup.read} AS p_${x.name}`;
 /** A partial as a column of one query source's groups (access_logs rows or access_rollups' total rows), named p_<name>. */
-export const sourcePartial = (x: PartialState, source: 'raw' | 'rollup') =>
-  `${x.source?.[source] ?? (source === 'raw' ? x.raw : x.rollup.read)} AS p_${x.name}`;
+export const sourcePartial = (x: AnyPartial, source: 'raw' | 'rollup') => `${x.source?.[source] ?? (source === 'raw' ? x.raw : heldRead(x))} AS p_${x.name}`;
+/** A partial's SQL over access_rollups' total rows; a query asks for none the rollups do not hold (src/stats/query/parse.ts, servedBy). */
+function heldRead(x: AnyPartial): string {
+  if (!x.rollup) throw new Error(`the rollups hold no column of the partial ${x.name}`);
+  return x.rollup.read;
+}
 /** A partial merged over groups of the sources (`column`: their p_<name>, qualified where needed), named <name>. */
-export const mergedPartial = (x: PartialState, column = `p_${x.name}`) => `${x.merge(column)} AS ${x.name}`;
+export const mergedPartial = (x: AnyPartial, column = `p_${x.name}`) => `${x.merge(column)} AS ${x.name}`;
 /** A partial of the one source that gives every group in one row (PartialState.alone), named <name>; null where it has no such form. */
-export const alonePartial = (x: PartialState) => (x.alone ? `${x.alone(`p_${x.name}`)} AS ${x.name}` : null);
+export const alonePartial = (x: AnyPartial) => (x.alone ? `${x.alone(`p_${x.name}`)} AS ${x.name}` : null);
+
+/** The URL `url` (SQL) up to its first "?". */
+const pathOf = (url: string) => `if(position(${url}, '?') > 0, substring(${url}, 1, position(${url}, '?') - 1), ${url})`;
 
 const merge = (fn: string) => (column: string) => `${fn}(${column})`;
 /** A sum's or a maximum's one column, as it is. */
 const asIs = (column: string) => column;
+/** An exact distinct state's count, over one source alone. */
+const finalized = (column: string) => `finalizeAggregation(${column})`;
+/** A uniqExact state as hex text: its serialised form (a varint count, then each value's 16-byte hash, for strings). */
+const stateHex = (column: string) => `hex(CAST(${column} AS String))`;
+
+/**
+ * The hashes of a `uniqExact` state of strings from its hex (stateHex), or null if it does not have
+ * that layout: then the kept part is not used (another ClickHouse version may lay it out otherwise).
+ */
+export function hashesOf(hex: string): string[] | null {
+  let count = 0;
+  let at = 0;
+  for (let shift = 0; ; shift += 7) {
+    if (at + 2 > hex.length || shift > 56) return null;
+    const byte = parseInt(hex.slice(at, at + 2), 16);
+    at += 2;
+    count += (byte & 0x7f) * 2 ** shift;
+    if ((byte & 0x80) === 0) break;
+  }
+  if (hex.length !== at + 32 * count) return null;
+  const hashes: string[] = new Array(count);
+  for (let i = 0; i < count; i++) hashes[i] = hex.slice(at + 32 * i, at + 32 * (i + 1));
+  return hashes;
+}
+
+const summedInJs: JsMerge<number> = { sent: asIs, read: Number, merge: (a, b) => a + b, size: () => 1 };
+/** null: no row had a value. */
+const maximumInJs: JsMerge<number | null> = {
+  sent: asIs,
+  read: (v) => (v === null ? null : Number(v)),
+  merge: (a, b) => (a === null ? b : b === null ? a : Math.max(a, b)),
+  size: () => 1,
+};
+
+/**
+ * An exact distinct set as the hashes its uniqExact state holds (hex), in disjoint parts: merging
+ * a kept window's set with its ends adds the ends' new hashes as a part instead of copying the kept
+ * set, whose addresses may be a million.
+ */
+export type DistinctHashes = readonly ReadonlySet<string>[];
+/** How many distinct values a DistinctHashes holds. */
+const distinctCount = (parts: DistinctHashes) => parts.reduce((n, part) => n + part.size, 0);
+const distinctInJs: JsMerge<DistinctHashes> = {
+  sent: stateHex,
+  read: (hex) => {
+    const hashes = typeof hex === 'string' ? hashesOf(hex) : null;
+    return hashes ? [new Set(hashes)] : undefined;
+  },
+  merge: (a, b) => [...a, ...b.map((part) => new Set([...part].filter((h) => !a.some((known) => known.has(h)))))],
+  size: distinctCount,
+};
+
+/** A response-time histogram as histogram key → rows (its keys as one source gives them: not necessarily distinct nor sorted). */
+const histogramInJs: JsMerge<ReadonlyMap<number, number>> = {
+  sent: asIs,
+  read: (v) => {
+    const [keys, counts] = v as [(number | string)[], (number | string)[]];
+    const histogram = new Map<number, number>();
+    keys.forEach((k, i) => histogram.set(Number(k), (histogram.get(Number(k)) ?? 0) + Number(counts[i])));
+    return histogram;
+  },
+  merge: (a, b) => {
+    const merged = new Map(a);
+    for (const [k, rows] of b) merged.set(k, (merged.get(k) ?? 0) + rows);
+    return merged;
+  },
+  size: (h) => h.size,
+};
 
 /**
  * Response-time histogram keys: exact below 128 ms, then buckets 2 % wide
@@ -108,21 +214,23 @@ const rawHistogram = `sumMapIf([${histogramKey}], [toInt64(1)], response_time IS
 
 const ZERO = 'toUInt64(0)';
 
+/** A sum: summed in SQL and in JavaScript, kept by the rollups in `rollupColumn`. */
+const summedPartial = (name: string, raw: string, rollupColumn: string) =>
+  ({ name, raw, merge: merge('sum'), alone: asIs, rollup: summed(rollupColumn), neutral: ZERO, js: summedInJs }) as const;
+
+/** An exact distinct set of the strings `value` (SQL over access_logs rows): merged as a union in SQL (uniqExactMerge) and in JavaScript (its hashes). */
+const distinctPartial = <Rollup extends RollupColumn | null>(name: string, value: string, rollup: Rollup) =>
+  ({ name, raw: `uniqExactState(${value})`, merge: merge('uniqExactMerge'), alone: finalized, rollup, neutral: "uniqExactStateIf('', 0)", js: distinctInJs }) as const;
+
+/** The partials access_rollups' total rows hold, each in its column (the rollup builder writes every one, src/rollups/builder.ts). */
 export const PARTIALS = {
-  requests: { name: 'requests', raw: 'count()', merge: merge('sum'), alone: asIs, rollup: summed('requests'), neutral: ZERO },
-  serverErrors: { name: 'server_errors', raw: 'countIf(status_code >= 500)', merge: merge('sum'), alone: asIs, rollup: summed('errors'), neutral: ZERO },
-  clientErrors: { name: 'client_errors', raw: 'countIf(status_code >= 400 AND status_code < 500)', merge: merge('sum'), alone: asIs, rollup: summed('client_errors'), neutral: ZERO },
-  bytes: { name: 'bytes', raw: 'sum(response_size)', merge: merge('sum'), alone: asIs, rollup: summed('bytes'), neutral: ZERO },
-  visitors: {
-    name: 'visitors',
-    raw: 'uniqExactState(ip_address)',
-    merge: merge('uniqExactMerge'),
-    alone: (column) => `finalizeAggregation(${column})`,
-    rollup: { column: 'visitors', read: 'uniqExactMergeState(visitors)', difference: null },
-    neutral: "uniqExactStateIf('', 0)",
-  },
-  rtSum: { name: 'rt_sum', raw: `sum(${rt})`, merge: merge('sum'), alone: asIs, rollup: summed('response_time_sum'), neutral: ZERO },
-  rtCount: { name: 'rt_count', raw: 'count(response_time)', merge: merge('sum'), alone: asIs, rollup: summed('response_time_count'), neutral: ZERO },
+  requests: summedPartial('requests', 'count()', 'requests'),
+  serverErrors: summedPartial('server_errors', 'countIf(status_code >= 500)', 'errors'),
+  clientErrors: summedPartial('client_errors', 'countIf(status_code >= 400 AND status_code < 500)', 'client_errors'),
+  bytes: summedPartial('bytes', 'sum(response_size)', 'bytes'),
+  visitors: distinctPartial('visitors', 'ip_address', { column: 'visitors', read: 'uniqExactMergeState(visitors)', difference: null }),
+  rtSum: summedPartial('rt_sum', `sum(${rt})`, 'response_time_sum'),
+  rtCount: summedPartial('rt_count', 'count(response_time)', 'response_time_count'),
   // NULL over rows without a response time; the rollup column holds 0 there, and its count tells.
   rtMax: {
     name: 'rt_max',
@@ -131,6 +239,7 @@ export const PARTIALS = {
     alone: asIs,
     rollup: { column: 'rt_max', read: 'if(sum(response_time_count) = 0, NULL, max(rt_max))', difference: null },
     neutral: "CAST(NULL, 'Nullable(UInt32)')",
+    js: maximumInJs,
   },
   // Stored as Tuple(Array(UInt16), Array(Int64)): keys ascending, each with its count of rows
   // (signed, so that a rebuild can write the per-key difference). A query's sources give it in the
@@ -142,7 +251,7 @@ export const PARTIALS = {
   rtHistogram: {
     name: 'rt_hist',
     raw: rawHistogram,
-    merge: (column) => mergedHistogram(column),
+    merge: (column: string) => mergedHistogram(column),
     rollup: { column: 'rt_hist', read: 'sumMap(rt_hist)', difference: (fresh: string, held: string) => `mapSubtract(${fresh}, ${held})` },
     source: {
       raw: rawHistogram,
@@ -150,8 +259,43 @@ export const PARTIALS = {
     },
     neutral: "CAST(([], []), 'Tuple(Array(UInt16), Array(Int64))')",
     byKey: { key: histogramKey, rows: 'response_time IS NOT NULL', collect: '(groupArray(k), groupArray(c))' },
+    js: histogramInJs,
   },
 } as const satisfies Record<string, PartialState>;
+
+/**
+ * The partials the rollups do not hold (`rollup` null), read from raw rows only: no kind of rollup
+ * rows lists them (ROLLUP_ROWS), so a query asking for one reads raw rows (src/stats/query/parse.ts).
+ */
+export const RAW_PARTIALS = {
+  paths: distinctPartial('paths', pathOf('url'), null),
+} as const satisfies Record<string, AnyPartial>;
+
+/** Each partial's state in JavaScript, by partial (JsMerge). */
+export type PartialStates = ReadonlyMap<AnyPartial, unknown>;
+
+/** What a query sends for a partial's column `p_<name>` to be merged in JavaScript (JsMerge.sent), named s_<name>. */
+export const sentPartial = (x: AnyPartial) => `${x.js.sent(`p_${x.name}`)} AS s_${x.name}`;
+/**
+ * What a query sends for a partial over no rows (its `neutral` state), named s_<name>, for the rows
+ * of a UNION ALL that give no partials: a scalar subquery, since `neutral` may be an aggregate
+ * (uniqExactStateIf), which would make those rows' SELECT an aggregation.
+ */
+export const sentNeutral = (x: AnyPartial) => `(SELECT ${x.js.sent(x.neutral)}) AS s_${x.name}`;
+
+/** The states of `partials` from a row of their sentPartial columns; null when one does not have the layout read here (JsMerge.read). */
+export function statesOf(partials: readonly AnyPartial[], row: Readonly<Record<string, unknown>>): PartialStates | null {
+  const states = new Map<AnyPartial, unknown>();
+  for (const x of partials) {
+    const state = x.js.read(row[`s_${x.name}`]);
+    if (state === undefined) return null;
+    states.set(x, state);
+  }
+  return states;
+}
+
+/** The states of two sources' rows together, partial by partial (JsMerge.merge). */
+export const mergedStates = (a: PartialStates, b: PartialStates): PartialStates => new Map([...a].map(([x, state]) => [x, x.js.merge(state, b.get(x))]));
 
 // ---------------------------------------------------------------------------------------------
 // Metrics
@@ -160,11 +304,16 @@ export const PARTIALS = {
 /** integer: a count or a sum; fraction4: a share, 4 decimals; ms2: milliseconds, 2 decimals; ms: milliseconds as logged. */
 export type MetricKind = 'integer' | 'fraction4' | 'ms2' | 'ms';
 
+/** A partial's merged state in JavaScript, for a metric's `value`: of the type its JsMerge gives. */
+export type StateOf = <S>(x: AnyPartial & { js: JsMerge<S> }) => S;
+
 export interface Metric {
   name: string;
-  partials: readonly PartialState[];
+  partials: readonly AnyPartial[];
   /** SQL over the merged partial columns (named by PartialState.name). */
   final: string;
+  /** The same as `final` in JavaScript, over the partials' states merged there (JsMerge): the same operations, so the same number. */
+  value: (of: StateOf) => number | null;
   kind: MetricKind;
   /** The value over no rows: what a time bucket without rows shows. */
   empty: 0 | null;
@@ -174,7 +323,23 @@ export interface Metric {
 /** `Math.round(x * 10^d) / 10^d` in SQL (round() would round half to even). */
 const roundHalfUp = (x: string, decimals: number) => `floor(${x} * ${10 ** decimals} + 0.5) / ${10 ** decimals}`;
 
-const share = (part: string) => `if(requests = 0, 0, ${roundHalfUp(`${part} / requests`, 4)})`;
+/**
+ * part ÷ whole rounded half up to `decimals`, as 10^d × part ÷ whole: the product of integers is
+ * exact, so a quotient whose exact value ends in 5 rounds up (part ÷ whole first may land below it:
+ * 201 ÷ 200 × 100 gives 100.49999999999999), in SQL and in JavaScript alike.
+ */
+const roundedRatio = (part: string, whole: string, decimals: number) => `floor(${part} * ${10 ** decimals} / ${whole} + 0.5) / ${10 ** decimals}`;
+const roundedRatioOf = (part: number, whole: number, decimals: number) => Math.floor((part * 10 ** decimals) / whole + 0.5) / 10 ** decimals;
+
+/** The share of the requests `part` (a partial counting some of them), 4 decimals; 0 without requests: `final` and `value`. */
+const share = (part: PartialState & { js: JsMerge<number> }) => ({
+  partials: [PARTIALS.requests, part],
+  final: `if(requests = 0, 0, ${roundedRatio(part.name, 'requests', 4)})`,
+  value: (of: StateOf) => {
+    const requests = of(PARTIALS.requests);
+    return requests === 0 ? 0 : roundedRatioOf(of(part), requests, 4);
+  },
+});
 
 /** The representative of histogram key `k` (an SQL expression of a UInt16). */
 const representative = (k: string) =>
@@ -220,35 +385,28 @@ const percentileMetric = (n: number): Metric => ({
   name: `p${n}ResponseTime`,
   partials: [PARTIALS.rtHistogram],
   final: percentile(n),
+  value: (of) => percentilesOf(of(PARTIALS.rtHistogram), [n])[0]!,
   kind: 'ms2',
   empty: null,
   description: `The ${n}th percentile (nearest rank) of the response times, ms; exact below ${EXACT_BELOW_MS} ms, else within 1 %; null when no row has one`,
 });
 
+/**
+ * Every metric: a new one is an entry here (with its partials, above, if it needs new ones) and its
+ * brute force in test/support/query-rows.ts (POST /api/logs/query's tests ask for every metric;
+ * test/stats-registry.test.ts compares its `final` with its `value`).
+ */
 export const METRICS = [
-  { name: 'requests', partials: [PARTIALS.requests], final: 'requests', kind: 'integer', empty: 0, description: 'Requests' },
-  { name: 'visitors', partials: [PARTIALS.visitors], final: 'visitors', kind: 'integer', empty: 0, description: 'Distinct client addresses (exact)' },
-  {
-    name: 'errorRate',
-    partials: [PARTIALS.requests, PARTIALS.serverErrors],
-    final: share('server_errors'),
-    kind: 'fraction4',
-    empty: 0,
-    description: 'Requests with status ≥ 500 ÷ requests, 4 decimals; 0 without requests',
-  },
-  {
-    name: 'clientErrorRate',
-    partials: [PARTIALS.requests, PARTIALS.clientErrors],
-    final: share('client_errors'),
-    kind: 'fraction4',
-    empty: 0,
-    description: 'Requests with status 400-499 ÷ requests, 4 decimals; 0 without requests',
-  },
-  { name: 'bandwidth', partials: [PARTIALS.bytes], final: 'bytes', kind: 'integer', empty: 0, description: 'Sum of the response sizes, bytes' },
+  { name: 'requests', partials: [PARTIALS.requests], final: 'requests', value: (of) => of(PARTIALS.requests), kind: 'integer', empty: 0, description: 'Requests' },
+  { name: 'visitors', partials: [PARTIALS.visitors], final: 'visitors', value: (of) => distinctCount(of(PARTIALS.visitors)), kind: 'integer', empty: 0, description: 'Distinct client addresses (exact)' },
+  { name: 'errorRate', ...share(PARTIALS.serverErrors), kind: 'fraction4', empty: 0, description: 'Requests with status ≥ 500 ÷ requests, 4 decimals; 0 without requests' },
+  { name: 'clientErrorRate', ...share(PARTIALS.clientErrors), kind: 'fraction4', empty: 0, description: 'Requests with status 400-499 ÷ requests, 4 decimals; 0 without requests' },
+  { name: 'bandwidth', partials: [PARTIALS.bytes], final: 'bytes', value: (of) => of(PARTIALS.bytes), kind: 'integer', empty: 0, description: 'Sum of the response sizes, bytes' },
   {
     name: 'averageResponseTime',
     partials: [PARTIALS.rtSum, PARTIALS.rtCount],
-    final: `if(rt_count = 0, NULL, ${roundHalfUp('rt_sum / rt_count', 2)})`,
+    final: `if(rt_count = 0, NULL, ${roundedRatio('rt_sum', 'rt_count', 2)})`,
+    value: (of) => (of(PARTIALS.rtCount) === 0 ? null : roundedRatioOf(of(PARTIALS.rtSum), of(PARTIALS.rtCount), 2)),
     kind: 'ms2',
     empty: null,
     description: 'Mean response time of the rows that have one, ms, 2 decimals; null when none has',
@@ -257,6 +415,7 @@ export const METRICS = [
     name: 'totalResponseTime',
     partials: [PARTIALS.rtSum, PARTIALS.rtCount],
     final: 'if(rt_count = 0, NULL, rt_sum)',
+    value: (of) => (of(PARTIALS.rtCount) === 0 ? null : of(PARTIALS.rtSum)),
     kind: 'ms',
     empty: null,
     description: 'The sum of the response times, ms: where the server spent its time; null when no row has one',
@@ -264,12 +423,22 @@ export const METRICS = [
   percentileMetric(50),
   percentileMetric(95),
   percentileMetric(99),
-  { name: 'maxResponseTime', partials: [PARTIALS.rtMax], final: 'rt_max', kind: 'ms', empty: null, description: 'The longest response time, ms; null when no row has one' },
+  { name: 'maxResponseTime', partials: [PARTIALS.rtMax], final: 'rt_max', value: (of) => of(PARTIALS.rtMax), kind: 'ms', empty: null, description: 'The longest response time, ms; null when no row has one' },
+  { name: 'uniquePaths', partials: [RAW_PARTIALS.paths], final: 'paths', value: (of) => distinctCount(of(RAW_PARTIALS.paths)), kind: 'integer', empty: 0, description: 'Distinct paths (the URL up to its first "?"), exact' },
 ] as const satisfies readonly Metric[];
 
 export type MetricName = (typeof METRICS)[number]['name'];
 export const METRIC_NAMES = METRICS.map((m) => m.name) as [MetricName, ...MetricName[]];
 export const metricByName = new Map<string, Metric>(METRICS.map((m) => [m.name, m]));
+
+/** Each metric's value from its partials' states merged in JavaScript (Metric.value over `states`). */
+export const metricValues =
+  (states: PartialStates) =>
+  (m: Metric): number | null =>
+    m.value(<S>(x: AnyPartial & { js: JsMerge<S> }) => {
+      if (!states.has(x)) throw new Error(`the partial ${x.name} of ${m.name} was not read`);
+      return states.get(x) as S;
+    });
 
 // ---------------------------------------------------------------------------------------------
 // Time intervals
@@ -445,8 +614,6 @@ const agentClassDimension = (name: string, column: Parameters<typeof agentClassV
   return { ...stringDimension(name, raw, description, ops, value), byColumn };
 };
 
-/** The URL `url` (SQL) up to its first "?". */
-const pathOf = (url: string) => `if(position(${url}, '?') > 0, substring(${url}, 1, position(${url}, '?') - 1), ${url})`;
 /** "1xx" … "5xx" of the status code `status` (SQL). */
 const statusClassOf = (status: string) => `concat(toString(intDiv(${status}, 100)), 'xx')`;
 

@@ -36,45 +36,46 @@ import { Params, type SqlFilter } from '../logs/filters.js';
 import type { QueryFilter } from './query/filters.js';
 import { filterConditions } from './query/where.js';
 import { windowAt, type StatsWindow } from './periods.js';
-import { mergedPartial, metricByName, PARTIALS, sourcePartial } from './registry.js';
+import { mergedPartial, sourcePartial, type Metric } from './registry.js';
 import { shortListSums } from '../rollups/short-lists.js';
-import { DIMENSIONS, isNumeric, TOP_LIMIT, CANDIDATES, topProven, windowStatsOf, type Dimension, type LogStats, type TopEntry, type WindowStats } from './figures.js';
+import { DIMENSIONS, FIGURE_METRICS, FIGURE_PARTIALS, isNumeric, TOP_LIMIT, CANDIDATES, topProven, windowStatsOf, type Dimension, type LogStats, type TopEntry, type WindowStats } from './figures.js';
 import { candidatesOf, countsOfCandidates, exactLists, listsQuery } from './top-lists.js';
 import { keptWindowStats } from './kept-window.js';
 
 const DOMAIN = 'domain_id = {domainId:UInt32}';
 
-/** The partials of the totals, as the registry defines them (src/stats/registry.ts), and the percentiles shown. */
-const TOTAL_PARTIALS = [PARTIALS.requests, PARTIALS.serverErrors, PARTIALS.rtSum, PARTIALS.rtCount, PARTIALS.visitors, PARTIALS.bytes, PARTIALS.rtHistogram];
-const PERCENTILES = [50, 95, 99] as const;
-const percentileMetric = (n: (typeof PERCENTILES)[number]) => metricByName.get(`p${n}ResponseTime`)!;
-
-/** The totals' columns in a row that is not the totals row (a build-state row puts its built count in `errors`). */
-const noTotals = (errors = '0') => `${errors} AS errors, 0 AS rt_sum, 0 AS rt_count, 0 AS visitors, 0 AS bytes, ${PERCENTILES.map((n) => `CAST(NULL, 'Nullable(Float64)') AS p${n}`).join(', ')}`;
+/** A metric's column in the figures' rows. */
+const metricColumn = (m: Metric) => `m_${m.name}`;
+/** The metrics' columns in a row that is not the figures row. */
+const noFigures = FIGURE_METRICS.map((m) => `NULL AS ${metricColumn(m)}`).join(', ');
 
 /**
- * Row dim 0 carries the totals: the registry's partials from the built buckets' total rows and
- * from the raw ranges, merged, and the percentiles' final SQL over them; then the lists (listsQuery).
+ * Row dim 0 carries the figures: the registry's partials of the shown metrics from the built
+ * buckets' total rows and from the raw ranges, merged, and the metrics' final SQL over them (in a
+ * subquery of their own: the partials' names, such as `requests`, are not the row's columns); then
+ * the lists (listsQuery).
  */
 const figuresQuery = (c: PlanConditions, short: boolean) => `
-SELECT 0 AS dim, '' AS key, requests, 0 AS edge, 0 AS listed_in, server_errors AS errors, rt_sum, rt_count, visitors, bytes,
-       ${PERCENTILES.map((n) => `${percentileMetric(n).final} AS p${n}`).join(', ')}
+SELECT 0 AS dim, '' AS key, toUInt64(0) AS requests, toUInt64(0) AS edge, toUInt64(0) AS listed_in, ${FIGURE_METRICS.map(metricColumn).join(', ')}
 FROM (
-  SELECT ${TOTAL_PARTIALS.map((x) => mergedPartial(x)).join(', ')}
+  SELECT ${FIGURE_METRICS.map((m) => `${m.final} AS ${metricColumn(m)}`).join(', ')}
   FROM (
-    ${unionAll([
-      c.built && `SELECT ${TOTAL_PARTIALS.map((x) => sourcePartial(x, 'rollup')).join(', ')}\n    FROM access_rollups WHERE ${DOMAIN} AND dim = 'total' AND (${c.built})`,
-      c.raw && `SELECT ${TOTAL_PARTIALS.map((x) => sourcePartial(x, 'raw')).join(', ')}\n    FROM access_logs WHERE ${DOMAIN} AND (${c.raw})`,
-    ])}
+    SELECT ${FIGURE_PARTIALS.map((x) => mergedPartial(x)).join(', ')}
+    FROM (
+      ${unionAll([
+        c.built && `SELECT ${FIGURE_PARTIALS.map((x) => sourcePartial(x, 'rollup')).join(', ')}\n      FROM access_rollups WHERE ${DOMAIN} AND dim = 'total' AND (${c.built})`,
+        c.raw && `SELECT ${FIGURE_PARTIALS.map((x) => sourcePartial(x, 'raw')).join(', ')}\n      FROM access_logs WHERE ${DOMAIN} AND (${c.raw})`,
+      ])}
+    )
   )
 )
 UNION ALL
-SELECT dim, key, requests, edge, listed_in, ${noTotals()} FROM (${listsQuery(c, short, short ? CANDIDATES + 1 : TOP_LIMIT)})`;
+SELECT dim, key, requests, edge, listed_in, ${noFigures} FROM (${listsQuery(c, short, short ? CANDIDATES + 1 : TOP_LIMIT)})`;
 
-/** The window's build state in the figures' row shape, as dim STATE_ROW: span as key, bucket as requests, counted as edge, built as errors. */
+/** The window's build state in the figures' row shape, as dim STATE_ROW: span as key, bucket as requests, counted as edge, built as listed_in. */
 const STATE_ROW = 20;
 const stateAsFigures = (parts: StateParts) => `
-SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS edge, 0 AS listed_in, ${noTotals('toUInt64(built)')}
+SELECT ${STATE_ROW} AS dim, span AS key, toUInt64(bucket) AS requests, toUInt64(counted) AS edge, toUInt64(built) AS listed_in, ${noFigures}
 FROM (${buildStateQuery(parts)})`;
 
 /** The figures of a plan (none when it reads nothing), and with `state` those parts of the build state, read again. */
@@ -87,17 +88,11 @@ interface StatsRow {
   requests: string | number;
   edge: string | number;
   listed_in: string | number;
-  errors: string | number;
-  rt_sum: string | number;
-  rt_count: string | number;
-  visitors: string | number;
-  bytes: string | number;
-  p50: number | null;
-  p95: number | null;
-  p99: number | null;
+  /** The metrics' columns (metricColumn), in the figures row. */
+  [metric: string]: unknown;
 }
 
-const numberOrNull = (v: number | string | null | undefined) => (v === null || v === undefined ? null : Number(v));
+const numberOrNull = (v: unknown) => (v === null || v === undefined ? null : Number(v));
 
 /**
  * The statistics of a planned window for one domain, and with `state` those parts of the window's
@@ -128,11 +123,11 @@ async function statsOfPlan(
   const stateRows: BuildStateRow[] = [];
   const lists = new Map<number, TopEntry[]>(DIMENSIONS.map((d) => [d.number, []]));
   const listRows: StatsRow[] = [];
-  let totals: StatsRow | undefined;
+  let figures: StatsRow | undefined;
   for (const row of rows) {
     const dim = Number(row.dim);
-    if (dim === 0) totals = row;
-    else if (dim === STATE_ROW) stateRows.push({ span: row.key, bucket: row.requests, counted: row.edge, built: row.errors });
+    if (dim === 0) figures = row;
+    else if (dim === STATE_ROW) stateRows.push({ span: row.key, bucket: row.requests, counted: row.edge, built: row.listed_in });
     else if (short) listRows.push(row);
     else lists.get(dim)!.push({ key: row.key, count: Number(row.requests) });
   }
@@ -146,18 +141,8 @@ async function statsOfPlan(
     }
     if (unproven.length > 0) for (const [dim, top] of await exactLists(clickhouse, conditions, params, unproven)) lists.set(dim, top);
   }
-  const answer = windowStatsOf(
-    {
-      requests: Number(totals?.requests ?? 0),
-      visitors: Number(totals?.visitors ?? 0),
-      serverErrors: Number(totals?.errors ?? 0),
-      rtSum: Number(totals?.rt_sum ?? 0),
-      rtCount: Number(totals?.rt_count ?? 0),
-      bytes: Number(totals?.bytes ?? 0),
-      percentiles: { p50: numberOrNull(totals?.p50), p95: numberOrNull(totals?.p95), p99: numberOrNull(totals?.p99) },
-    },
-    lists,
-  );
+  // No figures row: the plan read nothing, and each metric has its value over no rows.
+  const answer = windowStatsOf((m) => (figures ? numberOrNull(figures[metricColumn(m)]) : m.empty), lists);
   return { answer, state: buildStateOf(stateRows) };
 }
 

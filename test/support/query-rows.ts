@@ -335,6 +335,8 @@ export function metricValue(rows: Row[], metric: string): number | null {
       return nearestRank(times, 99);
     case 'maxResponseTime':
       return times.length === 0 ? null : times[times.length - 1]!;
+    case 'uniquePaths':
+      return new Set(rows.map((r) => r.url.split('?')[0])).size;
     default:
       throw new Error(`no brute force for metric ${metric}`);
   }

@@ -98,7 +98,7 @@ function intervalOf(dimension: Dimension, window: Window): Interval {
 
 /** Whether rollup rows of the kind `rows` hold what the query asks (its time buckets aside). */
 const servedBy = (rows: RollupRows, metrics: Metric[], dimensions: Dimension[], filters: QueryFilter[]) =>
-  metrics.every((m) => m.partials.every((x) => rows.partials.includes(x))) &&
+  metrics.every((m) => m.partials.every((x) => rows.partials.some((held) => held === x))) &&
   dimensions.every((d) => d.kind === 'time' || d.name in rows.columns) &&
   filters.every((f) => f.dimension in rows.columns) &&
   rows.covers(filters);

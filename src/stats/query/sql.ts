@@ -13,7 +13,7 @@ import { TupleParam } from '@clickhouse/client';
 import { Params } from '../../logs/filters.js';
 import type { PlanConditions } from '../../rollups/plan.js';
 import { unionAll } from '../../rollups/shared-sql.js';
-import { alonePartial, mergedPartial, sourcePartial, type PartialState } from '../registry.js';
+import { alonePartial, mergedPartial, sourcePartial, type AnyPartial } from '../registry.js';
 import type { OrderTerm, Query, QueryDimension, Window } from './parse.js';
 import { whereOf, type Source } from './where.js';
 
@@ -36,7 +36,7 @@ export const dimensionColumn = (i: number) => `d${i}`;
 export const metricColumn = (i: number) => `m${i}`;
 
 /** The partials the query's metrics need, each once. */
-const partialsOf = (query: Query): PartialState[] => [...new Set(query.metrics.flatMap((m) => m.partials))];
+const partialsOf = (query: Query): AnyPartial[] => [...new Set(query.metrics.flatMap((m) => m.partials))];
 
 /** A UTF-16 code unit moved so that code units compare in code point order (surrogates above U+E000–U+FFFF). */
 const codePointRank = (unit: number) => (unit >= 0xe000 ? unit - 0x800 : unit >= 0xd800 ? unit + 0x2000 : unit);
@@ -90,7 +90,7 @@ export type Reads = PlanConditions | null;
  * part of its own beside the others, its rows counted per group and key first; each of the two
  * gives the other's partials empty (PartialState.neutral), and the groups merge them (groupsSql).
  */
-function sourceSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, source: Source, part: string | null): string[] {
+function sourceSql(query: Query, window: Window, partials: AnyPartial[], p: Params, keys: GroupKey[] | undefined, source: Source, part: string | null): string[] {
   // Over raw rows a dimension of one stored column's values (Dimension.byColumn) groups by that
   // column, as g<i>, and each group's value is computed once, as d<i>, around the SELECT.
   const byColumn = query.dimensions.map((d) => (source === 'raw' ? (d.dimension.byColumn ?? null) : null));
@@ -101,7 +101,7 @@ function sourceSql(query: Query, window: Window, partials: PartialState[], p: Pa
   const groupBy = groups.length ? `\nGROUP BY ${groups.join(', ')}` : '';
   const table = source === 'raw' ? 'access_logs' : 'access_rollups';
   const byKey = source === 'raw' ? partials.filter((x) => x.byKey) : [];
-  const partial = (x: PartialState) => (byKey.includes(x) ? `${x.neutral} AS p_${x.name}` : sourcePartial(x, source));
+  const partial = (x: AnyPartial) => (byKey.includes(x) ? `${x.neutral} AS p_${x.name}` : sourcePartial(x, source));
   const rows = `SELECT ${[...dimensionColumns, ...partials.map(partial)].join(', ')}\nFROM ${table}\nWHERE ${where}${groupBy}`;
   const selects = [
     rows,
@@ -117,7 +117,7 @@ function sourceSql(query: Query, window: Window, partials: PartialState[], p: Pa
 }
 
 /** The SELECTs of a window's sources: raw rows where the plan has raw ranges (or has nothing at all: one part must give the empty groups), rollups where it has built buckets. */
-function sourcesSql(query: Query, window: Window, partials: PartialState[], p: Params, keys: GroupKey[] | undefined, reads: Reads): string[] {
+function sourcesSql(query: Query, window: Window, partials: AnyPartial[], p: Params, keys: GroupKey[] | undefined, reads: Reads): string[] {
   if (!reads) return sourceSql(query, window, partials, p, keys, 'raw', null);
   Object.assign(p.values, reads.params);
   return [
@@ -131,7 +131,7 @@ function sourcesSql(query: Query, window: Window, partials: PartialState[], p: P
  * one row (`onePerGroup`: no dimension grouped by another column first) and each partial can be
  * read alone, without a second GROUP BY.
  */
-function mergedSql(dims: string[], partials: PartialState[], sources: string[], onePerGroup: boolean): string {
+function mergedSql(dims: string[], partials: AnyPartial[], sources: string[], onePerGroup: boolean): string {
   const alone = sources.length === 1 && onePerGroup ? partials.map(alonePartial) : null;
   if (alone?.every((column): column is string => column !== null)) return `SELECT ${[...dims, ...alone].join(', ')}\nFROM (\n${sources[0]}\n)`;
   return `SELECT ${[...dims, ...partials.map((x) => mergedPartial(x))].join(', ')}\nFROM (\n${unionAll(sources)}\n)` + (dims.length ? `\nGROUP BY ${dims.join(', ')}` : '');
