@@ -6,6 +6,7 @@
  * (counted by the metrics' ClickHouse reads of kind "query"); the byte bound evicts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { derivedClient } from '../core/db/clickhouse.js';
 import { createApp, type App } from '../src/app.js';
 import { Metrics } from '../src/metrics/registry.js';
 import { QueryCache } from '../src/stats/query/cache.js';
@@ -102,6 +103,42 @@ describe('POST /api/logs/query: the answer cache', () => {
     for (const failed of await Promise.all(readers)) if (failed) throw failed;
     expect(checked).toBeGreaterThan(4);
     expect(counts((await ask(t.app, { queries })).answers.map((a: any) => a.data))).toEqual([stored, stored, stored]);
+  }, 120_000);
+
+  it('a question asked again while it is computed joins the computation only where no row was stored since it read its version', async () => {
+    const domain = await newDomain(t.runtime.db, 'join');
+    await importText(t, domain.name, accessLines(0, 50));
+    // The same store, the answers of its figures statements held at a gate once read (the data version statement passes).
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let held = 0;
+    const base = t.runtime.clickhouse;
+    const gated = derivedClient(base, {
+      query: async (params) => {
+        const result = await base.query(params);
+        if (!params.query.includes('access_hour_rows')) {
+          held++;
+          await gate;
+        }
+        return result;
+      },
+    });
+    const app = createApp({ ...t.runtime, clickhouse: gated, config: { ...t.runtime.config, queryCacheMb: 64 } });
+    const body = { domains: [domain.id], metrics: ['requests'], ...WINDOW };
+    const first = ask(app, body);
+    await expect.poll(() => held, { timeout: 30_000 }).toBeGreaterThan(0);
+    // Stored while the first computes: a later identical question must count it.
+    await importText(t, domain.name, accessLines(50, 60));
+    const heldBefore = held;
+    const second = ask(app, body);
+    await expect.poll(() => held, { timeout: 30_000 }).toBeGreaterThan(heldBefore);
+    // No row stored since the second read its version: a third joins the second.
+    const third = ask(app, body);
+    open();
+    const [a, b, c] = await Promise.all([first, second, third]);
+    expect(a.results[0].metrics[0]).toBe(50);
+    expect(b.results[0].metrics[0]).toBe(60);
+    expect(c).toEqual(b);
   }, 120_000);
 
   it('identical questions in flight are computed once', async () => {

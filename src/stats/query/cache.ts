@@ -9,7 +9,9 @@
  * the same question that has not yet read its data version (it waits for its place in the read
  * queue, or for the statements of the batch before it), since such a computation reads every row
  * stored before the request came. A computation that has read its version may have missed rows
- * stored since; the request computes on its own (and, finding the same version, reuses the answer).
+ * stored since: the request reads the version itself, and joins it where that is the same (no row
+ * stored since where the question reads), else computes on its own. With several requests reading
+ * at once (READS_IN_FLIGHT), the first of ten viewers has read its version before the others come.
  *
  * One cache and one table of computations per store (and bound): two stores never share answers.
  */
@@ -57,9 +59,13 @@ export interface Computation {
   settle: (outcome: { answer: QueryAnswer } | { error: unknown }) => void;
 }
 
+const versioned = (key: string, version: string) => `${version}\n${key}`;
+
 export class QueryCache {
   readonly #answers: BoundedCache<Kept> | null;
   readonly #computing = new Map<string, Computation>();
+  /** Computations whose version is read, by version and question. */
+  readonly #computingAt = new Map<string, Computation>();
 
   /** `maxBytes` 0: no answers kept (identical questions in flight are still asked once). */
   constructor(readonly maxBytes: number) {
@@ -74,6 +80,25 @@ export class QueryCache {
   joinable(key: string): Promise<QueryAnswer> | undefined {
     const computing = this.#computing.get(key);
     return computing && !computing.versionRead ? computing.answer : undefined;
+  }
+
+  /** A computation of `key` that has read `version`, other than `own`, if one is in flight: its answer is what `own` would compute. */
+  computingAt(key: string, version: string, own: Computation): Promise<QueryAnswer> | undefined {
+    const computing = this.#computingAt.get(versioned(key, version));
+    return computing && computing !== own ? computing.answer : undefined;
+  }
+
+  /** `computation` (of `key`) has read `version` and computes: requests that read the same may join it (computingAt). */
+  computesAt(key: string, version: string, computation: Computation): void {
+    this.#computingAt.set(versioned(key, version), computation);
+    computation.answer.then(
+      () => this.#forget(key, version, computation),
+      () => this.#forget(key, version, computation),
+    );
+  }
+
+  #forget(key: string, version: string, computation: Computation): void {
+    if (this.#computingAt.get(versioned(key, version)) === computation) this.#computingAt.delete(versioned(key, version));
   }
 
   /** A computation of `key`, joinable until its versionRead is set; it leaves the table when settled. Called only when none is joinable. */
@@ -95,14 +120,14 @@ export class QueryCache {
   }
 
   get(key: string, version: string): QueryAnswer | undefined {
-    return this.#answers?.get(`${version}\n${key}`)?.answer;
+    return this.#answers?.get(versioned(key, version))?.answer;
   }
 
   /** Keeps `answer`; one larger than the whole bound is not kept. */
   set(key: string, version: string, answer: QueryAnswer): void {
     if (!this.#answers) return;
     const bytes = JSON.stringify(answer).length + key.length;
-    if (bytes <= this.maxBytes) this.#answers.set(`${version}\n${key}`, { answer, bytes });
+    if (bytes <= this.maxBytes) this.#answers.set(versioned(key, version), { answer, bytes });
   }
 }
 

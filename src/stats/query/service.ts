@@ -40,24 +40,33 @@ async function plan(deps: Deps, principal: Principal, body: QueryBody, now: numb
   return { query, key: answerKey(body, query, deps.config.statsRollupMinRows), seriesKey: key, now };
 }
 
-/** Computes `own` in the read place held: their versions in one statement, then each answer reused or computed. */
+/**
+ * Computes `own` in the read place held: their versions in one statement (also where no answer is
+ * kept: identical questions in flight join by it), then each answer reused, joined or computed.
+ */
 async function compute(deps: Deps, clickhouse: ClickHouseClient, own: { planned: Planned; computation: Computation }[]): Promise<void> {
   const cache = queryCache(deps.clickhouse, deps.config.queryCacheMb);
   for (const { computation } of own) computation.versionRead = true;
-  const versions = cache.enabled ? await readVersions(clickhouse, own.map((o) => o.planned.query)) : undefined;
+  const versions = await readVersions(clickhouse, own.map((o) => o.planned.query));
   for (const [i, { planned, computation }] of own.entries()) {
-    const version = versions?.of[i];
-    const kept = version === undefined ? undefined : cache.get(planned.key, version);
+    const version = versions.of[i]!;
+    const kept = cache.get(planned.key, version);
     if (kept) {
       computation.settle({ answer: kept });
       continue;
     }
+    const twin = cache.computingAt(planned.key, version, computation);
+    if (twin) {
+      twin.then((answer) => computation.settle({ answer }), (error: unknown) => computation.settle({ error }));
+      continue;
+    }
+    cache.computesAt(planned.key, version, computation);
     try {
       const { query } = planned;
-      const ordered = orderGroups(query, await timeQuery(deps.metrics, 'query', () => runQuery(clickhouse, query, deps.config.statsRollupMinRows, versions?.hourRows)));
+      const ordered = orderGroups(query, await timeQuery(deps.metrics, 'query', () => runQuery(clickhouse, query, deps.config.statsRollupMinRows, versions.hourRows)));
       keepSeries(deps.clickhouse, planned.seriesKey, { query, ordered, at: planned.now });
       const answer = answerOf(query, ordered);
-      if (version !== undefined) cache.set(planned.key, version, answer);
+      cache.set(planned.key, version, answer);
       computation.settle({ answer });
     } catch (error) {
       computation.settle({ error });
