@@ -57,9 +57,12 @@ afterAll(async () => {
 
 const startDate = new Date(BASE - DAY_MS).toISOString();
 
-/** The app with a fresh fair queue whose long reads are sliced at `sliceRows` rows (1: a slice a day), and that queue. */
+/**
+ * The app with a fresh fair queue whose long reads are sliced at `sliceRows` rows (1: a slice a day),
+ * and that queue; one request reading at a time, where the order of the queue shows most.
+ */
 function appSlicedAt<S extends ReadScheduler>(sliceRows: number, scheduler?: (limits: ReadScheduler['limits']) => S) {
-  const reads = createReads(t.runtime.config);
+  const reads = createReads({ ...t.runtime.config, readsInFlight: 1 });
   const queue = scheduler ? scheduler(reads.scheduler.limits) : reads.scheduler;
   return { app: createApp({ ...t.runtime, reads: { ...reads, scheduler: queue, sliceRows } }), scheduler: queue as S };
 }
@@ -130,9 +133,9 @@ describe('the fair queue through the app: a dashboard beside other users\' long 
       }),
     );
     await until(() => scheduler.events.filter((e) => e.event === 'placed' && e.cls === 'search').length >= 6 && scheduler.counts.waiting >= 3, 'the searches to be queued');
-    // Bob's view: six queries of his domain sent at once.
+    // Bob's view: six queries of his domain sent at once, each its own question (identical ones would be computed once).
     const view = Array.from({ length: 6 }, (_, i) =>
-      call(app, 'POST', '/api/logs/query', { token: bob.token, body: { domains: [bobs.domain.id], metrics: ['requests'], dimensions: i % 2 ? ['statusCode'] : [], dateRange: 'custom', startDate } }),
+      call(app, 'POST', '/api/logs/query', { token: bob.token, body: { domains: [bobs.domain.id], metrics: ['requests'], dimensions: i % 2 ? ['statusCode'] : [], limit: 10 + i, dateRange: 'custom', startDate } }),
     );
     const answers = await Promise.all(view);
     searching = false;
