@@ -42,6 +42,7 @@ describe('loadConfig defaults', () => {
       readMaxMemoryMb: 2048,
       readsPerUser: 2,
       readsInFlight: undefined,
+      queryCacheMb: 64,
       tailPerUser: 5,
       webhookAllowNetworks: [],
       trustProxy: false,
