@@ -3,10 +3,10 @@
  * answers): the headline (tiles and charts) and the panels. Plain data, so that the server's tests
  * and bench/ ask exactly what the page asks.
  *
- * Two batches, the headline first, both sent at once: the embedded engine runs one statement at a
- * time and the read queue serves a user's requests in the order they came, so the headline's
- * figures show after its own statements, not after the panels' too; in one batch the page would
- * show nothing until the last panel was computed (bench/README, "bench/dashboard").
+ * Two batches, the headline first, both sent at once: the read queue serves a user's requests in
+ * the order they came, so the headline's figures show after its own statements, not after the
+ * panels' too; in one batch the page would show nothing until the last panel was computed
+ * (bench/README, "bench/view-cache").
  */
 import type { PanelSpec } from './panels.js';
 
