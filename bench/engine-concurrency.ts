@@ -45,6 +45,7 @@ import { queryBody } from '../src/stats/query/schemas.js';
 import { queryLogs } from '../src/stats/query/service.js';
 import { PermissionSet } from '../src/users/permissions.js';
 import { PANELS } from '../web/src/panels.js';
+import { viewQueries } from '../web/src/view.js';
 import { BENCH_ADMIN, benchDataDir } from './lib/query-data.js';
 import { machineBusyTicks } from './lib/measure.js';
 import { childEnv, failBench, startServer, stopServer, waitIdle, type Server } from './lib/serve-child.js';
@@ -67,22 +68,7 @@ for (const p of CHOSEN) if (!PATHS.includes(p)) throw new Error(`BENCH_PATHS: un
 // The dashboard's view of one domain.
 
 function viewBodies(domainId: number): { headline: unknown[]; panels: unknown[] } {
-  const base = { domains: [domainId], dateRange: RANGE, filters: [] };
-  return {
-    headline: [
-      { ...base, metrics: ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'] },
-      { ...base, metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 },
-      { ...base, metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 },
-    ],
-    panels: PANELS.map((spec) => ({
-      ...base,
-      metrics: spec.metrics.map((m) => m.name),
-      dimensions: spec.dimensions,
-      filters: spec.filters ?? [],
-      limit: 10,
-      ...(spec.orderBy ? { orderBy: spec.orderBy } : {}),
-    })),
-  };
+  return viewQueries({ domains: [domainId], dateRange: RANGE, filters: [] }, false, PANELS);
 }
 
 /** Runs `work`; the CPU the rest of the machine used meanwhile, in cores (its busy time less this process's). */

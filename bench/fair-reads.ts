@@ -38,6 +38,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { killAll } from './lib/measure.js';
 import { PANELS } from '../web/src/panels.js';
+import { viewQueries } from '../web/src/view.js';
 import { BENCH_ADMIN, benchDataDir, DAY_MS, MAIN_DOMAIN, otherDomain } from './lib/query-data.js';
 import { api as apiOf, childEnv, failBench, killServer, login, ROOT, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
 import { fmt, load, median, positiveIntEnv, sleep } from './lib/util.js';
@@ -71,20 +72,8 @@ async function timed(method: string, p: string, token: string, body?: unknown): 
  * charts and one per panel, as web/src/pages/Domain.tsx asks them.
  */
 function dashboardView(domainId: number): Record<string, unknown>[] {
-  const base = { domains: [domainId], dateRange: '24h', filters: [] as unknown[] };
-  return [
-    { ...base, metrics: ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'] },
-    { ...base, metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 },
-    { ...base, metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 },
-    ...PANELS.map((p) => ({
-      ...base,
-      metrics: p.metrics.map((m) => m.name),
-      dimensions: p.dimensions,
-      filters: p.filters ?? [],
-      limit: 10,
-      ...(p.orderBy ? { orderBy: p.orderBy } : {}),
-    })),
-  ];
+  const view = viewQueries({ domains: [domainId], dateRange: '24h', filters: [] }, false, PANELS);
+  return [...view.headline, ...view.panels];
 }
 
 /** One view: its requests sent together, timed from the first request to the last answer's last byte. (The one place to change when the page batches them.) */
