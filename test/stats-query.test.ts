@@ -951,7 +951,7 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
     expect(proven).toBeGreaterThan(asked / 2);
   }, 300_000);
 
-  it('shaped lists: a key below every list that wins over the window, and one tied at the bound, are read from the full rows; the rest proven', async () => {
+  it('shaped lists: a key below every list that wins over the window, one tied at the bound, one out of some lists, are read from the full rows; the rest proven', async () => {
     const shaped = { id: (await insertDomain(t.runtime.db, { name: 'shaped.example.com', ownerId: null })).id };
     names.set(shaped.id, 'shaped.example.com');
     const template = generateRows({ seed: 950, domain: shaped.id, count: 1, from: 0, to: 1 })[0]!;
@@ -977,12 +977,22 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
       added.push(...hits('/b', 6, day + 2 * HOUR), ...hits('/a', 3, day + 3 * HOUR), ...hits('/z', 1, day + 4 * HOUR));
     }
     added.push(...hits('/a', 6, T + 2 * DAY));
+    // Two days: /warm 50 times on the first (in its list), 3 times on the second (out of it, after the
+    // 99 others of 3): first over both, but its count in the lists is not all of it.
+    const W = S + 3 * DAY;
+    for (let k = 0; k < 2; k++) {
+      const day = W + k * DAY;
+      for (let i = 0; i < 100; i++) added.push(...hits(`/0-${k}-${String(i).padStart(3, '0')}`, 3, day + HOUR + i * 10_000));
+      added.push(...hits('/warm', k === 0 ? 50 : 3, day + 2 * HOUR), ...hits('/hot', 4, day + 3 * HOUR));
+    }
     await insertRows(t.runtime.clickhouse, added);
     rows.push(...added);
     await buildAll();
 
-    const sleeper = { start: S, end: S + 3 * DAY - 1 };
+    // Windows of whole days (the end is included: a window ending a millisecond before midnight reads its last day by the hour).
+    const sleeper = { start: S, end: S + 3 * DAY };
     const tie = { start: T, end: T + 2 * DAY + 30 * MINUTE - 1 };
+    const warm = { start: W, end: W + 2 * DAY };
     for (const order of ORDERS) {
       const page = (limit: number, window: typeof sleeper, filters: Filter[] = []) => expectPage([shaped.id], { ...order, dimensions: ['path'], filters, limit, page: 1 }, window);
       // /hot above anything the lists leave out: proven.
@@ -993,23 +1003,25 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
       expect(await page(1, tie)).toBe(false);
       // Without /a, /b is above every bound.
       expect(await page(1, tie, [['isNot', 'path', ['/a']]])).toBe(true);
+      // /warm's lists hold 50 of its 53: not exact, read from the full rows; /hot after it is.
+      expect(await page(1, warm)).toBe(false);
+      expect(await page(1, warm, [['isNot', 'path', ['/warm']]])).toBe(true);
     }
   }, 300_000);
 });
 
 describe('a top page proven from short lists (provesPage)', () => {
-  const exact = (...values: number[]) => values.map((v) => ({ ranked: v, upper: v }));
+  /** Rows of these sums, exact, each with the largest bound after it. */
+  const exact = (...values: number[]) => values.map((v, i) => ({ ranked: v, upper: v, beyond: Math.max(0, ...values.slice(i + 1)) }));
   it('needs every key up to the page exact and the last of them strictly above every other bound', () => {
-    expect(provesPage(exact(10, 9, 5), 2, 4, false)).toBe(true);
+    expect(provesPage(exact(10, 9, 5), 2, 4)).toBe(true);
     // A key of the page not exact.
-    expect(provesPage([{ ranked: 10, upper: 10 }, { ranked: 9, upper: 11 }, { ranked: 5, upper: 5 }], 2, 4, false)).toBe(false);
-    // A row beyond the page whose bound reaches the page's last, or the thresholds of keys seen nowhere.
-    expect(provesPage([...exact(10, 9), { ranked: 5, upper: 9 }], 2, 4, false)).toBe(false);
-    expect(provesPage(exact(10, 9, 5), 2, 9, false)).toBe(false);
-    // Rows not read: bounded by the last row read plus the thresholds.
-    expect(provesPage(exact(10, 9, 5), 2, 3, true)).toBe(true);
-    expect(provesPage(exact(10, 9, 6), 2, 3, true)).toBe(false);
-    // Fewer rows than the page: the lists cannot tell the rest.
-    expect(provesPage(exact(10), 2, 0, false)).toBe(false);
+    expect(provesPage([{ ranked: 10, upper: 10, beyond: 11 }, { ranked: 9, upper: 11, beyond: 5 }, { ranked: 5, upper: 5, beyond: 0 }], 2, 4)).toBe(false);
+    // A key after the page whose bound reaches the page's last, or the thresholds of the keys seen nowhere.
+    expect(provesPage([{ ranked: 10, upper: 10, beyond: 9 }, { ranked: 9, upper: 9, beyond: 9 }, { ranked: 5, upper: 9, beyond: 0 }], 2, 4)).toBe(false);
+    expect(provesPage(exact(10, 9, 5), 2, 9)).toBe(false);
+    expect(provesPage(exact(10, 9, 9), 2, 0)).toBe(false);
+    // Fewer keys than the page: the lists cannot tell the rest.
+    expect(provesPage(exact(10), 2, 0)).toBe(false);
   });
 });

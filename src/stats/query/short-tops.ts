@@ -23,9 +23,6 @@ import { SHORT_LISTS, type ShortList } from '../registry.js';
 import type { Query, Window } from './parse.js';
 import { partialsOf, shortTopSql, type ShortSums } from './sql.js';
 
-/** Rows read beyond the page, each with its own bound; the rest are bounded by the last of them. */
-export const BEYOND_PAGE = 100;
-
 /**
  * The short list a query's page may be proven from, or null: one domain (lists are per domain),
  * one dimension that is a list's key in the query's rollup rows, filters over that key only, a
@@ -67,24 +64,23 @@ export function shortSumsOf(query: Query, lists: readonly KeptList[]): ShortSums
   };
 }
 
-/** A candidate as shortTopSql reads it: its sum `ranked` and its bound `upper`. */
+/** A candidate as shortTopSql reads it: its sum `ranked`, its bound `upper`, and the largest bound of those after it, `beyond`. */
 export interface Ranked {
   ranked: number;
   upper: number;
+  beyond: number;
 }
 
 /**
  * Whether the first `n` of `rows` (shortTopSql's, in the query's order) are the exact first n:
- * each exact, and the n-th's sum above every other key's bound (strictly: a tie could reorder
- * them). The others: the rows read beyond the n-th, each by its bound; with `more` (rows not read),
- * any of those by the last row's sum plus every threshold; and a key seen nowhere by the thresholds.
+ * each exact, and the n-th's sum strictly above (a tie could reorder them) the bound of every key
+ * after it and the thresholds summed (what a key seen nowhere has at most).
  */
-export function provesPage(rows: readonly Ranked[], n: number, threshold: number, more: boolean): boolean {
+export function provesPage(rows: readonly Ranked[], n: number, threshold: number): boolean {
   if (n === 0 || rows.length < n) return false;
   const page = rows.slice(0, n);
   if (page.some((r) => r.upper !== r.ranked)) return false;
-  const others = Math.max(threshold, ...rows.slice(n).map((r) => r.upper), more ? rows[rows.length - 1]!.ranked + threshold : 0);
-  return others < page[n - 1]!.ranked;
+  return Math.max(threshold, page[n - 1]!.beyond) < page[n - 1]!.ranked;
 }
 
 /**
@@ -98,9 +94,9 @@ export async function provenPage(clickhouse: ClickHouseClient, query: Query, win
   const c = planConditions({ ...plan, listed: covered.map((b) => b.bucket) });
   const sums = shortSumsOf(query, covered.map((b) => b.lists[0]!));
   const n = query.page * query.limit;
-  const built = shortTopSql(query, window, { ...c, built: c.unlisted }, sums, list.by, n + BEYOND_PAGE);
+  const built = shortTopSql(query, window, { ...c, built: c.unlisted }, sums, list.by, n);
   const read = await selectPage<Record<string, unknown>>(clickhouse, built.query, built.params);
-  const ranked = read.rows.map((r) => ({ ranked: Number(r.ranked), upper: Number(r.upper) }));
-  if (!provesPage(ranked, n, sums.threshold, read.total > read.rows.length)) return null;
-  return { rows: read.rows.slice(n - query.limit, n).map(({ ranked: _, upper: __, ...row }) => row), total: read.total };
+  const ranked = read.rows.map((r) => ({ ranked: Number(r.ranked), upper: Number(r.upper), beyond: Number(r.beyond) }));
+  if (!provesPage(ranked, n, sums.threshold)) return null;
+  return { rows: read.rows.slice(n - query.limit).map(({ ranked: _, upper: __, beyond: ___, ...row }) => row), total: read.total };
 }

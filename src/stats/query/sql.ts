@@ -176,9 +176,10 @@ export interface ShortSums {
  * The candidates of a page proven from short lists (short-tops.ts), in the query's order, the first
  * `count`: the groups of the short lists' sums and of `edges` (the raw ranges, and as `built` the
  * built buckets without short lists), each with its metrics, `ranked` (its sum `by` over those
- * sources: exact where every covered list holds it) and `upper` (ranked plus the thresholds of the
- * covered buckets whose list does not hold it: what it has at most). The query has one dimension,
- * the list's key, and filters over that key only (shortListOf).
+ * sources: exact where every covered list holds it), `upper` (ranked plus the thresholds of the
+ * covered buckets whose list does not hold it: what it has at most) and `beyond` (the largest
+ * `upper` of the groups after it). The query has one dimension, the list's key, and filters over
+ * that key only (shortListOf).
  */
 export function shortTopSql(query: Query, window: Window, edges: Reads, short: ShortSums, by: PartialState, count: number): BuiltQuery {
   const p = new Params('q');
@@ -190,7 +191,13 @@ export function shortTopSql(query: Query, window: Window, edges: Reads, short: S
 FROM (SELECT arrayJoin(arrayZip(${arrays.join(', ')})) AS e, e.1 AS key)${filters.length > 0 ? `\nWHERE ${filters.join(' AND ')}` : ''}`;
   const edgeSources = sourcesSql(query, window, partials, p, undefined, edges).map((select) => `SELECT *, toUInt64(0) AS held FROM (\n${select}\n)`);
   const merged = `SELECT ${d0}, ${partials.map((x) => mergedPartial(x)).join(', ')}, sum(held) AS held_sum\nFROM (\n${unionAll([listed, ...edgeSources])}\n)\nGROUP BY ${d0}`;
-  const columns = [d0, ...query.metrics.map((m, i) => `${m.final} AS ${metricColumn(i)}`), `${by.name} AS ranked`, `${by.name} + ${p.bind('UInt64', short.threshold)} - held_sum AS upper`];
   const orderBy = query.orderBy.map((t) => orderTerm(query, t, p)).join(', ');
+  const columns = [
+    d0,
+    ...query.metrics.map((m, i) => `${m.final} AS ${metricColumn(i)}`),
+    `${by.name} AS ranked`,
+    `${by.name} + ${p.bind('UInt64', short.threshold)} - held_sum AS upper`,
+    `max(upper) OVER (ORDER BY ${orderBy} ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS beyond`,
+  ];
   return { query: `SELECT ${columns.join(', ')}\nFROM (\n${merged}\n)\nORDER BY ${orderBy}\nLIMIT ${p.bind('UInt32', count)}`, params: p.values };
 }
