@@ -929,7 +929,7 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
     return data.meta.totalIsLowerBound === true;
   }
 
-  it('pages of paths by requests and by time spent, with filters over the path or not: the brute force, most of them proven', async () => {
+  it('pages of paths by requests and by time spent, with filters over the path or not, and of URLs and user agents: the brute force, most of them proven', async () => {
     await buildAll();
     const filters: Filter[][] = [[], [['glob', 'path', ['/u/*']]], [['isNot', 'path', ['/']]]];
     let proven = 0;
@@ -942,7 +942,14 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
             if (await expectPage([alpha.id], { ...order, dimensions: ['path'], filters: f, limit, page }, window)) proven++;
           }
         }
-        // The not-found panel (a 404 filter: the error URL rows, which have no short list) and URLs, read from the full rows.
+        // URLs and user agents have short lists by requests too.
+        for (const dimension of ['url', 'userAgent']) {
+          for (const [limit, page] of [[1, 1], [3, 2]] as const) {
+            asked++;
+            if (await expectPage([alpha.id], { ...order, dimensions: [dimension], limit, page }, window)) proven++;
+          }
+        }
+        // The not-found panel (a 404 filter: the error URL rows, which have no short list), read from the full rows.
         expect(await expectPage([alpha.id], { ...order, dimensions: ['path'], filters: [['is', 'statusCode', [404]]], limit: 10, page: 1 }, window)).toBe(false);
         // Two domains: lists are per domain.
         expect(await expectPage(aliceDomains(), { ...order, dimensions: ['path'], limit: 3, page: 1 }, window)).toBe(false);
