@@ -21,6 +21,7 @@ import type { Logger } from '../../core/log.js';
 import type { Metrics } from '../metrics/registry.js';
 import { LIST_PARTIALS, PARTIALS, rawPartial, ROLLUP_LISTS, rollupPartial, SHORT_LISTS, type PartialState } from '../stats/registry.js';
 import { countedPerList, topsVersions } from './shared-sql.js';
+import { TOP_KEYS } from './short-lists.js';
 
 export interface RollupOptions {
   /** Only hours touched by an insert in the last `lookbackS` seconds, or of the last 3 hours; null: all. */
@@ -228,9 +229,6 @@ const BUILD = {
     return writeDifference('day', kind, kind === 'totals' ? boundedByLists('day', fresh) : fresh);
   }),
 } as const;
-
-/** How many keys a bucket's short lists keep (access_tops); src/stats/window.ts and src/stats/query/short-tops.ts prove from them. */
-export const TOP_KEYS = 100;
 
 /** The lists that have short lists, each with the sums (partial names) they are ordered by, as SQL literals (the registry's constants). */
 const SHORT_BY = [...new Set(SHORT_LISTS.map((s) => s.list))].map((list) => ({ list, by: SHORT_LISTS.filter((s) => s.list === list).map((s) => `'${s.by.name}'`) }));

@@ -16,6 +16,13 @@ import { PARTIALS, SHORT_LISTS, type ShortList } from '../stats/registry.js';
 import { BoundedCache, perClient } from './bounded-cache.js';
 import { inBuckets } from './shared-sql.js';
 
+/**
+ * How many keys a bucket's short list keeps (the builder's; src/stats/window.ts and
+ * src/stats/query/short-tops.ts prove from them): bench/README, "Issue 31: the path panels from
+ * short lists", has why 100.
+ */
+export const TOP_KEYS = 100;
+
 /** One bucket's short list as built for one version: its keys, each key's sums by partial name, and the threshold. */
 export interface KeptList {
   keys: string[];

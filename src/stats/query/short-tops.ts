@@ -17,8 +17,7 @@
  */
 import { selectPage, type ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { planConditions, builtBuckets, type HourRows, type WindowPlan } from '../../rollups/plan.js';
-import { TOP_KEYS } from '../../rollups/builder.js';
-import { shortListsOf, type KeptList } from '../../rollups/short-lists.js';
+import { shortListsOf, TOP_KEYS, type KeptList } from '../../rollups/short-lists.js';
 import { SHORT_LISTS, type ShortList } from '../registry.js';
 import type { Query, Window } from './parse.js';
 import { partialsOf, shortTopSql, type ShortSums } from './sql.js';
