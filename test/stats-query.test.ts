@@ -1014,6 +1014,15 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
       expect(await page(1, warm)).toBe(false);
       expect(await page(1, warm, [['isNot', 'path', ['/warm']]])).toBe(true);
     }
+    // Late lines into a built day: its bucket is read raw until built again, then its new lists are
+    // read at their new version (the answer kept under the old data version is not reused).
+    const late = hits('/sleeper', 12, S + DAY + 5 * HOUR);
+    await insertRows(t.runtime.clickhouse, late);
+    rows.push(...late);
+    for (const rebuilt of [false, true]) {
+      if (rebuilt) await buildAll();
+      for (const order of ORDERS) for (const limit of [1, 2]) await expectPage([shaped.id], { ...order, dimensions: ['path'], limit, page: 1 }, sleeper);
+    }
   }, 300_000);
 });
 

@@ -40,7 +40,7 @@ export function shortListOf(query: Query): ShortList | null {
 }
 
 /** The covered buckets' lists summed per key, for the query's partials. */
-export function shortSumsOf(query: Query, lists: readonly KeptList[]): ShortSums {
+function shortSumsOf(query: Query, lists: readonly KeptList[]): ShortSums {
   const partials = partialsOf(query);
   const byKey = new Map<string, { sums: number[]; held: number }>();
   let threshold = 0;
