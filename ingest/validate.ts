@@ -16,7 +16,7 @@ import { domainIdsOf } from './domain-store.js';
 import { createDomainDirectory, type DomainDirectory } from './domains.js';
 import { compileAccessFormat } from './parsers/access-format.js';
 import { parseErrorLine, routingNameOf } from './parsers/error-log.js';
-import { compileFilePattern, isPattern, scanFilePattern } from './sources/file-pattern.js';
+import { compileFilePattern, DOMAIN_PLACEHOLDER, isPattern, scanFilePattern } from './sources/file-pattern.js';
 import { DEFAULT_CUT_LIMITS, LineCutter, type Cut, type Framing } from './sources/line-cutter.js';
 import { accessDecoder, decodeLines, emptyDecoded, errorDecoder, normaliseHost, type Decoder, type Routing } from './transforms/rows.js';
 
@@ -59,8 +59,8 @@ export interface PatternCheck {
   /** `register.owner`: a domain a path names is registered for this user; null: off. */
   registerFor: string | null;
   matches: PatternFileCheck[];
-  /** Paths left out, and why (generations and archives are not listed). */
-  skipped: { path: string; reason: string }[];
+  /** Paths left out, and why (`problem`: something to fix; generations are not listed). */
+  skipped: { path: string; reason: string; problem: boolean }[];
   /** The first matched file's first lines, read as every matched file is (null: nothing matched). */
   sample: FileCheck | null;
 }
@@ -199,7 +199,7 @@ function countProblems(sources: SourceCheck[], syslog: SyslogCheck | null): numb
   for (const source of sources) {
     if (source.registered === false) n++;
     for (const file of [...source.files, ...source.patterns.flatMap((p) => (p.sample ? [p.sample] : []))]) n += (file.file.state === 'read' ? 0 : 1) + file.lines.filter((l) => l.rejected !== null).length;
-    for (const pattern of source.patterns) n += pattern.matches.filter((m) => m.state === 'invalid' || m.state === 'not registered').length + pattern.skipped.length;
+    for (const pattern of source.patterns) n += pattern.matches.filter((m) => m.state === 'invalid' || m.state === 'not registered').length + pattern.skipped.filter((s) => s.problem).length;
   }
   return n;
 }
@@ -329,7 +329,8 @@ export function formatValidationReport(report: ValidationReport): string {
   const out: string[] = [`ingest config ${shown(report.config)}${report.configErrors.length > 0 ? ': does not load' : ''}`];
   for (const error of report.configErrors) out.push(`  ${shown(error)}`);
   for (const source of report.sources) {
-    out.push('', `${source.name}: ${domainText(source.domain, source.registered, 'the worker reads nothing from these files until it is')}`);
+    const named = source.patterns.some((p) => p.pattern.includes(DOMAIN_PLACEHOLDER));
+    out.push('', `${source.name}: ${named ? 'each file\'s domain is the one its path names' : domainText(source.domain, source.registered, 'the worker reads nothing from these files until it is')}`);
     for (const file of source.files) out.push(...fileBlock(file));
     for (const pattern of source.patterns) out.push(...patternBlock(pattern));
   }

@@ -128,8 +128,8 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
         if (!f || f.input.pattern !== pattern.watch.pattern.pattern) return true;
         const { openFiles, inFlight } = f.tail.stats();
         if (openFiles > 0 || inFlight > 0) return false;
+        // Not waited for: a file that went before its domain was registered has a run still waiting for it (until the stop).
         await f.tail.close();
-        await f.done;
         if (followed.get(path) === f) followed.delete(path);
         log.info({ path, source: f.stats.name }, 'the file is gone and was read to its end: no longer followed');
         return true;

@@ -93,7 +93,7 @@ syslog:
       FILE,
     );
     expect(config.sources).toEqual([
-      { domain: 'blog.example.com', access: null, error: '/var/log/nginx/blog.error.log', format: 'main', timezone: 'Europe/Paris', startAt: 'end' },
+      { domain: 'blog.example.com', access: null, register: null, error: '/var/log/nginx/blog.error.log', format: 'main', timezone: 'Europe/Paris', startAt: 'end' },
     ]);
     expect(config.syslog).toEqual({
       udp: { host: '::1', port: 0 },
@@ -246,7 +246,7 @@ syslog:
 `),
     ).toEqual([
       `${AT}:2: sources[0]: needs access or error (a log file path)`,
-      `${AT}:3: sources[0].acess: unknown field (known: domain, access, error, format, timezone, startAt)`,
+      `${AT}:3: sources[0].acess: unknown field (known: domain, access, error, format, timezone, startAt, register)`,
       `${AT}:4: sources[0].format: must be combined, main or an nginx log_format string with $variables (got "comined")`,
       `${AT}:6: sources[1].timezone: must be an IANA time zone such as UTC or Europe/Paris (got "CEST")`,
       `${AT}:8: syslog.udp: must be HOST:PORT with a port from 0 to 65535, e.g. 127.0.0.1:5514 or [::1]:5514 (got "127.0.0.1")`,

@@ -88,8 +88,11 @@ describe('scanning a pattern', () => {
     ]);
     expect(scan.skipped.map((s) => [path.relative(dir, s.path), s.reason])).toEqual([
       ['alias.example/logs/access_log', `the same file as ${dir}/a.example/logs/access_log: read once, through that path`],
-      ['loop.example/logs/access_log', 'cannot be looked at: a symbolic link loop'],
+      ['loop.example/logs', 'cannot be listed: a symbolic link loop'],
     ]);
+    // A loop met where a file is looked at, not listed.
+    const atFile = await scanFilePattern(compileFilePattern(`${dir}/{domain}/logs/access_log`));
+    expect(atFile.skipped.map((s) => [path.relative(dir, s.path), s.reason])).toContainEqual(['loop.example/logs/access_log', 'cannot be looked at: a symbolic link loop']);
   });
 
   it('sees a new file at the next scan, a listing being kept while its directory does not change', async () => {
@@ -119,7 +122,7 @@ describe('scanning a pattern', () => {
     expect(run.stderr).toBe('');
     const scan = JSON.parse(run.stdout);
     expect(scan.matches.map((m: { domain: string }) => m.domain)).toEqual(['open.example']);
-    expect(scan.skipped).toEqual([{ path: path.join(dir, 'shut.example'), reason: 'cannot be listed: no permission (EACCES)' }]);
+    expect(scan.skipped).toEqual([{ path: path.join(dir, 'shut.example'), reason: 'cannot be listed: no permission (EACCES)', problem: true }]);
   });
 });
 

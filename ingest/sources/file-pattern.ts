@@ -14,7 +14,8 @@
  *   the follower of the file reads them (file-tail.ts), they are never sources of their own;
  * - other compressed files (`.gz`): finished logs are for `tailhouse import`;
  * - what is no regular file, what cannot be listed or looked at (permissions, a symlink loop);
- * - a second path to a file already matched (through a symbolic link): the file is read once.
+ * - a second path to a file (through a symbolic link): the file is read once, through its real path
+ *   when the pattern matches that one (its lines go to the domain that path names).
  */
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -38,9 +39,9 @@ export interface FilePattern {
   namesDomain: boolean;
 }
 
-/** Whether a configured path is a pattern rather than one file. */
+/** Whether a configured path is a pattern rather than one file (a brace is taken as a placeholder meant, and checked). */
 export function isPattern(file: string): boolean {
-  return file.includes('*') || file.includes(DOMAIN_PLACEHOLDER);
+  return file.includes('*') || file.includes('{') || file.includes('}');
 }
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -56,10 +57,10 @@ export function compileFilePattern(pattern: string): FilePattern {
   if (/[?[\]]/.test(rest)) throw new Error(`only * and ${DOMAIN_PLACEHOLDER} are wildcards here: ?, [ and ] are not supported`);
   const parts = pattern.split('/').filter((p) => p !== '' && p !== '.');
   if (parts.includes('..')) throw new Error('may not hold ..');
-  const first = parts.findIndex(isPattern);
+  const first = parts.findIndex((part) => part.includes('*') || part.includes(DOMAIN_PLACEHOLDER));
   if (first === -1) throw new Error(`holds no * or ${DOMAIN_PLACEHOLDER}`);
   const segments = parts.slice(first).map((part): Segment => {
-    if (!isPattern(part)) return { literal: part };
+    if (!part.includes('*') && !part.includes(DOMAIN_PLACEHOLDER)) return { literal: part };
     const source = part
       .split(DOMAIN_PLACEHOLDER)
       .map((piece) => piece.split('*').map(escapeRegExp).join('[^/]*'))
@@ -83,8 +84,8 @@ export interface PatternMatch {
 
 export interface PatternScan {
   matches: PatternMatch[];
-  /** What could not be looked at, and matched paths left out, with why. */
-  skipped: { path: string; reason: string }[];
+  /** Matched paths left out, and what could not be looked at (`problem`: something to fix), with why. */
+  skipped: { path: string; reason: string; problem: boolean }[];
 }
 
 /** A name from a path as a domain: its ASCII (IDN) form in lower case, with at least two labels and a top-level label that is not a number. */
@@ -148,7 +149,7 @@ export async function scanFilePattern(pattern: FilePattern, cache: ListingCache 
       names = await cache.list(dir);
       listed.add(dir);
     } catch (err) {
-      if (!isGone(err)) skipped.push({ path: dir, reason: `cannot be listed: ${reasonOf(err)}` });
+      if (!isGone(err)) skipped.push({ path: dir, reason: `cannot be listed: ${reasonOf(err)}`, problem: true });
       return;
     }
     for (const name of names.filter((n) => segment.match.test(n))) {
@@ -156,7 +157,7 @@ export async function scanFilePattern(pattern: FilePattern, cache: ListingCache 
       if (last) {
         if (isGenerationOf(name, segment.match)) continue;
         if (name.endsWith('.gz')) {
-          skipped.push({ path: path.join(dir, name), reason: 'compressed: finished logs are read by tailhouse import' });
+          skipped.push({ path: path.join(dir, name), reason: 'compressed: finished logs are read by tailhouse import', problem: false });
           continue;
         }
         found.push({ path: path.join(dir, name), pathName: named });
@@ -168,36 +169,39 @@ export async function scanFilePattern(pattern: FilePattern, cache: ListingCache 
   await walk(pattern.root, 0, null);
   cache.keepOnly(listed);
 
-  const matches: PatternMatch[] = [];
-  const realPaths = new Map<string, string>();
+  // Each file once: of several paths to it (symbolic links), the one that is its real path, else the first.
+  const byReal = new Map<string, string[]>();
   for (const f of found.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))) {
-    let real: string;
     try {
       const stat = await fsp.stat(f.path);
       if (!stat.isFile()) {
-        if (!stat.isDirectory()) skipped.push({ path: f.path, reason: 'not a regular file' });
+        if (!stat.isDirectory()) skipped.push({ path: f.path, reason: 'not a regular file', problem: false });
         continue;
       }
-      real = await fsp.realpath(f.path);
+      const real = await fsp.realpath(f.path);
+      byReal.set(real, [...(byReal.get(real) ?? []), f.path]);
     } catch (err) {
-      if (!isGone(err)) skipped.push({ path: f.path, reason: `cannot be looked at: ${reasonOf(err)}` });
-      continue;
+      if (!isGone(err)) skipped.push({ path: f.path, reason: `cannot be looked at: ${reasonOf(err)}`, problem: true });
     }
-    const first = realPaths.get(real);
-    if (first !== undefined) {
-      skipped.push({ path: f.path, reason: `the same file as ${first}: read once, through that path` });
-      continue;
-    }
-    realPaths.set(real, f.path);
-    const named = f.pathName === null ? null : domainFromPath(f.pathName);
-    matches.push({
-      path: f.path,
-      pathName: f.pathName,
-      domain: named !== null && 'domain' in named ? named.domain : null,
-      invalid: named !== null && 'invalid' in named ? named.invalid : null,
-    });
   }
-  return { matches, skipped };
+  const kept = new Set<string>();
+  for (const [real, paths] of byReal) {
+    const chosen = paths.includes(real) ? real : paths[0]!;
+    kept.add(chosen);
+    for (const other of paths) if (other !== chosen) skipped.push({ path: other, reason: `the same file as ${chosen}: read once, through that path`, problem: false });
+  }
+  const matches: PatternMatch[] = found
+    .filter((f) => kept.has(f.path))
+    .map((f) => {
+      const named = f.pathName === null ? null : domainFromPath(f.pathName);
+      return {
+        path: f.path,
+        pathName: f.pathName,
+        domain: named !== null && 'domain' in named ? named.domain : null,
+        invalid: named !== null && 'invalid' in named ? named.invalid : null,
+      };
+    });
+  return { matches, skipped: skipped.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0)) };
 }
 
 /**
