@@ -15,6 +15,7 @@ import type { Logger } from '../core/log.js';
 import { CheckpointStore, checkpointDir } from './checkpoints.js';
 import type { FileSource, IngestConfig, SyslogConfig, SyslogRoute } from './config.js';
 import { createDomainDirectory } from './domains.js';
+import { startHealthReport, workerId } from './health-report.js';
 import { createIdAllocator } from './ids.js';
 import { compileAccessFormat, type AccessLineParser } from './parsers/access-format.js';
 import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, pumpInto, routingFor, withIds, type Backoff, type BatchSink, type IngestMetrics, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
@@ -41,6 +42,8 @@ export interface IngestWorkerOptions {
   pollMs?: number;
   rotatedIdleMs?: number;
   metrics?: IngestMetrics;
+  /** How often the sources are published for the API's ingest health (health-report.ts); for tests. */
+  healthReportMs?: number;
 }
 
 /** INGEST_BATCH_MS's default: about one insert a second per table, and lines in ClickHouse within about 1.5 s. */
@@ -78,7 +81,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
 
   const listener = config.syslog ? await listenSyslog({ udp: config.syslog.udp, tcp: config.syslog.tcp, timezone: config.syslog.timezone }) : null;
   if (listener && config.syslog) {
-    const stats = newStats(`syslog ${[listener.udpAddress && 'udp', listener.tcpAddress && 'tcp'].filter(Boolean).join('+')}`);
+    const stats = newStats(`syslog ${[listener.udpAddress && 'udp', listener.tcpAddress && 'tcp'].filter(Boolean).join('+')}`, [...new Set([...config.syslog.tags.values()].flatMap((r) => r.domain ?? []))]);
     const done = supervise(runSyslog(listener, config.syslog, stats, deps), stats, log);
     running.push({ stats, done, close: () => listener.close() });
   }
@@ -94,7 +97,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
   const shared = new SharedBatches(checkpoints, deps, { maxDelayMs: batchDelayMs, maxBytes: SHARED_BATCH_BYTES, sources: new Set(tails.map((t) => t.source)) });
   files.forEach(({ source, kind, file }, i) => {
     const tail = tails[i]!;
-    const stats = newStats(`${kind} ${file}`);
+    const stats = newStats(`${kind} ${file}`, source.domain === null ? [] : [source.domain]);
     const done = supervise(runFile(tail, source, kind, shared, stats, deps), stats, log);
     running.push({ stats, done, close: () => tail.close(), files: () => tail.stats() });
   });
@@ -106,11 +109,12 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
         const { lagBytes, openFiles } = r.files();
         Object.assign(r.stats, { lagBytes, files: openFiles });
       }
-      return { ...r.stats, rejectedBy: { ...r.stats.rejectedBy } };
+      return { ...r.stats, rejectedBy: { ...r.stats.rejectedBy }, lastStoredByDomain: { ...r.stats.lastStoredByDomain } };
     });
   options.metrics?.followIngest(snapshot);
   const timer = options.statsIntervalMs > 0 ? setInterval(() => log.info({ sources: snapshot() }, 'ingest stats'), options.statsIntervalMs) : null;
   timer?.unref();
+  const health = startHealthReport(options.db, log, workerId(checkpointDir(options.dataDir)), snapshot, options.healthReportMs);
 
   let closing: Promise<void> | null = null;
   return {
@@ -123,6 +127,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
         await shared.close();
         await Promise.all(running.map((r) => r.close()));
         await Promise.all(running.map((r) => r.done));
+        await health.stop();
         log.info({ sources: snapshot() }, 'ingest stopped');
       })();
       return closing;
