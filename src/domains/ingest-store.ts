@@ -20,12 +20,12 @@ type Count = string | number;
 /** The last line (access or error, the later) of each of `domainIds` that has one. */
 export async function lastLines(clickhouse: ClickHouseClient, domainIds: readonly number[]): Promise<Map<number, LastLine>> {
   if (domainIds.length === 0) return new Map();
-  const rows = await selectRows<{ domain_id: number; at: Count; now: Count }>(
+  const rows = await selectRows<{ domain_id: number; at: Count; now_ms: Count }>(
     clickhouse,
-    'SELECT domain_id, toUnixTimestamp64Milli(max(last_stored)) AS at, toUnixTimestamp64Milli(now64(3)) AS now FROM ingest_domain_last WHERE domain_id IN {ids:Array(UInt32)} GROUP BY domain_id',
+    'SELECT domain_id, toUnixTimestamp64Milli(max(last_stored)) AS at, toUnixTimestamp64Milli(now64(3)) AS now_ms FROM ingest_domain_last WHERE domain_id IN {ids:Array(UInt32)} GROUP BY domain_id',
     { ids: domainIds },
   );
-  return new Map(rows.map((r) => [Number(r.domain_id), { at: Number(r.at), ageMs: Number(r.now) - Number(r.at) }]));
+  return new Map(rows.map((r) => [Number(r.domain_id), { at: Number(r.at), ageMs: Number(r.now_ms) - Number(r.at) }]));
 }
 
 // The windows: this minute and the 59 before it, this minute and the 1,439 before it. Lines are
@@ -57,9 +57,9 @@ export async function storingFigures(clickhouse: ClickHouseClient, domainId: num
     'SELECT kind, toUnixTimestamp64Milli(max(last_stored)) AS at FROM ingest_domain_last WHERE domain_id = {d:UInt32} GROUP BY kind',
     params,
   );
-  const [stored] = await selectRows<{ now: Count; last_hour: Count; last_day: Count }>(
+  const [stored] = await selectRows<{ now_ms: Count; last_hour: Count; last_day: Count }>(
     clickhouse,
-    `SELECT toUnixTimestamp64Milli(now64(3)) AS now, sumIf(lines, minute >= ${HOUR_START}) AS last_hour, sum(lines) AS last_day ` +
+    `SELECT toUnixTimestamp64Milli(now64(3)) AS now_ms, sumIf(lines, minute >= ${HOUR_START}) AS last_hour, sum(lines) AS last_day ` +
       `FROM ingest_domain_minutes WHERE domain_id = {d:UInt32} AND minute >= ${DAY_START}`,
     params,
   );
@@ -77,7 +77,7 @@ export async function storingFigures(clickhouse: ClickHouseClient, domainId: num
   return {
     lastAccess: lastOf('access'),
     lastError: lastOf('error'),
-    now: Number(stored!.now),
+    now: Number(stored!.now_ms),
     stored: { lastHour: Number(stored!.last_hour), lastDay: Number(stored!.last_day) },
     rejected: { lastHour: causes.reduce((n, c) => n + c.lastHour, 0), lastDay: causes.reduce((n, c) => n + c.lastDay, 0), byCause: causes },
   };
