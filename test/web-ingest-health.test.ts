@@ -89,6 +89,9 @@ const lastLineCell = (page: Page, name: string) => page.locator('table.fleet tbo
 describe('the fleet’s last log line', { timeout: 90_000 }, () => {
   it('marks a domain stale once INGEST_STALE_S has passed since its last line, not before, and not after a new line', async () => {
     const page = await signedInPage();
+    // A second tab, loaded again and again: each load draws from a fresh answer, so a mark drawn
+    // too early shows there even if the open page would draw it in time.
+    const reloaded = await context.newPage();
     const storedAt = await storeLine(domains.fresh.id);
     await page.goto(`${base}/?sort=name`);
     const cell = lastLineCell(page, domains.fresh.name);
@@ -96,22 +99,25 @@ describe('the fleet’s last log line', { timeout: 90_000 }, () => {
     expect(await lastLineCell(page, domains.never.name).textContent()).toBe('never');
     await expectAccessible(page, 'the fleet with its last log lines');
 
-    // Watched on the open page: fresh until INGEST_STALE_S after the line, stale from then on.
-    const seen: { at: number; text: string }[] = [];
+    // Watched: fresh until INGEST_STALE_S after the line, stale from then on, on the open page without a reload.
+    const seen: { at: number; open: string; reloaded: string }[] = [];
     const deadline = storedAt + (STALE_S + 10) * 1000;
     while (Date.now() < deadline) {
-      const text = (await cell.textContent()) ?? '';
-      seen.push({ at: Date.now(), text });
-      if (text.includes('stale')) break;
-      await page.waitForTimeout(100);
+      await reloaded.goto(`${base}/?sort=name`);
+      await lastLineCell(reloaded, domains.fresh.name).locator('time').waitFor();
+      const again = (await lastLineCell(reloaded, domains.fresh.name).textContent()) ?? '';
+      const open = (await cell.textContent()) ?? '';
+      seen.push({ at: Date.now(), open, reloaded: again });
+      if (open.includes('stale')) break;
     }
-    const firstStale = seen.find((s) => s.text.includes('stale'));
-    expect(seen[0]!.text).toBe('< 1 min ago');
+    const firstStale = (tab: 'open' | 'reloaded') => seen.find((s) => s[tab].includes('stale'))?.at ?? Infinity;
+    expect(seen[0]!.open).toBe('< 1 min ago');
     expect(seen[0]!.at - storedAt).toBeLessThan(STALE_S * 1000);
-    expect(firstStale, `the cell over ${STALE_S + 10} s: ${seen.at(-1)?.text}`).toBeDefined();
-    // Not before INGEST_STALE_S (a few ms of rounding between the clocks), and within a few seconds after.
-    expect(firstStale!.at - storedAt).toBeGreaterThanOrEqual(STALE_S * 1000 - 50);
-    expect(firstStale!.at - storedAt).toBeLessThan(STALE_S * 1000 + 3000);
+    expect(firstStale('open'), `the cell over ${STALE_S + 10} s: ${seen.at(-1)?.open}`).toBeLessThan(Infinity);
+    // Not before INGEST_STALE_S (a few ms of rounding between the clocks) on either tab, and
+    // within a few seconds after it on the open page.
+    expect(Math.min(firstStale('open'), firstStale('reloaded')) - storedAt).toBeGreaterThanOrEqual(STALE_S * 1000 - 50);
+    expect(firstStale('open') - storedAt).toBeLessThan(STALE_S * 1000 + 5000);
     expect(await cell.locator('.stale').textContent()).toBe('stale');
     await expectAccessible(page, 'the fleet with a stale domain');
 
