@@ -168,6 +168,21 @@ describe('a domain’s ingest health after a worker run', () => {
     expect(h.lastErrorLineAt).toBeNull();
   });
 
+  it('deleting the domain deletes its counts', async () => {
+    const domain = await domainOf(null);
+    await writeRows(t.runtime.clickhouse, { access: [accessRow(1, { domainId: domain.id })], error: [], rejects: [] }, dedupToken(`deleted-${domain.id}`, 0, 1));
+    const rowsOf = async () =>
+      Promise.all(
+        ['ingest_domain_minutes', 'ingest_domain_last'].map(async (table) => {
+          const result = await t.runtime.clickhouse.query({ query: `SELECT count() AS n FROM ${table} WHERE domain_id = {d:UInt32}`, query_params: { d: domain.id }, format: 'JSONEachRow' });
+          return Number((await result.json<{ n: string | number }>())[0]!.n);
+        }),
+      );
+    expect(await rowsOf()).toEqual([1, 1]);
+    expect((await call(t.app, 'DELETE', `/api/domains/${domain.id}`, { token: admin })).status).toBe(200);
+    expect(await rowsOf()).toEqual([0, 0]);
+  });
+
   it('lists a source routed by $host under the domains its lines went to, and only those', { timeout: 60_000 }, async () => {
     const [shop, blog, quiet] = [await domainOf(null), await domainOf(null), await domainOf(null)];
     const file = path.join(logDir, `all-${++seq}.log`);
