@@ -72,10 +72,14 @@ export interface SourceStats {
   retries: number;
   /** The last error met, for the operator; null once a write succeeds again. */
   lastError: string | null;
+  /** The domains configured for the source (a file's `domain`, the syslog tags'); empty when its lines are routed by host. */
+  domains: string[];
+  /** When its lines were last stored under each domain, epoch ms by domain id (health-report.ts). */
+  lastStoredByDomain: Record<number, number>;
 }
 
-export function newStats(name: string): SourceStats {
-  return { name, state: 'starting', read: 0, inserted: 0, rejected: 0, rejectedBy: {}, lagBytes: 0, files: 0, retries: 0, lastError: null };
+export function newStats(name: string, domains: string[] = []): SourceStats {
+  return { name, state: 'starting', read: 0, inserted: 0, rejected: 0, rejectedBy: {}, lagBytes: 0, files: 0, retries: 0, lastError: null, domains, lastStoredByDomain: {} };
 }
 
 /** Resolves after `ms`, or early (false) when `signal` aborts. */
@@ -247,6 +251,9 @@ export function countWritten(batch: Prepared, stats: SourceStats): void {
   stats.inserted += batch.rows.access.length + batch.rows.error.length;
   stats.rejected += batch.rows.rejects.length;
   for (const { cause } of batch.rows.rejects) stats.rejectedBy[cause] = (stats.rejectedBy[cause] ?? 0) + 1;
+  const now = Date.now();
+  for (const id of batch.rows.access.domains) stats.lastStoredByDomain[id] = now;
+  for (const { domainId } of batch.rows.error) stats.lastStoredByDomain[domainId] = now;
 }
 
 /** Writes a batch until ClickHouse accepts it; a refusal of the data itself is thrown. */

@@ -17,6 +17,7 @@ import type { FileSource, IngestConfig, StartAt, SyslogConfig, SyslogRoute } fro
 import { ConfigError } from '../core/config.js';
 import { userIdByEmail } from './domain-store.js';
 import { createDomainDirectory } from './domains.js';
+import { startHealthReport, workerId } from './health-report.js';
 import { createIdAllocator } from './ids.js';
 import { compileAccessFormat, type AccessLineParser } from './parsers/access-format.js';
 import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, pumpInto, routingFor, withIds, type Backoff, type BatchSink, type FileRoute, type IngestMetrics, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
@@ -44,6 +45,8 @@ export interface IngestWorkerOptions {
   pollMs?: number;
   rotatedIdleMs?: number;
   metrics?: IngestMetrics;
+  /** How often the sources are published for the API's ingest health (health-report.ts); for tests. */
+  healthReportMs?: number;
 }
 
 /** INGEST_BATCH_MS's default: about one insert a second per table, and lines in ClickHouse within about 1.5 s. */
@@ -83,7 +86,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
 
   const listener = config.syslog ? await listenSyslog({ udp: config.syslog.udp, tcp: config.syslog.tcp, timezone: config.syslog.timezone }) : null;
   if (listener && config.syslog) {
-    const stats = newStats(`syslog ${[listener.udpAddress && 'udp', listener.tcpAddress && 'tcp'].filter(Boolean).join('+')}`);
+    const stats = newStats(`syslog ${[listener.udpAddress && 'udp', listener.tcpAddress && 'tcp'].filter(Boolean).join('+')}`, [...new Set([...config.syslog.tags.values()].flatMap((r) => r.domain ?? []))]);
     const done = supervise(runSyslog(listener, config.syslog, stats, deps), stats, log);
     running.push({ stats, done, close: () => listener.close() });
   }
@@ -109,7 +112,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
   const follow = (input: FileInput) => {
     if (followed.has(input.path)) return;
     const tail = new FileTail({ path: input.path, checkpoints, log, startAt: input.startAt, maxInFlight: FILE_WINDOW, pollMs: options.pollMs, gatherMs, rotatedIdleMs: options.rotatedIdleMs, framing: input.kind === 'error' ? 'error-log' : 'line' });
-    const stats = newStats(`${input.kind} ${input.path}`);
+    const stats = newStats(`${input.kind} ${input.path}`, 'domain' in input.route && input.route.domain !== null ? [input.route.domain] : []);
     const done = supervise(runFile(tail, input, shared, stats, deps), stats, log);
     followed.set(input.path, { input, tail, stats, done });
   };
@@ -139,15 +142,16 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
   log.info({ files: followed.size, syslog: running.length > 0, patterns: patterns.map((p) => p.watch.pattern.pattern) }, 'ingest started');
 
   const snapshot = () => [
-    ...running.map((r) => ({ ...r.stats, rejectedBy: { ...r.stats.rejectedBy } })),
+    ...running.map((r) => copyOf(r.stats)),
     ...[...followed.values()].map((f) => {
       const { lagBytes, openFiles } = f.tail.stats();
-      return { ...f.stats, lagBytes, files: openFiles, rejectedBy: { ...f.stats.rejectedBy } };
+      return { ...copyOf(f.stats), lagBytes, files: openFiles };
     }),
   ];
   options.metrics?.followIngest(snapshot);
   const timer = options.statsIntervalMs > 0 ? setInterval(() => log.info({ sources: snapshot() }, 'ingest stats'), options.statsIntervalMs) : null;
   timer?.unref();
+  const health = startHealthReport(options.db, log, workerId(checkpointDir(options.dataDir)), snapshot, options.healthReportMs);
 
   let closing: Promise<void> | null = null;
   return {
@@ -162,6 +166,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
         const all = [...running, ...[...followed.values()].map((f) => ({ close: () => f.tail.close(), done: f.done }))];
         await Promise.all(all.map((r) => r.close()));
         await Promise.all(all.map((r) => r.done));
+        await health.stop();
         log.info({ sources: snapshot() }, 'ingest stopped');
       })();
       return closing;
@@ -179,6 +184,9 @@ async function checkOwners(config: IngestConfig, db: Db): Promise<void> {
   }
   if (problems.length > 0) throw new ConfigError(problems);
 }
+
+/** A source's counters as they are now, for the log, the metrics and the health report. */
+const copyOf = (stats: SourceStats): SourceStats => ({ ...stats, rejectedBy: { ...stats.rejectedBy }, lastStoredByDomain: { ...stats.lastStoredByDomain } });
 
 /** Records how a source ended; never rejects, so one source's failure leaves the others running. */
 async function supervise(run: Promise<void>, stats: SourceStats, log: Logger): Promise<void> {

@@ -9,7 +9,7 @@ import type { IdOf } from '../ids.js';
 import { newAccessFields, type AccessLineParser } from '../parsers/access-format.js';
 import { parseErrorLine, routingNameOf } from '../parsers/error-log.js';
 import { AccessBatch, type AccessTsv, type ErrorRow, type RejectRow } from '../sinks/clickhouse.js';
-import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
+import type { AccessEntry, ErrorEntry, RejectCause } from '../../core/entries.js';
 import type { LineChunk, SourceLine } from '../types.js';
 import type { DomainDirectory } from '../domains.js';
 import { userAgentClasses, type UserAgentClasses } from './user-agent.js';
@@ -45,11 +45,7 @@ interface Routed<T> {
   offset: number;
 }
 
-/**
- * Why a line became a reject, in a few fixed words: the label the metrics count rejects by (the
- * reason's text names the line's own host, tag or parse error, too many values for a label).
- */
-export type RejectCause = 'unparsed' | 'time_out_of_range' | 'too_long' | 'no_host' | 'unknown_domain' | 'ambiguous_context' | 'not_syslog' | 'unknown_syslog_tag' | 'invalid_path_domain';
+export type { RejectCause };
 
 /** A reject row with its cause. */
 export interface Reject extends RejectRow {

@@ -3,8 +3,10 @@ import type { Principal, Services } from '../context.js';
 import { deleteDomainData } from '../../core/db/domain-data.js';
 import { isUniqueViolation } from '../../core/db/postgres.js';
 import { conflict, forbidden, invalidField, notFound } from '../http/errors.js';
+import { withReads } from '../reads/client.js';
 import type { Action, Resource } from '../users/permissions.js';
 import { findUserById } from '../users/store.js';
+import { lastLines, sourcesFeeding, storingFigures, type FeedingSource, type LastLine, type LineCounts, type StoringFigures } from './ingest-store.js';
 import {
   deleteDomain as deleteDomainRow,
   findVisibleDomain,
@@ -21,6 +23,8 @@ import {
 
 type Deps = Pick<Services, 'db'>;
 type DeleteDeps = Pick<Services, 'db' | 'clickhouse' | 'log'>;
+/** Reads of ingest health: ClickHouse through the request queue, and INGEST_STALE_S. */
+type IngestDeps = Pick<Services, 'db' | 'clickhouse' | 'reads'> & { config: Pick<Services['config'], 'ingestStaleS'> };
 
 const visibilityOf = (principal: Principal): Visibility =>
   principal.user.role === 'admin' ? { all: true } : { all: false, ownerId: principal.user.id };
@@ -55,8 +59,59 @@ async function checkOwner(deps: Deps, ownerId: number | null | undefined): Promi
   if (ownerId != null && !(await findUserById(deps.db, ownerId))) throw invalidField('ownerId', 'no user has this id');
 }
 
-export function listDomains(deps: Deps, principal: Principal, filter: { page: number; limit: number; search?: string | undefined }) {
-  return listDomainRows(deps.db, filter, visibilityOf(principal));
+/** A domain's last log line as the API gives it (src/domains/schemas.ts, lastLineSchema). */
+export interface LastLineHealth {
+  lastLineAt: string | null;
+  secondsSinceLastLine: number | null;
+  stale: boolean;
+  staleAfterS: number;
+}
+
+/** Whether `last` (undefined: never) is longer ago than INGEST_STALE_S. */
+function lastLineHealth(last: LastLine | undefined, staleAfterS: number): LastLineHealth {
+  if (!last) return { lastLineAt: null, secondsSinceLastLine: null, stale: false, staleAfterS };
+  const ageMs = Math.max(0, last.ageMs);
+  return { lastLineAt: new Date(last.at).toISOString(), secondsSinceLastLine: ageMs / 1000, stale: ageMs > staleAfterS * 1000, staleAfterS };
+}
+
+/**
+ * A page of the domains the caller sees; with `ingest`, each with its last log line (the fleet's
+ * column, one read for the page), or null without `domains: read`.
+ */
+export async function listDomains(
+  deps: IngestDeps,
+  principal: Principal,
+  filter: { page: number; limit: number; search?: string | undefined; ingest?: boolean | undefined },
+): Promise<{ domains: (Domain & { ingest?: LastLineHealth | null })[]; total: number }> {
+  const page = await listDomainRows(deps.db, filter, visibilityOf(principal));
+  if (!filter.ingest) return page;
+  if (!principal.permissions.can('domains', 'read')) return { ...page, domains: page.domains.map((d) => ({ ...d, ingest: null })) };
+  const last = await withReads(deps, principal, 'listing', (clickhouse) => lastLines(clickhouse, page.domains.map((d) => d.id)));
+  return { ...page, domains: page.domains.map((d) => ({ ...d, ingest: lastLineHealth(last.get(d.id), deps.config.ingestStaleS) })) };
+}
+
+export interface IngestHealth extends LastLineHealth {
+  lastAccessLineAt: string | null;
+  lastErrorLineAt: string | null;
+  stored: LineCounts;
+  rejected: StoringFigures['rejected'];
+  sources: FeedingSource[];
+}
+
+/** A domain's ingest health (docs/reference/domains.md#ingest-health): a domain the caller sees (else 404), with `domains: read` (else 403). */
+export async function getIngestHealth(deps: IngestDeps, principal: Principal, domainId: number): Promise<IngestHealth> {
+  const domain = await resolveDomain(deps, principal, domainId, ['domains', 'read']);
+  const figures = await withReads(deps, principal, 'listing', (clickhouse) => storingFigures(clickhouse, domain.id));
+  const lastAt = Math.max(figures.lastAccess ?? -1, figures.lastError ?? -1);
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  return {
+    lastAccessLineAt: iso(figures.lastAccess),
+    lastErrorLineAt: iso(figures.lastError),
+    ...lastLineHealth(lastAt < 0 ? undefined : { at: lastAt, ageMs: figures.now - lastAt }, deps.config.ingestStaleS),
+    stored: figures.stored,
+    rejected: figures.rejected,
+    sources: await sourcesFeeding(deps.db, domain),
+  };
 }
 
 export async function getDomain(deps: Deps, principal: Principal, domainId: number): Promise<Domain> {
