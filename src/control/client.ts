@@ -1,8 +1,8 @@
 /**
  * The CLI's side of the control socket (protocol.ts): finds a running `serve` holding DATA_DIR and
- * runs a command line through it, with the same output, progress bar, questions, standard input and exit status as
- * when the command runs alone. Ctrl-C asks the server to stop the command at a clean point; a second
- * Ctrl-C leaves at once (the server then stops the command as well).
+ * runs a command line through it, with the same output, progress bar, questions, standard input
+ * and exit status as when the command runs alone. Ctrl-C asks the server to stop the command at a
+ * clean point; a second Ctrl-C leaves at once (the server then stops the command as well).
  */
 import net from 'node:net';
 import { StringDecoder } from 'node:string_decoder';

@@ -179,7 +179,7 @@ export async function addDomains(
   return deps.db.transaction(async (tx) => {
     const result = await registerDomains({ db: tx }, names, body.ownerId ?? null);
     const { created, exists, duplicate } = result.counts;
-    const details = `Registered ${created} domains at once (${exists} already registered, ${duplicate} repeats in the list)`;
+    const details = `Registered domains at once: ${created} created, ${exists} already registered, ${duplicate} repeated in the list`;
     await recordActivity(tx, { userId: principal.user.id, action: 'domain.bulk_create', resource: 'domains', details }, client);
     return result;
   });
