@@ -677,7 +677,7 @@ describe('bulk add (POST /api/domains/bulk)', () => {
     // One activity entry for the whole request: the counts, not the names.
     const entries = await bulkActivity();
     expect(entries).toHaveLength(before + 1);
-    expect(entries[0]).toMatchObject({ resource: 'domains', details: 'Registered 2 domains at once (1 already registered, 2 repeats in the list)' });
+    expect(entries[0]).toMatchObject({ resource: 'domains', details: 'Registered domains at once: 2 created, 1 already registered, 2 repeated in the list' });
 
     // Sending the same list again changes nothing and says so.
     const again = await bulk(admin.token, { names, ownerId: alice.id });
