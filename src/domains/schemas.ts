@@ -55,7 +55,7 @@ export const bulkCreateDomainsBody = z
   })
   .openapi('BulkCreateDomains');
 
-export const bulkNameResultSchema = z
+const bulkNameResultSchema = z
   .object({
     name: z.string().openapi({ description: 'the name as stored (normalised as a single create normalises it)' }),
     status: z.enum(['created', 'exists', 'duplicate']).openapi({ description: 'created; exists: registered before, left as it is (its owner too); duplicate: given earlier in this request' }),
