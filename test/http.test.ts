@@ -281,6 +281,7 @@ describe('OpenAPI document', () => {
     '/api/users/{id}/permissions': ['get', 'put'],
     '/api/users/{id}/activity': ['get'],
     '/api/domains': ['get', 'post'],
+    '/api/domains/bulk': ['post'],
     '/api/domains/{domainId}': ['delete', 'get', 'put'],
     '/api/domains/{domainId}/ingest': ['get'],
   };

@@ -3,7 +3,7 @@ import { requireAuth } from '../auth/middleware.js';
 import type { Services } from '../context.js';
 import { commonErrors, conflictResponse, dataEnvelope, jsonBody, jsonContent, message, messageEnvelope, notFoundResponse, ok, pagination, paginationSchema } from '../http/envelope.js';
 import { bearerSecurity, createRouter } from '../http/router.js';
-import { createDomainBody, domainIdParams, domainSchema, ingestHealthSchema, listDomainsQuery, listedDomainSchema, updateDomainBody } from './schemas.js';
+import { bulkCreateDomainsBody, bulkDomainsResultSchema, createDomainBody, domainIdParams, domainSchema, ingestHealthSchema, listDomainsQuery, listedDomainSchema, updateDomainBody } from './schemas.js';
 import * as domains from './service.js';
 
 const base = { tags: ['Domains'], security: bearerSecurity };
@@ -19,6 +19,17 @@ const routes = {
     ...base, method: 'post', path: '/', summary: 'Register a domain',
     request: jsonBody(createDomainBody),
     responses: { 201: jsonContent(dataEnvelope(domainSchema), 'The new domain'), ...commonErrors, 409: conflictResponse('Domain already exists') },
+  }),
+  bulkCreate: createRoute({
+    ...base, method: 'post', path: '/bulk', summary: 'Register up to 10,000 domains at once (admin only)',
+    description:
+      'All or nothing: one invalid name refuses the request (422, `details.names` naming the position of every invalid one). ' +
+      'Names already registered are reported as `exists` and left as they are; a name given twice is a `duplicate`. ' +
+      'The new domains and one activity entry (`domain.bulk_create`) are written in one transaction.',
+    request: jsonBody(bulkCreateDomainsBody, {
+      mixed: { summary: 'Three names, one of them twice, for user 7', value: { names: ['shop.example.com', 'Blog.Example.com.', 'shop.example.com'], ownerId: 7 } },
+    }),
+    responses: { 200: jsonContent(dataEnvelope(bulkDomainsResultSchema), 'What became of each name, in the order given, and the counts'), ...commonErrors },
   }),
   get: createRoute({
     ...base, method: 'get', path: '/{domainId}', summary: 'Get a domain',
@@ -53,6 +64,7 @@ export function domainsRoutes(services: Services) {
     return c.json(ok({ domains: list, pagination: pagination(query.page, query.limit, total) }), 200);
   });
   app.openapi(routes.create, async (c) => c.json(ok(await domains.createDomain(services, c.var.principal, c.req.valid('json'), c.var.client)), 201));
+  app.openapi(routes.bulkCreate, async (c) => c.json(ok(await domains.addDomains(services, c.var.principal, c.req.valid('json'), c.var.client)), 200));
   app.openapi(routes.get, async (c) => c.json(ok(await domains.getDomain(services, c.var.principal, c.req.valid('param').domainId)), 200));
   app.openapi(routes.ingest, async (c) => c.json(ok(await domains.getIngestHealth(services, c.var.principal, c.req.valid('param').domainId)), 200));
   app.openapi(routes.update, async (c) =>

@@ -82,4 +82,34 @@ export const ingestHealthSchema = lastLineSchema
 
 export const createDomainBody = z.strictObject({ name: domainNameField, ownerId: ownerIdField.optional() }).openapi('CreateDomain');
 
+/** How many names one bulk add takes: they are registered in one transaction. */
+export const MAX_BULK_NAMES = 10_000;
+
+// The names are checked one by one in the service (checkDomainNames), with domainNameField, so
+// that every invalid one is reported, not only the first, and the command line reports them by line.
+export const bulkCreateDomainsBody = z
+  .strictObject({
+    names: z
+      .array(z.string({ message: 'must be a list of host names' }).openapi({ example: 'shop.example.com' }), { message: 'must be a list of host names' })
+      .min(1, { message: 'must hold at least one name' })
+      .max(MAX_BULK_NAMES, { message: `must hold at most ${MAX_BULK_NAMES.toLocaleString('en-US')} names` }),
+    ownerId: ownerIdField.optional(),
+  })
+  .openapi('BulkCreateDomains');
+
+const bulkNameResultSchema = z
+  .object({
+    name: z.string().openapi({ description: 'the name as stored (normalised as a single create normalises it)' }),
+    status: z.enum(['created', 'exists', 'duplicate']).openapi({ description: 'created; exists: registered before, left as it is (its owner too); duplicate: given earlier in this request' }),
+    id: z.number().int().openapi({ description: "the domain's id" }),
+  })
+  .openapi('BulkNameResult');
+
+export const bulkDomainsResultSchema = z
+  .object({
+    results: z.array(bulkNameResultSchema).openapi({ description: 'one per name given, in the order given' }),
+    counts: z.object({ created: z.number().int(), exists: z.number().int(), duplicate: z.number().int() }),
+  })
+  .openapi('BulkDomainsResult');
+
 export const updateDomainBody = z.strictObject({ name: domainNameField.optional(), ownerId: ownerIdField.optional() }).openapi('UpdateDomain');
