@@ -69,6 +69,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
 const TICK_MS = Number(process.env.BENCH_TICK_MS ?? 100);
 const PEER = process.env.BENCH_PEER !== '0';
 const PATTERN = process.env.BENCH_PATTERN === '1';
+/** The user who owns the domains a pattern's `register` registers. */
+const PATTERN_OWNER = 'bench-hosting@example.com';
 const KEEP = process.env.BENCH_KEEP === '1';
 const DATABASE_URL = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -274,6 +276,11 @@ async function runOnce(label: string, batchMs: string, dir: string, pool: PoolLi
     const migrate = await spawnMeasured(process.execPath, [BIN, 'migrate'], { cwd: ROOT, env }).done;
     if (migrate.code !== 0) throw new Error(`tailhouse migrate failed (exit ${migrate.code}): ${tail(migrate.stderr || migrate.stdout)}`);
 
+    if (PATTERN) {
+      // The owner of the domains the worker registers (`migrate` creates no user).
+      const owner = await spawnMeasured(process.execPath, [BIN, 'users', 'create', '--email', PATTERN_OWNER, '--password', ADMIN.ADMIN_PASSWORD], { cwd: ROOT, env }).done;
+      if (owner.code !== 0) throw new Error(`tailhouse users create failed (exit ${owner.code}): ${tail(owner.stderr || owner.stdout)}`);
+    }
     // The domain store's own insert, as `domains add` does it, without a process per domain; with a
     // pattern, the worker registers them.
     const db = await openPostgres(database.url!, { max: 4 });
@@ -291,7 +298,7 @@ async function runOnce(label: string, batchMs: string, dir: string, pool: PoolLi
     fs.writeFileSync(
       config,
       PATTERN
-        ? `sources:\n  - access: ${JSON.stringify(path.join(logs, '{domain}.access.log'))}\n    format: combined\n    register: { owner: ${ADMIN.ADMIN_EMAIL} }\n`
+        ? `sources:\n  - access: ${JSON.stringify(path.join(logs, '{domain}.access.log'))}\n    format: combined\n    register: { owner: ${PATTERN_OWNER} }\n`
         : `sources:\n${Array.from({ length: FILES }, (_, i) => `  - domain: ${domainOf(i)}\n    access: ${JSON.stringify(fileOf(logs, i))}\n    format: combined\n    startAt: beginning\n`).join('')}`,
     );
     const setupMs = performance.now() - setupStarted;
