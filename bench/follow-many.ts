@@ -38,6 +38,8 @@
  *   BENCH_SECONDS  how long the writer writes (default 60)
  *   BENCH_TICK_MS  how often each file gets its share (default 100)
  *   BENCH_PEER     0: skip the INGEST_BATCH_MS=0 run (default 1)
+ *   BENCH_PATTERN  1: one source with the path pattern `DIR/logs/{domain}.access.log` and `register`
+ *                  instead of a source per file: the worker finds the files and registers the domains
  *   BENCH_TIMELINE_MS  the step of the printed timeline (default 10000)
  *   BENCH_STATS_MS the worker's INGEST_STATS_INTERVAL_MS (default 250; each stats line lists every source)
  *   BENCH_WORKER_NODE_ARGS  node arguments for the worker only (e.g. --cpu-prof --cpu-prof-dir=DIR)
@@ -66,6 +68,9 @@ const RATE = Number(process.env.BENCH_RATE ?? 10_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
 const TICK_MS = Number(process.env.BENCH_TICK_MS ?? 100);
 const PEER = process.env.BENCH_PEER !== '0';
+const PATTERN = process.env.BENCH_PATTERN === '1';
+/** The user who owns the domains a pattern's `register` registers. */
+const PATTERN_OWNER = 'bench-hosting@example.com';
 const KEEP = process.env.BENCH_KEEP === '1';
 const DATABASE_URL = process.env.BENCH_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -86,7 +91,7 @@ const DEFAULT_BATCH = 'default, 1000';
 
 const ADMIN = { ADMIN_EMAIL: 'bench-admin@example.com', ADMIN_PASSWORD: 'bench-admin-password-1', JWT_SECRET: randomBytes(48).toString('base64url') };
 const domainOf = (i: number) => `site-${i + 1}.example.com`;
-const fileOf = (logs: string, i: number) => path.join(logs, `site-${i + 1}.access.log`);
+const fileOf = (logs: string, i: number) => path.join(logs, `${domainOf(i)}.access.log`);
 
 // --- the lines ---------------------------------------------------------------------------------
 
@@ -271,10 +276,16 @@ async function runOnce(label: string, batchMs: string, dir: string, pool: PoolLi
     const migrate = await spawnMeasured(process.execPath, [BIN, 'migrate'], { cwd: ROOT, env }).done;
     if (migrate.code !== 0) throw new Error(`tailhouse migrate failed (exit ${migrate.code}): ${tail(migrate.stderr || migrate.stdout)}`);
 
-    // The domain store's own insert, as `domains add` does it, without a process per domain.
+    if (PATTERN) {
+      // The owner of the domains the worker registers (`migrate` creates no user).
+      const owner = await spawnMeasured(process.execPath, [BIN, 'users', 'create', '--email', PATTERN_OWNER, '--password', ADMIN.ADMIN_PASSWORD], { cwd: ROOT, env }).done;
+      if (owner.code !== 0) throw new Error(`tailhouse users create failed (exit ${owner.code}): ${tail(owner.stderr || owner.stdout)}`);
+    }
+    // The domain store's own insert, as `domains add` does it, without a process per domain; with a
+    // pattern, the worker registers them.
     const db = await openPostgres(database.url!, { max: 4 });
     try {
-      for (let i = 0; i < FILES; i++) await insertDomain(db, { name: domainOf(i), ownerId: null });
+      if (!PATTERN) for (let i = 0; i < FILES; i++) await insertDomain(db, { name: domainOf(i), ownerId: null });
     } finally {
       await db.close();
     }
@@ -286,7 +297,9 @@ async function runOnce(label: string, batchMs: string, dir: string, pool: PoolLi
     const config = path.join(runDir, 'ingest.yaml');
     fs.writeFileSync(
       config,
-      `sources:\n${Array.from({ length: FILES }, (_, i) => `  - domain: ${domainOf(i)}\n    access: ${JSON.stringify(fileOf(logs, i))}\n    format: combined\n    startAt: beginning\n`).join('')}`,
+      PATTERN
+        ? `sources:\n  - access: ${JSON.stringify(path.join(logs, '{domain}.access.log'))}\n    format: combined\n    register: { owner: ${PATTERN_OWNER} }\n`
+        : `sources:\n${Array.from({ length: FILES }, (_, i) => `  - domain: ${domainOf(i)}\n    access: ${JSON.stringify(fileOf(logs, i))}\n    format: combined\n    startAt: beginning\n`).join('')}`,
     );
     const setupMs = performance.now() - setupStarted;
 
@@ -296,7 +309,7 @@ async function runOnce(label: string, batchMs: string, dir: string, pool: PoolLi
     let statsLineBytes = 0;
     let lastProgress = performance.now();
     let lastInserted = -1;
-    const fileIndex = (name: string) => Number(/site-(\d+)\.access\.log$/.exec(name)?.[1]) - 1;
+    const fileIndex = (name: string) => Number(/site-(\d+)\.example\.com\.access\.log$/.exec(name)?.[1]) - 1;
     const onWorkerLine = (line: string) => {
       let entry: { msg?: unknown; level?: unknown; sources?: SourceStats[] };
       try {

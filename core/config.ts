@@ -44,6 +44,7 @@ export const envSchema = z.object({
   INGEST_CONFIG: z.string().min(1).optional(),
   INGEST_STATS_INTERVAL_MS: z.coerce.number({ message: 'must be a whole number of milliseconds, 0 for never' }).int().min(0).default(60_000),
   INGEST_BATCH_MS: wholeNumber('a whole number of milliseconds from 0 to 10000', 0, 10_000).default(1_000),
+  INGEST_STALE_S: positiveInt('a whole number of seconds above 0').default(3_600),
   ALERT_INTERVAL_S: positiveInt('a whole number of seconds above 0').default(30),
   ALERT_GROUP_WAIT_S: wholeNumber('a whole number of seconds from 0 to 3600', 0, 3_600).default(30),
   ALERT_REPEAT_S: positiveInt('a whole number of seconds above 0').default(14_400),
@@ -106,6 +107,8 @@ export interface Config {
   ingestStatsIntervalMs: number;
   /** How long followed files' chunks wait to share an insert (ingest/shared-batches.ts). */
   ingestBatchMs: number;
+  /** A domain with no line stored for longer than this is shown as stale (its ingest health, the fleet). */
+  ingestStaleS: number;
   alertIntervalS: number;
   /** How long a notification waits for more alerts to its target (src/alerts/outbox.ts). */
   alertGroupWaitS: number;
@@ -189,6 +192,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     ingestConfig: e.INGEST_CONFIG,
     ingestStatsIntervalMs: e.INGEST_STATS_INTERVAL_MS,
     ingestBatchMs: e.INGEST_BATCH_MS,
+    ingestStaleS: e.INGEST_STALE_S,
     alertIntervalS: e.ALERT_INTERVAL_S,
     alertGroupWaitS: e.ALERT_GROUP_WAIT_S,
     alertRepeatS: e.ALERT_REPEAT_S,

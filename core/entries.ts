@@ -44,3 +44,11 @@ export const SEGMENT_SIZE = 2 ** SEGMENT_BITS;
 
 /** The segment number of an entry id. */
 export const segmentOfId = (id: number): number => Math.floor(id / SEGMENT_SIZE);
+
+/**
+ * Why a line was kept in the rejects instead of being stored as an entry (ingest/transforms/rows.ts),
+ * in a few fixed words: what rejects are counted and filtered by (the reason's text names the
+ * line's own host, tag or parse error, too many values for a label).
+ */
+export const REJECT_CAUSES = ['unparsed', 'time_out_of_range', 'too_long', 'no_host', 'unknown_domain', 'ambiguous_context', 'not_syslog', 'unknown_syslog_tag', 'invalid_path_domain'] as const;
+export type RejectCause = (typeof REJECT_CAUSES)[number];

@@ -10,17 +10,26 @@ import { z } from 'zod';
 import { ConfigError } from '../core/config.js';
 import { HOST_NAME } from '../core/formats.js';
 import { compileAccessFormat } from './parsers/access-format.js';
+import { compileFilePattern, DOMAIN_PLACEHOLDER, isPattern } from './sources/file-pattern.js';
 
 export type StartAt = 'beginning' | 'end';
 export type LogType = 'access' | 'error';
 
-/** One nginx virtual host's log files. */
+/** One nginx virtual host's log files, or a pattern matching many hosts' files. */
 export interface FileSource {
-  /** The registered domain the lines belong to; null: each access line's `$host` picks it. */
+  /**
+   * The registered domain the lines belong to; null: each file's path names it (`{domain}` in its
+   * pattern), else each access line's `$host` picks it.
+   */
   domain: string | null;
-  /** Absolute paths (relative ones in the file are taken from the config file's directory). */
+  /**
+   * Absolute paths (relative ones in the file are taken from the config file's directory), or
+   * patterns with `*` and one `{domain}` (sources/file-pattern.ts).
+   */
   access: string | null;
   error: string | null;
+  /** Registers a domain the first time a file's path names it, owned by this user; null: off. */
+  register: { owner: string } | null;
   /** `combined`, `main` or an nginx `log_format` string. */
   format: string;
   /** IANA zone of the error-log times, which carry no offset. */
@@ -66,6 +75,7 @@ const FORMAT_RULE = 'must be combined, main or an nginx log_format string with $
 const TIMEZONE_RULE = 'must be an IANA time zone such as UTC or Europe/Paris';
 const DOMAIN_RULE = 'must be a host name such as shop.example.com';
 const PATH_RULE = 'must be a file path';
+const OWNER_RULE = 'must be the e-mail address of a user';
 /** nginx refuses any other `tag=` (ngx_syslog.c: alphanumerics and underscore, at most 32). */
 const SYSLOG_TAG = /^[A-Za-z0-9_]{1,32}$/;
 
@@ -105,8 +115,17 @@ const fileSourceSchema = z
     format: logFormat.default('combined'),
     timezone: timezone.default('UTC'),
     startAt: z.enum(['beginning', 'end'], { error: 'must be beginning or end' }).default('beginning'),
+    register: z.strictObject({ owner: z.string({ error: OWNER_RULE }).trim().toLowerCase().pipe(z.email({ error: OWNER_RULE })) }, { error: 'must be a mapping with owner (a user\'s e-mail address)' }).optional(),
   }, { error: 'must be a mapping with access and/or error' })
-  .refine((s) => s.access !== undefined || s.error !== undefined, { error: 'needs access or error (a log file path)' });
+  .refine((s) => s.access !== undefined || s.error !== undefined, { error: 'needs access or error (a log file path)' })
+  .refine((s) => s.domain === undefined || ![s.access, s.error].some((f) => f?.includes(DOMAIN_PLACEHOLDER)), {
+    error: `takes each file's domain from its path (${DOMAIN_PLACEHOLDER}): remove domain, or ${DOMAIN_PLACEHOLDER}`,
+    path: ['domain'],
+  })
+  .refine((s) => s.register === undefined || [s.access, s.error].some((f) => f?.includes(DOMAIN_PLACEHOLDER)), {
+    error: `registers the domains that paths name: it needs ${DOMAIN_PLACEHOLDER} in access or error`,
+    path: ['register'],
+  });
 
 const syslogRouteSchema = z
   .strictObject({
@@ -223,7 +242,23 @@ function knownKeys(at: Path): string | null {
   return shape ? Object.keys(shape.shape).join(', ') : null;
 }
 
-/** Two sources following one file would insert its lines twice. */
+/** Patterns that do not compile (a file path is any path). */
+function patternProblems(sources: FileSource[]): Problem[] {
+  return sources.flatMap((source, i) =>
+    (['access', 'error'] as const).flatMap((kind): Problem[] => {
+      const file = source[kind];
+      if (file === null || !isPattern(file)) return [];
+      try {
+        compileFilePattern(file);
+        return [];
+      } catch (err) {
+        return [{ path: ['sources', i, kind], message: `${(err as Error).message} (got ${JSON.stringify(file)})` }];
+      }
+    }),
+  );
+}
+
+/** Two sources following one file would insert its lines twice; overlapping patterns are told apart while running (the first source takes a file). */
 function duplicatePaths(sources: FileSource[]): Problem[] {
   const seen = new Map<string, string>();
   const problems: Problem[] = [];
@@ -255,7 +290,7 @@ function formatProblems(config: IngestConfig): Problem[] {
       return [{ path: at, message: (err as Error).message }];
     }
   };
-  const problems = config.sources.flatMap((s, i) => (s.access === null ? [] : check(['sources', i, 'format'], s.format, s.domain)));
+  const problems = config.sources.flatMap((s, i) => (s.access === null ? [] : check(['sources', i, 'format'], s.format, s.domain ?? (s.access.includes(DOMAIN_PLACEHOLDER) ? DOMAIN_PLACEHOLDER : null))));
   for (const [tag, route] of config.syslog?.tags ?? []) {
     if (route.type === 'access') problems.push(...check(['syslog', 'tags', tag, 'format'], route.format, route.domain));
   }
@@ -272,6 +307,7 @@ function toConfig(parsed: ParsedConfig, file: string): IngestConfig {
       format: s.format,
       timezone: s.timezone,
       startAt: s.startAt,
+      register: s.register ?? null,
     }),
   );
   const syslog = parsed.syslog;
@@ -310,7 +346,7 @@ export function parseIngestConfig(text: string, file: string): IngestConfig {
   const parsed = configSchema.safeParse(data ?? {});
   const problems = parsed.success ? [] : zodProblems(parsed.error, data);
   const config = parsed.success ? toConfig(parsed.data, absolute) : null;
-  if (config) problems.push(...duplicatePaths(config.sources), ...formatProblems(config));
+  if (config) problems.push(...patternProblems(config.sources), ...duplicatePaths(config.sources), ...formatProblems(config));
   if (problems.length > 0 || !config) {
     const located = problems.map((p) => ({ ...p, line: lineOf(doc, lines, p.path) }));
     // In file order, as an editor shows them.

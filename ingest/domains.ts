@@ -11,7 +11,7 @@
  * own held open by every worker.
  */
 import type { Db } from '../core/db/postgres.js';
-import { domainIdsByName, domainIdsOf } from './domain-store.js';
+import { domainIdsByName, domainIdsOf, registerDomain, userIdByEmail } from './domain-store.js';
 import type { Logger } from '../core/log.js';
 
 export const DOMAIN_REFRESH_MS = 5_000;
@@ -28,6 +28,11 @@ export interface DomainDirectory {
    * undefined when `signal` aborts. A failed lookup is logged and tried again at the next poll.
    */
   waitFor(name: string, signal: AbortSignal): Promise<number | undefined>;
+  /**
+   * Registers `name` owned by the user with e-mail `owner` (a source's `register`), unless it is
+   * registered already; its id, or undefined when no such user exists (logged).
+   */
+  register(name: string, owner: string): Promise<number | undefined>;
 }
 
 export interface DomainDirectoryOptions {
@@ -78,6 +83,19 @@ export function createDomainDirectory(db: Db, options: DomainDirectoryOptions): 
 
   return {
     idOf: (name) => ids.get(name),
+    async register(name, owner) {
+      const known = ids.get(name);
+      if (known !== undefined) return known;
+      const ownerId = await userIdByEmail(db, owner);
+      if (ownerId === undefined) {
+        log.warn({ domain: name, owner }, 'cannot register the domain a path names: its owner is no user (register.owner)');
+        return undefined;
+      }
+      const { id, created } = await registerDomain(db, name, ownerId);
+      if (created) log.info({ domain: name, domainId: id, ownerId }, 'registered the domain a log file path names');
+      ids.set(name, id);
+      return id;
+    },
     async refresh(maxAgeMs = refreshMs) {
       if (Date.now() - loadedAt < maxAgeMs) return;
       // Sources share one directory: a reload under way serves them all.

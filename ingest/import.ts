@@ -84,7 +84,7 @@ export async function importFiles(files: string[], options: ImportOptions, deps:
   const pipeline: PipelineDeps = { clickhouse: deps.clickhouse, ids: createIdAllocator(deps.db), domains, log, backoff: deps.backoff ?? DEFAULT_BACKOFF, signal: deps.signal };
   const checkpoints = await CheckpointStore.open(checkpointDir(deps.dataDir), log);
   const limits = options.limits ?? DEFAULT_CUT_LIMITS;
-  const input = { decoder, domain: options.domain, maxLineBytes: limits.maxLineBytes };
+  const input = { decoder, route: { domain: options.domain }, maxLineBytes: limits.maxLineBytes };
   const source = `import ${options.type} ${options.domain ?? '$host'}`;
 
   const summaries: FileSummary[] = [];

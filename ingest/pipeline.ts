@@ -72,10 +72,14 @@ export interface SourceStats {
   retries: number;
   /** The last error met, for the operator; null once a write succeeds again. */
   lastError: string | null;
+  /** The domains configured for the source (a file's `domain`, the syslog tags'); empty when its lines are routed by host. */
+  domains: string[];
+  /** When its lines were last stored under each domain, epoch ms by domain id (health-report.ts). */
+  lastStoredByDomain: Record<number, number>;
 }
 
-export function newStats(name: string): SourceStats {
-  return { name, state: 'starting', read: 0, inserted: 0, rejected: 0, rejectedBy: {}, lagBytes: 0, files: 0, retries: 0, lastError: null };
+export function newStats(name: string, domains: string[] = []): SourceStats {
+  return { name, state: 'starting', read: 0, inserted: 0, rejected: 0, rejectedBy: {}, lagBytes: 0, files: 0, retries: 0, lastError: null, domains, lastStoredByDomain: {} };
 }
 
 /** Resolves after `ms`, or early (false) when `signal` aborts. */
@@ -144,14 +148,25 @@ export async function retrying<T>(
 }
 
 /**
- * A fixed domain's id, waiting (reading nothing) while the name is not registered: a source may
- * be configured before its domain exists (docs/reference/ingest.md#domains). The wait ends within
- * a second of the registration (domains.ts). Host routing needs no wait.
+ * Where a file's lines go: to a domain by name, registered the first time it is met when
+ * `register` names its owner (a source's `register`, for names its paths give); to each line's
+ * host (domain null); or nowhere (`rejected`: why every line is a reject).
  */
-export async function routingFor(domain: string | null, stats: SourceStats, deps: PipelineDeps): Promise<Routing> {
+export type FileRoute = { domain: string | null; register?: string | null } | { rejected: string };
+
+/**
+ * The routing of a file's lines. A fixed domain that is not registered is waited for (nothing is
+ * read meanwhile: a source may be configured before its domain exists,
+ * docs/reference/ingest.md#domains); the wait ends within a second of the registration
+ * (domains.ts). Host routing needs no wait.
+ */
+export async function routingFor(route: FileRoute, stats: SourceStats, deps: PipelineDeps): Promise<Routing> {
+  if ('rejected' in route) return { rejected: route.rejected };
+  const { domain, register } = route;
   if (domain === null) return { byHost: deps.domains };
   await retrying(() => deps.domains.refresh(), 'reading the registered domains', stats, deps);
   let domainId = deps.domains.idOf(domain);
+  if (domainId === undefined && register) domainId = await retrying(() => deps.domains.register(domain, register), 'registering the domain', stats, deps);
   if (domainId === undefined) {
     deps.log.warn({ source: stats.name, domain }, 'domain not registered: waiting for it, reading nothing');
     stats.state = 'waiting for domain';
@@ -201,18 +216,17 @@ export async function withIds(
   }
 }
 
-/** How a chunk of file lines becomes a batch: its kind, parser, domain and line limit. */
+/** How a chunk of file lines becomes a batch: its kind, parser, route and line limit. */
 export interface ChunkInput {
   decoder: Decoder;
-  /** The source's domain, or null to route each line by its host. */
-  domain: string | null;
+  route: FileRoute;
   maxLineBytes: number;
 }
 
 /** Parses, routes and numbers the lines of one file chunk. */
 export async function prepareChunk(chunk: LineChunk, input: ChunkInput, stats: SourceStats, deps: PipelineDeps): Promise<Prepared> {
   const decode = async () => {
-    const routing = await routingFor(input.domain, stats, deps);
+    const routing = await routingFor(input.route, stats, deps);
     const decoded = emptyDecoded();
     await decodeLines(decoded, chunk.lines, chunk.overlong, input.decoder, routing, { source: chunk.path, identity: chunk.identity }, input.maxLineBytes);
     return decoded;
@@ -237,6 +251,9 @@ export function countWritten(batch: Prepared, stats: SourceStats): void {
   stats.inserted += batch.rows.access.length + batch.rows.error.length;
   stats.rejected += batch.rows.rejects.length;
   for (const { cause } of batch.rows.rejects) stats.rejectedBy[cause] = (stats.rejectedBy[cause] ?? 0) + 1;
+  const now = Date.now();
+  for (const id of batch.rows.access.domains) stats.lastStoredByDomain[id] = now;
+  for (const { domainId } of batch.rows.error) stats.lastStoredByDomain[domainId] = now;
 }
 
 /** Writes a batch until ClickHouse accepts it; a refusal of the data itself is thrown. */

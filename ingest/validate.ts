@@ -16,6 +16,7 @@ import { domainIdsOf } from './domain-store.js';
 import { createDomainDirectory, type DomainDirectory } from './domains.js';
 import { compileAccessFormat } from './parsers/access-format.js';
 import { parseErrorLine, routingNameOf } from './parsers/error-log.js';
+import { compileFilePattern, DOMAIN_PLACEHOLDER, isPattern, scanFilePattern } from './sources/file-pattern.js';
 import { DEFAULT_CUT_LIMITS, LineCutter, type Cut, type Framing } from './sources/line-cutter.js';
 import { accessDecoder, decodeLines, emptyDecoded, errorDecoder, normaliseHost, type Decoder, type Routing } from './transforms/rows.js';
 
@@ -47,6 +48,35 @@ export interface SourceCheck {
   /** Whether `domain` is registered (null without one): the worker reads nothing of the source until it is. */
   registered: boolean | null;
   files: FileCheck[];
+  /** The source's path patterns and what each matches today. */
+  patterns: PatternCheck[];
+}
+
+/** A path pattern (`*`, `{domain}`), the files it matches now and the domain each one's lines go to. */
+export interface PatternCheck {
+  kind: LogType;
+  pattern: string;
+  /** `register.owner`: a domain a path names is registered for this user; null: off. */
+  registerFor: string | null;
+  matches: PatternFileCheck[];
+  /** Paths left out, and why (`problem`: something to fix; generations are not listed). */
+  skipped: { path: string; reason: string; problem: boolean }[];
+  /** The first matched file's first lines, read as every matched file is (null: nothing matched). */
+  sample: FileCheck | null;
+}
+
+export interface PatternFileCheck {
+  path: string;
+  /** The domain its lines go to; null: each line's own. */
+  domain: string | null;
+  /**
+   * `registered`, `will register` (register is on), `not registered` (the worker reads nothing of
+   * the file until it is), `invalid` (the path names no host name: every line goes to the rejects),
+   * `by line` (no {domain}, no domain: each line's host).
+   */
+  state: 'registered' | 'will register' | 'not registered' | 'invalid' | 'by line';
+  /** Why, for `invalid`. */
+  reason: string | null;
 }
 
 export interface FileCheck {
@@ -151,11 +181,13 @@ export async function validateIngestConfig(configPath: string, deps: ValidateDep
   const sources: SourceCheck[] = [];
   for (const [i, source] of config.sources.entries()) {
     const files: FileCheck[] = [];
+    const patterns: PatternCheck[] = [];
     for (const kind of ['access', 'error'] as const) {
       const file = source[kind];
-      if (file !== null) files.push(await checkFile(kind, file, source, sampleLines, directory));
+      if (file !== null && isPattern(file)) patterns.push(await checkPattern(kind, file, source, sampleLines, directory, deps.db));
+      else if (file !== null) files.push(await checkFile(kind, file, source, sampleLines, directory));
     }
-    sources.push({ name: `sources[${i}]`, domain: source.domain, registered: isRegistered(source.domain), files });
+    sources.push({ name: `sources[${i}]`, domain: source.domain, registered: isRegistered(source.domain), files, patterns });
   }
   const syslog = config.syslog === null ? null : syslogCheck(config.syslog, isRegistered);
   return { config: configPath, configErrors: [], sources, syslog, problems: countProblems(sources, syslog) };
@@ -166,7 +198,8 @@ function countProblems(sources: SourceCheck[], syslog: SyslogCheck | null): numb
   let n = syslog?.routes.filter((r) => r.registered === false).length ?? 0;
   for (const source of sources) {
     if (source.registered === false) n++;
-    for (const file of source.files) n += (file.file.state === 'read' ? 0 : 1) + file.lines.filter((l) => l.rejected !== null).length;
+    for (const file of [...source.files, ...source.patterns.flatMap((p) => (p.sample ? [p.sample] : []))]) n += (file.file.state === 'read' ? 0 : 1) + file.lines.filter((l) => l.rejected !== null).length;
+    for (const pattern of source.patterns) n += pattern.matches.filter((m) => m.state === 'invalid' || m.state === 'not registered').length + pattern.skipped.filter((s) => s.problem).length;
   }
   return n;
 }
@@ -182,6 +215,28 @@ function syslogCheck(syslog: SyslogConfig, isRegistered: (domain: string | null)
       registered: isRegistered(route.domain),
       format: route.type === 'access' ? route.format : null,
     })),
+  };
+}
+
+async function checkPattern(kind: LogType, pattern: string, source: FileSource, sampleLines: number, directory: DomainDirectory, db: Db): Promise<PatternCheck> {
+  const { matches, skipped } = await scanFilePattern(compileFilePattern(pattern));
+  const named = [...new Set(matches.flatMap((m) => (m.domain === null ? [] : [m.domain])))];
+  const registered = await domainIdsOf(db, named);
+  const registerFor = source.register?.owner ?? null;
+  const stateOf = (domain: string | null): PatternFileCheck['state'] => {
+    if (domain === null) return 'by line';
+    if (registered.has(domain)) return 'registered';
+    return registerFor === null ? 'not registered' : 'will register';
+  };
+  const first = matches.find((m) => m.invalid === null);
+  return {
+    kind,
+    pattern,
+    registerFor,
+    matches: matches.map((m) => ({ path: m.path, domain: m.invalid === null ? (m.domain ?? source.domain) : null, state: m.invalid === null ? stateOf(m.domain ?? source.domain) : 'invalid', reason: m.invalid })),
+    skipped,
+    // Sampled with the domain its path names, so that the lines show where they go.
+    sample: first ? await checkFile(kind, first.path, { ...source, domain: first.domain ?? source.domain }, sampleLines, directory) : null,
   };
 }
 
@@ -274,8 +329,10 @@ export function formatValidationReport(report: ValidationReport): string {
   const out: string[] = [`ingest config ${shown(report.config)}${report.configErrors.length > 0 ? ': does not load' : ''}`];
   for (const error of report.configErrors) out.push(`  ${shown(error)}`);
   for (const source of report.sources) {
-    out.push('', `${source.name}: ${domainText(source.domain, source.registered, 'the worker reads nothing from these files until it is')}`);
+    const named = source.patterns.some((p) => p.pattern.includes(DOMAIN_PLACEHOLDER));
+    out.push('', `${source.name}: ${named ? 'each file\'s domain is the one its path names' : domainText(source.domain, source.registered, 'the worker reads nothing from these files until it is')}`);
     for (const file of source.files) out.push(...fileBlock(file));
+    for (const pattern of source.patterns) out.push(...patternBlock(pattern));
   }
   if (report.syslog) {
     out.push('', `syslog: listens on ${report.syslog.listens.join(' and ')}; not checked (its lines arrive over the network, there is no file to read)`);
@@ -313,6 +370,19 @@ function fileBlock(file: FileCheck): string[] {
     if (l.rejected !== null) out.push(`${at}rejected: ${shown(l.rejected)}`, `${' '.repeat(at.length)}${shown(l.text)}`);
     else if (l.fields !== null) out.push(`${at}${fieldsText(l.fields)}`);
   }
+  return out;
+}
+
+function patternBlock(p: PatternCheck): string[] {
+  const count = p.matches.length;
+  const out = [`  ${p.kind} pattern ${shown(p.pattern)}: matches ${count} file${count === 1 ? '' : 's'}${p.registerFor === null ? '' : `; registers the domains they name for ${shown(p.registerFor)}`}`];
+  const width = Math.max(0, ...p.matches.map((m) => m.path.length));
+  for (const m of p.matches) {
+    const where = m.state === 'invalid' ? `rejected: ${m.reason}` : m.domain === null ? 'each line\'s host' : `${m.domain} (${m.state})`;
+    out.push(`    ${shown(m.path.padEnd(width))}  ${shown(where)}`);
+  }
+  for (const s of p.skipped) out.push(`    ${shown(s.path)}  left out: ${shown(s.reason)}`);
+  if (p.sample) out.push(...fileBlock(p.sample).map((line) => `  ${line}`));
   return out;
 }
 

@@ -13,13 +13,17 @@ import type { ClickHouseClient } from '../core/db/clickhouse.js';
 import type { Db } from '../core/db/postgres.js';
 import type { Logger } from '../core/log.js';
 import { CheckpointStore, checkpointDir } from './checkpoints.js';
-import type { FileSource, IngestConfig, SyslogConfig, SyslogRoute } from './config.js';
+import type { FileSource, IngestConfig, StartAt, SyslogConfig, SyslogRoute } from './config.js';
+import { ConfigError } from '../core/config.js';
+import { userIdByEmail } from './domain-store.js';
 import { createDomainDirectory } from './domains.js';
+import { startHealthReport, workerId } from './health-report.js';
 import { createIdAllocator } from './ids.js';
 import { compileAccessFormat, type AccessLineParser } from './parsers/access-format.js';
-import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, pumpInto, routingFor, withIds, type Backoff, type BatchSink, type IngestMetrics, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
+import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, pumpInto, routingFor, withIds, type Backoff, type BatchSink, type FileRoute, type IngestMetrics, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
 import { dedupToken } from './sinks/clickhouse.js';
 import { SharedBatches } from './shared-batches.js';
+import { compileFilePattern, isPattern, PatternWatch, type PatternMatch } from './sources/file-pattern.js';
 import { FileTail } from './sources/file-tail.js';
 import { DEFAULT_CUT_LIMITS } from './sources/line-cutter.js';
 import { listenSyslog, type SyslogEvent, type SyslogListener, type SyslogMessage } from './sources/syslog.js';
@@ -41,6 +45,8 @@ export interface IngestWorkerOptions {
   pollMs?: number;
   rotatedIdleMs?: number;
   metrics?: IngestMetrics;
+  /** How often the sources are published for the API's ingest health (health-report.ts); for tests. */
+  healthReportMs?: number;
 }
 
 /** INGEST_BATCH_MS's default: about one insert a second per table, and lines in ClickHouse within about 1.5 s. */
@@ -73,16 +79,17 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
     signal: abort.signal,
     metrics: options.metrics,
   };
+  await checkOwners(config, options.db);
   const checkpoints = await CheckpointStore.open(checkpointDir(options.dataDir), log);
-  const running: { stats: SourceStats; done: Promise<void>; close(): Promise<void>; files?: () => { lagBytes: number; openFiles: number } }[] = [];
+  /** The syslog listener; followed files are in `followed` below. */
+  const running: { stats: SourceStats; done: Promise<void>; close(): Promise<void> }[] = [];
 
   const listener = config.syslog ? await listenSyslog({ udp: config.syslog.udp, tcp: config.syslog.tcp, timezone: config.syslog.timezone }) : null;
   if (listener && config.syslog) {
-    const stats = newStats(`syslog ${[listener.udpAddress && 'udp', listener.tcpAddress && 'tcp'].filter(Boolean).join('+')}`);
+    const stats = newStats(`syslog ${[listener.udpAddress && 'udp', listener.tcpAddress && 'tcp'].filter(Boolean).join('+')}`, [...new Set([...config.syslog.tags.values()].flatMap((r) => r.domain ?? []))]);
     const done = supervise(runSyslog(listener, config.syslog, stats, deps), stats, log);
     running.push({ stats, done, close: () => listener.close() });
   }
-  const files = config.sources.flatMap((source) => (['access', 'error'] as const).flatMap((kind) => (source[kind] === null ? [] : [{ source, kind, file: source[kind] }])));
   const batchDelayMs = options.batchDelayMs ?? DEFAULT_BATCH_DELAY_MS;
   // A file's chunk waits in the shared batch anyway: reading a busy file more often than twice per
   // batch would only make more, smaller chunks (a thousand files, each written a line at a time,
@@ -90,27 +97,61 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
   // bench/follow-many: a quarter of the batch's delay kept a worker following 1,000 files at 1.0
   // core, half of it at 0.84, and a line waits at most half a second more.
   const gatherMs = Math.floor(batchDelayMs / 2);
-  const tails = files.map(({ source, kind, file }) => new FileTail({ path: file, checkpoints, log, startAt: source.startAt, maxInFlight: FILE_WINDOW, pollMs: options.pollMs, gatherMs, rotatedIdleMs: options.rotatedIdleMs, framing: kind === 'error' ? 'error-log' : 'line' }));
-  const shared = new SharedBatches(checkpoints, deps, { maxDelayMs: batchDelayMs, maxBytes: SHARED_BATCH_BYTES, sources: new Set(tails.map((t) => t.source)) });
-  files.forEach(({ source, kind, file }, i) => {
-    const tail = tails[i]!;
-    const stats = newStats(`${kind} ${file}`);
-    const done = supervise(runFile(tail, source, kind, shared, stats, deps), stats, log);
-    running.push({ stats, done, close: () => tail.close(), files: () => tail.stats() });
-  });
-  log.info({ sources: running.map((r) => r.stats.name) }, 'ingest started');
-
-  const snapshot = () =>
-    running.map((r) => {
-      if (r.files) {
-        const { lagBytes, openFiles } = r.files();
-        Object.assign(r.stats, { lagBytes, files: openFiles });
-      }
-      return { ...r.stats, rejectedBy: { ...r.stats.rejectedBy } };
+  const patterns = await Promise.all(config.sources.flatMap((source) => (['access', 'error'] as const).flatMap((kind) => {
+    const file = source[kind];
+    return file !== null && isPattern(file) ? [openPattern(source, kind, file, checkpoints, log)] : [];
+  })));
+  const fixed = config.sources.flatMap((source) => (['access', 'error'] as const).flatMap((kind): FileInput[] => {
+    const file = source[kind];
+    return file === null || isPattern(file) ? [] : [{ kind, path: file, source, pattern: null, route: { domain: source.domain }, startAt: source.startAt }];
+  }));
+  const initial = [...fixed, ...patterns.flatMap((p) => p.initial)];
+  /** Followed path → its follower; a path two sources match is followed by the first. */
+  const followed = new Map<string, { input: FileInput; tail: FileTail; stats: SourceStats; done: Promise<void> }>();
+  const shared = new SharedBatches(checkpoints, deps, { maxDelayMs: batchDelayMs, maxBytes: SHARED_BATCH_BYTES, sources: new Set(initial.map((f) => f.path)) });
+  const follow = (input: FileInput) => {
+    if (followed.has(input.path)) return;
+    const tail = new FileTail({ path: input.path, checkpoints, log, startAt: input.startAt, maxInFlight: FILE_WINDOW, pollMs: options.pollMs, gatherMs, rotatedIdleMs: options.rotatedIdleMs, framing: input.kind === 'error' ? 'error-log' : 'line' });
+    const stats = newStats(`${input.kind} ${input.path}`, 'domain' in input.route && input.route.domain !== null ? [input.route.domain] : []);
+    const done = supervise(runFile(tail, input, shared, stats, deps), stats, log);
+    followed.set(input.path, { input, tail, stats, done });
+  };
+  for (const input of initial) follow(input);
+  for (const pattern of patterns) {
+    pattern.watch.start({
+      added: (match) => {
+        const input = pattern.inputOf(match, 'beginning');
+        if (followed.has(input.path)) return;
+        log.info({ path: input.path, route: input.route }, 'following a new file the pattern matches');
+        follow(input);
+      },
+      // A removed file is read to its end (the follower keeps it open) before it is let go.
+      gone: async (path) => {
+        const f = followed.get(path);
+        if (!f || f.input.pattern !== pattern.watch.pattern.pattern) return true;
+        const { openFiles, inFlight } = f.tail.stats();
+        if (openFiles > 0 || inFlight > 0) return false;
+        // Not waited for: a file that went before its domain was registered has a run still waiting for it (until the stop).
+        await f.tail.close();
+        if (followed.get(path) === f) followed.delete(path);
+        log.info({ path, source: f.stats.name }, 'the file is gone and was read to its end: no longer followed');
+        return true;
+      },
     });
+  }
+  log.info({ files: followed.size, syslog: running.length > 0, patterns: patterns.map((p) => p.watch.pattern.pattern) }, 'ingest started');
+
+  const snapshot = () => [
+    ...running.map((r) => copyOf(r.stats)),
+    ...[...followed.values()].map((f) => {
+      const { lagBytes, openFiles } = f.tail.stats();
+      return { ...copyOf(f.stats), lagBytes, files: openFiles };
+    }),
+  ];
   options.metrics?.followIngest(snapshot);
   const timer = options.statsIntervalMs > 0 ? setInterval(() => log.info({ sources: snapshot() }, 'ingest stats'), options.statsIntervalMs) : null;
   timer?.unref();
+  const health = startHealthReport(options.db, log, workerId(checkpointDir(options.dataDir)), snapshot, options.healthReportMs);
 
   let closing: Promise<void> | null = null;
   return {
@@ -120,15 +161,32 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
       closing ??= (async () => {
         if (timer) clearInterval(timer);
         abort.abort();
+        await Promise.all(patterns.map((p) => p.watch.stop()));
         await shared.close();
-        await Promise.all(running.map((r) => r.close()));
-        await Promise.all(running.map((r) => r.done));
+        const all = [...running, ...[...followed.values()].map((f) => ({ close: () => f.tail.close(), done: f.done }))];
+        await Promise.all(all.map((r) => r.close()));
+        await Promise.all(all.map((r) => r.done));
+        await health.stop();
         log.info({ sources: snapshot() }, 'ingest stopped');
       })();
       return closing;
     },
   };
 }
+
+/** A source's `register.owner` must be a user: the worker does not start otherwise. */
+async function checkOwners(config: IngestConfig, db: Db): Promise<void> {
+  const problems: string[] = [];
+  for (const [i, source] of config.sources.entries()) {
+    if (source.register && (await userIdByEmail(db, source.register.owner)) === undefined) {
+      problems.push(`ingest config ${config.path}: sources[${i}].register.owner: ${source.register.owner} is no user (tailhouse users create --email ${source.register.owner})`);
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+}
+
+/** A source's counters as they are now, for the log, the metrics and the health report. */
+const copyOf = (stats: SourceStats): SourceStats => ({ ...stats, rejectedBy: { ...stats.rejectedBy }, lastStoredByDomain: { ...stats.lastStoredByDomain } });
 
 /** Records how a source ended; never rejects, so one source's failure leaves the others running. */
 async function supervise(run: Promise<void>, stats: SourceStats, log: Logger): Promise<void> {
@@ -154,13 +212,50 @@ function decoderOf(kind: LogKind, route: { format: string; timezone: string }): 
   return kind === 'access' ? accessDecoder(accessParser(route.format)) : errorDecoder(route.timezone);
 }
 
-async function runFile(tail: FileTail, source: FileSource, kind: LogKind, sink: BatchSink, stats: SourceStats, deps: PipelineDeps): Promise<void> {
-  const input = { decoder: decoderOf(kind, source), domain: source.domain, maxLineBytes: DEFAULT_CUT_LIMITS.maxLineBytes };
+/** One file to follow: a source's file, or a file one of its patterns matched. */
+interface FileInput {
+  kind: LogKind;
+  path: string;
+  source: FileSource;
+  /** The pattern that matched it; null for a file the config names. */
+  pattern: string | null;
+  route: FileRoute;
+  /** Where the file starts when it has no checkpoint. */
+  startAt: StartAt;
+}
+
+/**
+ * A source's pattern, scanned once: the files it matches now, and its watch for those that come and
+ * go. `startAt` applies to the files found at the pattern's first start only: a file that appears
+ * later (while running, or while the worker was stopped) is a new virtual host, read from its
+ * beginning. The pattern's first start is recorded in the checkpoint store once it has begun.
+ */
+async function openPattern(source: FileSource, kind: LogKind, file: string, checkpoints: CheckpointStore, log: Logger) {
+  const watch = new PatternWatch(compileFilePattern(file), log);
+  const inputOf = (match: PatternMatch, startAt: StartAt): FileInput => ({
+    kind,
+    path: match.path,
+    source,
+    pattern: file,
+    route: match.invalid !== null ? { rejected: match.invalid } : { domain: match.domain ?? source.domain, register: source.register?.owner ?? null },
+    startAt,
+  });
+  const key = `pattern ${kind} ${file}`;
+  const firstStart = checkpoints.knownUntil(key) === undefined;
+  const startedAt = Date.now();
+  const { matches } = await watch.scan();
+  checkpoints.noteKnownUntil(key, startedAt);
+  await checkpoints.flush();
+  return { watch, inputOf, initial: matches.map((m) => inputOf(m, firstStart ? source.startAt : 'beginning')) };
+}
+
+async function runFile(tail: FileTail, file: FileInput, sink: BatchSink, stats: SourceStats, deps: PipelineDeps): Promise<void> {
+  const input = { decoder: decoderOf(file.kind, file.source), route: file.route, maxLineBytes: DEFAULT_CUT_LIMITS.maxLineBytes };
   // The follower claims its files first (writes their checkpoints, reads nothing): a generation that
   // rotates away while the domain is still unregistered, or before a kill, is then known and read.
   await tail.start();
-  // A source whose domain is not registered yet reads nothing until it is.
-  await routingFor(source.domain, stats, deps);
+  // A source whose domain is not registered yet reads nothing until it is (or registers it).
+  await routingFor(file.route, stats, deps);
   const steps = {
     prepare: (chunk: LineChunk) => prepareChunk(chunk, input, stats, deps),
     submission: (chunk: LineChunk, prepared: Prepared) => ({

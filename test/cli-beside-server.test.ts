@@ -126,6 +126,28 @@ describe('the CLI beside a running server', () => {
     expect(help.stdout).toMatch(/set-owner/);
   });
 
+  it("domains add --from reads the shell's file and standard input through the server", { timeout: SLOW }, async () => {
+    const file = path.join(dir, 'names.txt');
+    fs.writeFileSync(file, 'beside-one.example.com\nbeside-two.example.com\n');
+    const fromFile = await cli(['domains', 'add', '--from', path.relative(ROOT, file)]);
+    expect(fromFile.code, fromFile.stderr).toBe(0);
+    expect(fromFile.stdout).toBe('domains add: 2 created, 0 already registered, 0 repeated, 0 invalid\n');
+
+    // More than one frame of standard input (65,536 characters).
+    const names = Array.from({ length: 3_000 }, (_, i) => `n${i}.beside.example.com`);
+    const fromStdin = await run(['domains', 'add', '--from', '-'], vars, `${names.join('\n')}\nbeside-one.example.com\n`);
+    expect(fromStdin.code, fromStdin.stderr).toBe(0);
+    expect(fromStdin.stdout).toMatch(/^line 3001: beside-one.example.com already registered \(domain \d+\)\ndomains add: 3,000 created, 1 already registered, 0 repeated, 0 invalid\n$/);
+
+    // Past its limit the server stops reading and refuses; the CLI stops sending.
+    const tooLarge = await run(['domains', 'add', '--from', '-'], vars, `${'#'.repeat(1023)}\n`.repeat(9 * 1024));
+    expect(tooLarge.code).toBe(1);
+    expect(tooLarge.stderr).toBe('tailhouse: standard input holds more than 8,388,608 bytes\n');
+
+    // It ran in the server (the only `domains add` of this file that fails).
+    await until(() => controlLog().some((l) => l.command === 'domains add' && l.code === 1), 'the refused command in the server log');
+  });
+
   it('imports a 1M-line file through the server with a progress bar on a terminal and its summary', { timeout: SLOW }, async () => {
     const file = path.join(dir, 'million.log');
     writeLog(file, 1_000_000, 'm');

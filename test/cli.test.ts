@@ -211,6 +211,80 @@ describe('tailhouse users, domains and tokens', () => {
   );
 
   it(
+    'domains add --from FILE: a line per name not created, one summary line; the owner by e-mail',
+    async () => {
+      const owner = await run(['users', 'create', '--email', 'reseller@example.com', '--password', 'reseller-password-1'], vars);
+      const ownerId = Number(/^created user (\d+) /.exec(owner.stdout)?.[1]);
+      const file = path.join(tempDir(), 'names.txt');
+      fs.writeFileSync(file, '# our sites\n\nbulk-one.example.com\nShop.Example.COM\n  Bulk-Two.example.com.  \r\nbulk-one.example.com\n');
+      const added = await run(['domains', 'add', '--from', file, '--owner', 'reseller@example.com'], vars);
+      expect(added.code, added.stderr).toBe(0);
+      expect(added.stdout).toBe(
+        `line 4: shop.example.com already registered (domain ${domainId})\n` +
+          'line 6: bulk-one.example.com repeats line 3\n' +
+          'domains add: 2 created, 1 already registered, 1 repeated, 0 invalid\n',
+      );
+      const listed = await run(['domains', 'list', '--json', '--search', 'bulk-'], vars);
+      expect(JSON.parse(listed.stdout).map((d: { name: string; ownerId: number }) => [d.name, d.ownerId])).toEqual([
+        ['bulk-one.example.com', ownerId],
+        ['bulk-two.example.com', ownerId],
+      ]);
+
+      // The same file again: nothing created, nothing wrong.
+      const again = await run(['domains', 'add', '--from', file], vars);
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stdout.split('\n').at(-2)).toBe('domains add: 0 created, 3 already registered, 1 repeated, 0 invalid');
+    },
+    SLOW,
+  );
+
+  it(
+    'domains add --from -: 10,000 names from standard input, only the summary line',
+    async () => {
+      const names = Array.from({ length: 10_000 }, (_, i) => `n${i}.stdin.example.com`);
+      const added = await run(['domains', 'add', '--from', '-'], vars, `${names.join('\n')}\n`);
+      expect(added.code, added.stderr).toBe(0);
+      expect(added.stdout).toBe('domains add: 10,000 created, 0 already registered, 0 repeated, 0 invalid\n');
+      const shown = await run(['domains', 'show', 'n9999.stdin.example.com'], vars);
+      expect(shown.code, shown.stderr).toBe(0);
+    },
+    SLOW,
+  );
+
+  it(
+    'domains add --from: an invalid name adds nothing and exits 1; too many names, no names, or a name beside --from are refused',
+    async () => {
+      const invalid = await run(['domains', 'add', '--from', '-'], vars, 'bulk-never.example.com\nbad name\n# fine\nx..y\n');
+      expect(invalid.code).toBe(1);
+      expect(invalid.stdout).toBe(
+        'line 2: "bad name" must be a host name such as shop.example.com\n' +
+          'line 4: "x..y" must be a host name such as shop.example.com\n' +
+          'domains add: 2 invalid of 3 names; nothing added: correct them and run again\n',
+      );
+      expect((await run(['domains', 'show', 'bulk-never.example.com'], vars)).code).toBe(1);
+
+      const tooMany = await run(['domains', 'add', '--from', '-'], vars, Array.from({ length: 10_001 }, (_, i) => `n${i}.over.example.com\n`).join(''));
+      expect(tooMany.code).toBe(1);
+      expect(tooMany.stderr).toBe('tailhouse: standard input holds 10,001 names; at most 10,000 are added at once: split it\n');
+
+      const empty = await run(['domains', 'add', '--from', '-'], vars, '# nothing yet\n\n');
+      expect(empty.code).toBe(1);
+      expect(empty.stderr).toContain('standard input holds no names');
+
+      const missing = await run(['domains', 'add', '--from', path.join(tempDir(), 'missing.txt')], vars);
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toContain('missing.txt');
+
+      for (const args of [['domains', 'add', 'x.example.com', '--from', '-'], ['domains', 'add']]) {
+        const both = await run(args, vars, '');
+        expect(both.code).toBe(1);
+        expect(both.stderr).toBe('tailhouse: give either a domain name or --from FILE\n');
+      }
+    },
+    SLOW,
+  );
+
+  it(
     'tokens create prints only the token on stdout; tokens list shows it',
     async () => {
       const created = await run(['tokens', 'create', '--user', 'ops@example.com', '--name', 'ci deploy'], vars);

@@ -180,7 +180,7 @@ describe('tailhouse in server mode against the test server', () => {
 
       const accessRows = [accessRow(1, { url: `/q?${TRICKY}`, userAgent: TRICKY }), accessRow(2, { timestamp: SINK_NOW - DAY, responseTime: null })];
       const errorRows: ErrorRow[] = [{ domainId: 1, id: 7, timestamp: SINK_NOW, level: 'warn', message: TRICKY, context: { client: '203.0.113.9', host: TRICKY } }];
-      const rejects: RejectRow[] = [{ domainId: null, kind: 'access', source: '/var/log/nginx/x.log', identity: 'fp:1', offset: 0, reason: 'unknown domain', line: TRICKY, length: 99 }];
+      const rejects: RejectRow[] = [{ domainId: null, kind: 'access', source: '/var/log/nginx/x.log', identity: 'fp:1', offset: 0, reason: 'unknown domain', cause: 'unknown_domain', line: TRICKY, length: 99 }];
       const token = dedupToken('fp:1', 0, 500);
       await writeRows(ch, { access: accessRows, error: errorRows, rejects }, token);
       await writeRows(ch, { access: accessRows, error: errorRows, rejects }, token);

@@ -281,7 +281,9 @@ describe('OpenAPI document', () => {
     '/api/users/{id}/permissions': ['get', 'put'],
     '/api/users/{id}/activity': ['get'],
     '/api/domains': ['get', 'post'],
+    '/api/domains/bulk': ['post'],
     '/api/domains/{domainId}': ['delete', 'get', 'put'],
+    '/api/domains/{domainId}/ingest': ['get'],
   };
   const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace'];
   let doc: any;

@@ -52,6 +52,7 @@ syslog:
           format: 'combined',
           timezone: 'UTC',
           startAt: 'beginning',
+          register: null,
         },
         {
           domain: null,
@@ -60,6 +61,7 @@ syslog:
           format: '$host $remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time',
           timezone: 'UTC',
           startAt: 'beginning',
+          register: null,
         },
       ],
       syslog: {
@@ -91,7 +93,7 @@ syslog:
       FILE,
     );
     expect(config.sources).toEqual([
-      { domain: 'blog.example.com', access: null, error: '/var/log/nginx/blog.error.log', format: 'main', timezone: 'Europe/Paris', startAt: 'end' },
+      { domain: 'blog.example.com', access: null, register: null, error: '/var/log/nginx/blog.error.log', format: 'main', timezone: 'Europe/Paris', startAt: 'end' },
     ]);
     expect(config.syslog).toEqual({
       udp: { host: '::1', port: 0 },
@@ -142,7 +144,7 @@ describe('invalid ingest configs: one line per problem, naming file, line and fi
     [
       'a misspelt field',
       'sources:\n  - access: /a.log\n    start_at: end\n',
-      [`${AT}:3: sources[0].start_at: unknown field (known: domain, access, error, format, timezone, startAt)`],
+      [`${AT}:3: sources[0].start_at: unknown field (known: domain, access, error, format, timezone, startAt, register)`],
     ],
     [
       'a format typo',
@@ -205,6 +207,24 @@ describe('invalid ingest configs: one line per problem, naming file, line and fi
       'syslog:\n  udp: 127.0.0.1:5514\n  tags:\n    nginx_err:\n      type: error\n      format: main\n',
       [`${AT}:6: syslog.tags.nginx_err.format: applies to type access only (got "main")`],
     ],
+    [
+      'patterns that do not compile',
+      'sources:\n  - access: /l/{domain}/{domain}.log\n  - access: /l/**/a.log\n    domain: a.example.com\n  - error: /l/{host}.log\n    domain: a.example.com\n',
+      [
+        `${AT}:2: sources[0].access: may hold {domain} once (got "/l/{domain}/{domain}.log")`,
+        `${AT}:3: sources[1].access: ** is not supported: a * matches within one path segment (got "/l/**/a.log")`,
+        `${AT}:5: sources[2].error: only {domain} may stand in braces (got "/l/{host}.log")`,
+      ],
+    ],
+    [
+      'a domain beside {domain}, register without {domain}, an owner that is no address',
+      'sources:\n  - domain: a.example.com\n    access: /l/{domain}.log\n  - access: /l/*.log\n    format: main\n    domain: b.example.com\n    register: { owner: admin@example.com }\n  - access: /m/{domain}.log\n    register: { owner: nobody }\n',
+      [
+        `${AT}:2: sources[0].domain: takes each file's domain from its path ({domain}): remove domain, or {domain} (got "a.example.com")`,
+        `${AT}:7: sources[1].register: registers the domains that paths name: it needs {domain} in access or error`,
+        `${AT}:9: sources[2].register.owner: must be the e-mail address of a user (got "nobody")`,
+      ],
+    ],
     ['a YAML syntax error', 'sources:\n  - access: /a.log\n    format: [combined\n', [`${AT}:4: YAML syntax: Flow sequence in block collection must be sufficiently indented and end with a ]`]],
     ['a duplicated key', 'sources:\n  - access: /a.log\n    access: /b.log\n', [`${AT}:3: YAML syntax: Map keys must be unique`]],
   ])('%s', (_, yaml, expected) => {
@@ -226,7 +246,7 @@ syslog:
 `),
     ).toEqual([
       `${AT}:2: sources[0]: needs access or error (a log file path)`,
-      `${AT}:3: sources[0].acess: unknown field (known: domain, access, error, format, timezone, startAt)`,
+      `${AT}:3: sources[0].acess: unknown field (known: domain, access, error, format, timezone, startAt, register)`,
       `${AT}:4: sources[0].format: must be combined, main or an nginx log_format string with $variables (got "comined")`,
       `${AT}:6: sources[1].timezone: must be an IANA time zone such as UTC or Europe/Paris (got "CEST")`,
       `${AT}:8: syslog.udp: must be HOST:PORT with a port from 0 to 65535, e.g. 127.0.0.1:5514 or [::1]:5514 (got "127.0.0.1")`,

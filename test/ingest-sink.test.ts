@@ -228,18 +228,18 @@ describe('error rows', () => {
 describe('rejects', () => {
   it('land with their reason, source and position, deduplicated by token', async () => {
     const rejects: RejectRow[] = [
-      { domainId: null, kind: 'access', source: '/var/log/nginx/all.access.log', identity: 'fp:abc', offset: 0, reason: 'unknown domain: nope.example', line: 'nope.example 1.2.3.4 - - [x] "GET / HTTP/1.1" 200 1', length: 51 },
-      { domainId: 3, kind: 'access', source: '/var/log/nginx/shop.log', identity: 'fp:def', offset: 4096, reason: 'does not parse', line: HOSTILE.join('|'), length: 999 },
-      { domainId: 3, kind: 'error', source: 'udp://127.0.0.1:5514', identity: 'fp:ghi', offset: 2 ** 40, reason: 'line longer than 65536 bytes', line: 'x'.repeat(1024), length: 100_000 },
+      { domainId: null, kind: 'access', source: '/var/log/nginx/all.access.log', identity: 'fp:abc', offset: 0, reason: 'unknown domain: nope.example', cause: 'unknown_domain', line: 'nope.example 1.2.3.4 - - [x] "GET / HTTP/1.1" 200 1', length: 51 },
+      { domainId: 3, kind: 'access', source: '/var/log/nginx/shop.log', identity: 'fp:def', offset: 4096, reason: 'does not parse', cause: 'unparsed', line: HOSTILE.join('|'), length: 999 },
+      { domainId: 3, kind: 'error', source: 'udp://127.0.0.1:5514', identity: 'fp:ghi', offset: 2 ** 40, reason: 'line longer than 65536 bytes', cause: 'too_long', line: 'x'.repeat(1024), length: 100_000 },
     ];
     const token = dedupToken('fp:abc', 0, 200);
     await insertRejects(ch, rejects, token);
     await insertRejects(ch, rejects, token);
-    const stored = await select<{ domain_id: number; kind: string; source: string; identity: string; offset: string; reason: string; line: string; length: string; recent: number }>(
-      'SELECT domain_id, kind, source, identity, offset, reason, line, length, now64(3) - time < 60 AS recent FROM ingest_rejects ORDER BY offset',
+    const stored = await select<{ domain_id: number; kind: string; source: string; identity: string; offset: string; reason: string; cause: string; line: string; length: string; recent: number }>(
+      'SELECT domain_id, kind, source, identity, offset, reason, cause, line, length, now64(3) - time < 60 AS recent FROM ingest_rejects ORDER BY offset',
     );
     expect(stored.map((r) => ({ ...r, offset: Number(r.offset), length: Number(r.length) }))).toEqual(
-      rejects.map((r) => ({ domain_id: r.domainId ?? 0, kind: r.kind, source: r.source, identity: r.identity, offset: r.offset, reason: r.reason, line: r.line, length: r.length, recent: 1 })),
+      rejects.map((r) => ({ domain_id: r.domainId ?? 0, kind: r.kind, source: r.source, identity: r.identity, offset: r.offset, reason: r.reason, cause: r.cause, line: r.line, length: r.length, recent: 1 })),
     );
   });
 });

@@ -167,6 +167,40 @@ sources:
     expect(text).toMatch(/\n3 problems\n$/);
   });
 
+  it('a pattern: every file it matches, the domain each goes to and whether it is registered; what is left out', async () => {
+    const tree = path.join(dir, `${++seq}-vhosts`);
+    for (const [host, text] of [[SHOP, accessLines(1, 3)], ['new.validate.example', accessLines(1, 2)], ['Not_A_Host', accessLines(1, 2)]] as const) {
+      await fs.mkdir(path.join(tree, host), { recursive: true });
+      await fs.writeFile(path.join(tree, host, 'access.log'), text);
+    }
+    await fs.writeFile(path.join(tree, SHOP, 'access.log.1'), accessLines(1, 2));
+    await fs.symlink(SHOP, path.join(tree, 'alias.validate.example'));
+    const yaml = (register: string) => `
+sources:
+  - access: ${tree}/{domain}/access.log*
+    format: '${FORMAT}'
+${register}`;
+    const { report, text } = await validate(yaml(''));
+    const [pattern] = report.sources[0]!.patterns;
+    expect(pattern!.matches.map((m) => [path.relative(tree, m.path), m.domain, m.state])).toEqual([
+      ['Not_A_Host/access.log', null, 'invalid'],
+      [`new.validate.example/access.log`, 'new.validate.example', 'not registered'],
+      [`${SHOP}/access.log`, SHOP, 'registered'],
+    ]);
+    expect(pattern!.skipped).toEqual([{ path: path.join(tree, 'alias.validate.example', 'access.log'), reason: `the same file as ${path.join(tree, SHOP, 'access.log')}: read once, through that path`, problem: false }]);
+    // The sample is the first file with a domain: its lines parse.
+    expect(pattern!.sample!.lines.map((l) => l.rejected)).toEqual([null]);
+    expect(report.problems).toBe(2);
+    expect(text).toContain('sources[0]: each file\'s domain is the one its path names');
+    expect(text).toContain(`  access pattern ${tree}/{domain}/access.log*: matches 3 files`);
+    expect(text).toMatch(/Not_A_Host\/access\.log\s+rejected: the path names "Not_A_Host" as its domain, which is no host name \(such as shop\.example\.com\)/);
+    expect(text).toMatch(/new\.validate\.example\/access\.log\s+new\.validate\.example \(not registered\)/);
+
+    const registering = await validate(yaml('    register: { owner: someone@example.com }'));
+    expect(registering.report.sources[0]!.patterns[0]!.matches[1]!.state).toBe('will register');
+    expect(registering.report.problems).toBe(1);
+  });
+
   it('a config that does not load: the loader\'s errors, with their key paths', async () => {
     const { report, text } = await validate(`
 sources:

@@ -113,21 +113,32 @@ export async function openClickhouse(options: { clickhouseUrl?: string; dataDir:
   const { createChdbConnection } = await import('chdb/connection');
   const chdb = createChdbConnection({ path: dir });
   const client = createClient({ connection: asConnection(sessionPool([chdb])) });
-  // Sessions on the same path share the engine and its data; each has its own output.
-  const readSessions = Array.from({ length: options.readsInFlight ?? EMBEDDED_READ_SESSIONS }, () => createChdbConnection({ path: dir }));
-  // A bound value is not part of the statement's text, a literal is: the page of a compare names up
-  // to 10,000 groups (URLs of up to 64 KB), which the text's own limit (256 KB) must not refuse.
-  for (const session of readSessions) await session.chdb.queryAsync(`SET max_query_size = ${READ_MAX_QUERY_BYTES}`);
-  const reads = createClient({ connection: asConnection(sessionPool(readSessions)) });
+  // Sessions on the same path share the engine and its data; each has its own output. Opened by the
+  // first read of a request: a command that serves none (import, migrate, domains add) never pays
+  // for them (about 0.1 s each).
+  let reads: Promise<ClickHouseClient> | null = null;
+  const openReads = async () => {
+    const sessions = Array.from({ length: options.readsInFlight ?? EMBEDDED_READ_SESSIONS }, () => createChdbConnection({ path: dir }));
+    // A bound value is not part of the statement's text, a literal is: the page of a compare names up
+    // to 10,000 groups (URLs of up to 64 KB), which the text's own limit (256 KB) must not refuse.
+    for (const session of sessions) await session.chdb.queryAsync(`SET max_query_size = ${READ_MAX_QUERY_BYTES}`);
+    return createClient({ connection: asConnection(sessionPool(sessions)) });
+  };
+  // A failed opening is tried again by the next read.
+  const readClient = () =>
+    (reads ??= openReads().catch((err: unknown) => {
+      reads = null;
+      throw err;
+    }));
   readClients.set(
     client,
     derivedClient(client, {
-      query: (params: QueryParams) => reads.query({ ...params, query: withLiterals(params.query, params.query_params ?? {}), query_params: undefined }),
+      query: async (params: QueryParams) => (await readClient()).query({ ...params, query: withLiterals(params.query, params.query_params ?? {}), query_params: undefined }),
     } as Pick<ClickHouseClient, 'query'>),
   );
   const closeStore = client.close.bind(client);
   client.close = async () => {
-    await reads.close();
+    if (reads) await (await reads).close();
     await closeStore();
   };
   chdbHandles.set(client, chdb.chdb);

@@ -43,6 +43,8 @@ export interface RejectRow {
   identity: string;
   offset: number;
   reason: string;
+  /** Why, in a few fixed words (RejectCause of transforms/rows.ts): what the rejects are counted by. */
+  cause: string;
   /** The line as read (for an overlong line, its head). */
   line: string;
   /** The whole line's length in bytes. */
@@ -66,7 +68,7 @@ const ACCESS_COLUMNS = [
   'agent_class',
 ] as const;
 const ERROR_COLUMNS = ['domain_id', 'id', 'timestamp', 'level', 'message', 'context'] as const;
-const REJECT_COLUMNS = ['domain_id', 'kind', 'source', 'identity', 'offset', 'reason', 'line', 'length'] as const;
+const REJECT_COLUMNS = ['domain_id', 'kind', 'source', 'identity', 'offset', 'reason', 'cause', 'line', 'length'] as const;
 
 /**
  * `insert_deduplication_token` of a batch: a batch is the byte range [startOffset, endOffset) of one
@@ -447,7 +449,7 @@ export class AccessBatch {
    * batch's buffer goes back to the pool: the batch cannot be used afterwards.
    */
   withIds(idOf: IdOf): AccessTsv {
-    if (this.tails === null) return new AccessTsv(Buffer.alloc(0), 0, this.timestamps);
+    if (this.tails === null) return new AccessTsv(Buffer.alloc(0), 0, this.timestamps, this.domains);
     const tails = this.tails.bytes();
     // domain_id (at most 10 digits), id (at most 16: below 2^53) and their tabs.
     const out = takeBytes(tails.length + this.length * 28);
@@ -465,7 +467,7 @@ export class AccessBatch {
     }
     giveBack(this.tails);
     this.tails = null;
-    return new AccessTsv(out, pos, this.timestamps);
+    return new AccessTsv(out, pos, this.timestamps, this.domains);
   }
 }
 
@@ -481,6 +483,8 @@ export class AccessTsv {
     private readonly size: number,
     /** The rows' times (epoch ms), in the order of the body. */
     readonly timestamps: readonly number[],
+    /** The domains of its rows. */
+    readonly domains: ReadonlySet<number>,
   ) {
     this.buf = buf;
   }
@@ -490,12 +494,14 @@ export class AccessTsv {
     const size = parts.reduce((n, p) => n + p.size, 0);
     const buf = takeBytes(size);
     const timestamps: number[] = [];
+    const domains = new Set<number>();
     let pos = 0;
     for (const p of parts) {
       pos += p.bytes.copy(buf, pos);
       for (const t of p.timestamps) timestamps.push(t);
+      for (const d of p.domains) domains.add(d);
     }
-    return new AccessTsv(buf, size, timestamps);
+    return new AccessTsv(buf, size, timestamps, domains);
   }
 
   get length(): number {
@@ -556,7 +562,7 @@ function writeErrorTsv(rows: readonly ErrorRow[], body: BodyWriter): BodyWriter 
 function writeRejectTsv(rows: readonly RejectRow[], body: BodyWriter): BodyWriter {
   for (const r of rows) {
     const domain = r.domainId === null ? 0 : uint(r.domainId, MAX_UINT32);
-    body.row(`${domain}\t${r.kind}\t${tsvString(r.source)}\t${tsvString(r.identity)}\t${uint(r.offset)}\t${tsvString(r.reason)}\t${tsvString(r.line)}\t${uint(r.length)}\n`);
+    body.row(`${domain}\t${r.kind}\t${tsvString(r.source)}\t${tsvString(r.identity)}\t${uint(r.offset)}\t${tsvString(r.reason)}\t${tsvString(r.cause)}\t${tsvString(r.line)}\t${uint(r.length)}\n`);
   }
   return body;
 }

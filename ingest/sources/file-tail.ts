@@ -199,7 +199,7 @@ const MAX_REMEMBERED_LENGTHS = 1_000;
 const ABANDONED_AFTER_MS = 60_000;
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 /** What follows the followed name in a generation's name: `.1`, `-20250101` (any dateformat of digits), perhaps `.gz`. */
-const GENERATION_SUFFIX = /^(?:\.\d+|-\d[\d._-]*?)(?:\.gz)?$/;
+export const GENERATION_SUFFIX = /^(?:\.\d+|-\d[\d._-]*?)(?:\.gz)?$/;
 
 export class FileTail implements AsyncIterable<LineChunk> {
   readonly path: string;

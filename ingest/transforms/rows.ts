@@ -9,7 +9,7 @@ import type { IdOf } from '../ids.js';
 import { newAccessFields, type AccessLineParser } from '../parsers/access-format.js';
 import { parseErrorLine, routingNameOf } from '../parsers/error-log.js';
 import { AccessBatch, type AccessTsv, type ErrorRow, type RejectRow } from '../sinks/clickhouse.js';
-import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
+import type { AccessEntry, ErrorEntry, RejectCause } from '../../core/entries.js';
 import type { LineChunk, SourceLine } from '../types.js';
 import type { DomainDirectory } from '../domains.js';
 import { userAgentClasses, type UserAgentClasses } from './user-agent.js';
@@ -27,8 +27,11 @@ export function errorDecoder(timezone: string): Decoder {
   return { kind: 'error', timezone };
 }
 
-/** A fixed domain id, or each line's host looked up in the directory. */
-export type Routing = { domainId: number } | { byHost: DomainDirectory };
+/**
+ * A fixed domain id, or each line's host looked up in the directory, or none: every line is a
+ * reject for `reason` (a file whose path names no valid domain).
+ */
+export type Routing = { domainId: number } | { byHost: DomainDirectory } | { rejected: string };
 
 /** Where lines were read: the source's name for the rejects and the identity their ids derive from. */
 export interface Origin {
@@ -42,11 +45,7 @@ interface Routed<T> {
   offset: number;
 }
 
-/**
- * Why a line became a reject, in a few fixed words: the label the metrics count rejects by (the
- * reason's text names the line's own host, tag or parse error, too many values for a label).
- */
-export type RejectCause = 'unparsed' | 'time_out_of_range' | 'too_long' | 'no_host' | 'unknown_domain' | 'ambiguous_context' | 'not_syslog' | 'unknown_syslog_tag';
+export type { RejectCause };
 
 /** A reject row with its cause. */
 export interface Reject extends RejectRow {
@@ -112,6 +111,11 @@ export async function decodeLines(
   const reject = (offset: number, line: string, length: number, cause: RejectCause, reason: string, domainId = fixed) =>
     into.rejects.push(rejectRow(origin, decoder.kind, domainId, offset, line, cause, reason, length));
 
+  if ('rejected' in routing) {
+    for (const line of lines) reject(line.offset, line.text, Buffer.byteLength(line.text), 'invalid_path_domain', routing.rejected);
+    for (const o of overlong) reject(o.offset, o.head, o.length, 'invalid_path_domain', routing.rejected);
+    return;
+  }
   // Entries waiting for their domain when routing by host: those whose host the directory did not know.
   const pending: { entry: AccessEntry | ErrorEntry; plain: boolean; host: string | null; line: SourceLine }[] = [];
   const byHost = 'byHost' in routing ? routing.byHost : null;

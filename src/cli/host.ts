@@ -4,7 +4,9 @@
  * `serve` holding DATA_DIR (src/control/server.ts: frames over the control socket, the server's
  * stores). A command written against this interface behaves the same on both.
  */
+import fs from 'node:fs';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import type { z } from 'zod';
 import type { Runtime } from '../runtime.js';
 
@@ -29,6 +31,8 @@ export interface CommandHost {
   interruption(): AbortSignal;
   /** A progress bar over `files`' bytes on the operator's terminal; nothing when it is not one. */
   progress(files: string[]): Promise<Progress>;
+  /** The operator's standard input (read by readOperatorText for `-`). */
+  stdin(): Readable;
   /** Asks the operator yes or no on their terminal; false when there is no terminal to ask on. */
   confirm(question: string): Promise<boolean>;
   /** The exit status the command ends with, unless it throws (1). */
@@ -61,3 +65,21 @@ export async function everyPage<T>(read: (page: { page: number; limit: number })
 
 /** A path given by the operator, as the host process must open it. */
 export const operatorPath = (host: CommandHost, file: string) => path.resolve(host.cwd, file);
+
+/** What `chunks` hold as UTF-8 text, read to their end; refused (`what` named) once past `maxBytes`. */
+async function readCapped(chunks: AsyncIterable<Buffer | string>, maxBytes: number, what: string): Promise<string> {
+  const parts: Buffer[] = [];
+  let bytes = 0;
+  for await (const chunk of chunks) {
+    const part = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    bytes += part.length;
+    if (bytes > maxBytes) throw new CliError(`${what} holds more than ${maxBytes.toLocaleString('en-US')} bytes`);
+    parts.push(part);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+
+/** The text of a file the operator named, or of their standard input for `-`; refused past `maxBytes`. */
+export function readOperatorText(host: CommandHost, file: string, maxBytes: number): Promise<string> {
+  return file === '-' ? readCapped(host.stdin(), maxBytes, 'standard input') : readCapped(fs.createReadStream(operatorPath(host, file)), maxBytes, file);
+}

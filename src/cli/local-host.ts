@@ -37,6 +37,7 @@ export function localHost(): CommandHost {
       return interruption.signal;
     },
     progress: (files) => importProgress(files),
+    stdin: () => process.stdin,
     confirm: async (question) => Boolean(process.stdin.isTTY) && askOnTerminal(question),
   };
 }

@@ -1,15 +1,16 @@
 /**
  * The CLI's side of the control socket (protocol.ts): finds a running `serve` holding DATA_DIR and
- * runs a command line through it, with the same output, progress bar, questions and exit status as
- * when the command runs alone. Ctrl-C asks the server to stop the command at a clean point; a second
- * Ctrl-C leaves at once (the server then stops the command as well).
+ * runs a command line through it, with the same output, progress bar, questions, standard input
+ * and exit status as when the command runs alone. Ctrl-C asks the server to stop the command at a
+ * clean point; a second Ctrl-C leaves at once (the server then stops the command as well).
  */
 import net from 'node:net';
+import { StringDecoder } from 'node:string_decoder';
 import { importProgress } from '../cli/import-report.js';
 import type { Progress } from '../cli/host.js';
 import { askOnTerminal } from '../cli/local-host.js';
 import { liveLockSockets } from '../data-dir-lock.js';
-import { FORWARDED_ENV, hello, onLines, parseFrame, send, serverFrame, type ServerFrame } from './protocol.js';
+import { FORWARDED_ENV, hello, onLines, parseFrame, send, serverFrame, STDIN_FRAME_CHARS, type ServerFrame } from './protocol.js';
 
 /** A connection to a server that takes commands. */
 export interface CommandConnection {
@@ -112,5 +113,43 @@ async function apply(frame: Exclude<ServerFrame, { type: 'exit' }>, socket: net.
     case 'confirm':
       send(socket, { type: 'answer', yes: await askOnTerminal(frame.question) });
       return progress;
+    case 'read-stdin':
+      await sendStdin(socket);
+      return progress;
   }
+}
+
+/**
+ * Sends this process's standard input to the server, in frames, then its end; stops early when
+ * the connection closes (the command ended, e.g. refusing more input than it takes). Should the
+ * input fail, the connection is dropped rather than the input ended: the server then interrupts the
+ * command, which never takes a part of the input for all of it.
+ */
+function sendStdin(socket: net.Socket): Promise<void> {
+  const decoder = new StringDecoder('utf8');
+  const sendText = (text: string) => {
+    for (let at = 0; at < text.length; at += STDIN_FRAME_CHARS) send(socket, { type: 'stdin', text: text.slice(at, at + STDIN_FRAME_CHARS) });
+  };
+  return new Promise((resolve) => {
+    const onData = (chunk: Buffer) => sendText(decoder.write(chunk));
+    const stop = () => {
+      process.stdin.off('data', onData).off('end', onEnd).off('error', onError);
+      socket.off('close', stop);
+      // Paused, it no longer holds the process open.
+      process.stdin.pause();
+      resolve();
+    };
+    const onEnd = () => {
+      sendText(decoder.end());
+      send(socket, { type: 'stdin-end' });
+      stop();
+    };
+    const onError = (err: Error) => {
+      process.stderr.write(`tailhouse: cannot read standard input: ${err.message}\n`);
+      socket.destroy();
+      stop();
+    };
+    process.stdin.on('data', onData).once('end', onEnd).once('error', onError);
+    socket.once('close', stop);
+  });
 }

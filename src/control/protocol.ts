@@ -2,7 +2,8 @@
  * The control socket's protocol: one JSON object a line, each way. The server (the lock socket of
  * a running `serve`, src/data-dir-lock.ts) greets with `{"pid":…,"commands":true}`; the CLI sends one
  * `run`; the server answers with the command's output, progress and questions, then `exit`. The CLI
- * may send `cancel` (Ctrl-C) and `answer`s. A connection runs one command.
+ * may send `cancel` (Ctrl-C) and `answer`s, and its standard input when the server asks for it. A
+ * connection runs one command.
  */
 import type net from 'node:net';
 import { z } from 'zod';
@@ -11,6 +12,8 @@ import { z } from 'zod';
 export const FORWARDED_ENV = ['TAILHOUSE_PASSWORD'] as const;
 
 const MAX_ARGS = 10_000;
+/** The longest piece of standard input one frame carries. */
+export const STDIN_FRAME_CHARS = 65_536;
 
 export const clientFrame = z.discriminatedUnion('type', [
   z.object({
@@ -23,6 +26,9 @@ export const clientFrame = z.discriminatedUnion('type', [
   }),
   z.object({ type: z.literal('cancel') }),
   z.object({ type: z.literal('answer'), yes: z.boolean() }),
+  /** The operator's standard input, in pieces, after the server asked for it (`read-stdin`); then `stdin-end`. */
+  z.object({ type: z.literal('stdin'), text: z.string().max(STDIN_FRAME_CHARS) }),
+  z.object({ type: z.literal('stdin-end') }),
 ]);
 export type ClientFrame = z.infer<typeof clientFrame>;
 
@@ -33,6 +39,8 @@ export const serverFrame = z.discriminatedUnion('type', [
   z.object({ type: z.literal('progress'), diskBytes: z.number(), lines: z.number() }),
   z.object({ type: z.literal('progress-stop') }),
   z.object({ type: z.literal('confirm'), question: z.string() }),
+  /** The command reads the operator's standard input: the CLI sends it (`stdin` frames, then `stdin-end`). */
+  z.object({ type: z.literal('read-stdin') }),
   z.object({ type: z.literal('exit'), code: z.number().int() }),
 ]);
 export type ServerFrame = z.infer<typeof serverFrame>;

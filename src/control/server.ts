@@ -6,7 +6,8 @@
  * may administer it, and nothing listens on the network for this.
  */
 import type net from 'node:net';
-import type { CommandHost } from '../cli/host.js';
+import { Readable } from 'node:stream';
+import { CliError, type CommandHost } from '../cli/host.js';
 import { runCommand, runsBesideServer } from '../cli/program.js';
 import type { Runtime } from '../runtime.js';
 import { clientFrame, onLines, parseFrame, send, type ClientFrame } from './protocol.js';
@@ -24,6 +25,8 @@ export function serveCommands(runtime: Runtime): CommandServer {
   runtime.lock?.acceptCommands((socket) => {
     const abort = new AbortController();
     let answer: ((yes: boolean) => void) | null = null;
+    // The operator's standard input as it arrives, once the command asked for it.
+    let stdin: Readable | null = null;
     let started = false;
     socket.on('close', () => {
       abort.abort();
@@ -35,9 +38,11 @@ export function serveCommands(runtime: Runtime): CommandServer {
       if (!frame) return void socket.destroy();
       if (frame.type === 'cancel') return abort.abort();
       if (frame.type === 'answer') return answer?.(frame.yes);
+      if (frame.type === 'stdin') return void stdin?.push(frame.text);
+      if (frame.type === 'stdin-end') return void stdin?.push(null);
       if (started) return void socket.destroy();
       started = true;
-      const entry = { abort, done: runForClient(socket, frame, runtime, abort.signal, (resolve) => (answer = resolve)).finally(() => running.delete(entry)) };
+      const entry = { abort, done: runForClient(socket, frame, runtime, abort.signal, (resolve) => (answer = resolve), () => (stdin ??= operatorStdin(socket, abort.signal))).finally(() => running.delete(entry)) };
       running.add(entry);
     });
   });
@@ -50,7 +55,27 @@ export function serveCommands(runtime: Runtime): CommandServer {
   };
 }
 
-async function runForClient(socket: net.Socket, run: RunFrame, runtime: Runtime, signal: AbortSignal, awaitAnswer: (resolve: (yes: boolean) => void) => void): Promise<void> {
+/** The operator's standard input, asked of the CLI; it ends in an error when the command is interrupted first. */
+function operatorStdin(socket: net.Socket, signal: AbortSignal): Readable {
+  const stream = new Readable({ read() {} });
+  const interrupted = () => stream.destroy(new CliError('interrupted while reading standard input'));
+  if (signal.aborted) interrupted();
+  else {
+    signal.addEventListener('abort', interrupted, { once: true });
+    stream.once('close', () => signal.removeEventListener('abort', interrupted));
+    send(socket, { type: 'read-stdin' });
+  }
+  return stream;
+}
+
+async function runForClient(
+  socket: net.Socket,
+  run: RunFrame,
+  runtime: Runtime,
+  signal: AbortSignal,
+  awaitAnswer: (resolve: (yes: boolean) => void) => void,
+  stdin: () => Readable,
+): Promise<void> {
   let code: number;
   if (!runsBesideServer(run.argv)) {
     send(socket, { type: 'err', text: `tailhouse: \`${run.argv[0]}\` does not run through a server; stop the server to run it\n` });
@@ -59,7 +84,7 @@ async function runForClient(socket: net.Socket, run: RunFrame, runtime: Runtime,
     const started = performance.now();
     // Logged by its name only: the arguments may hold a password.
     let command = '(none)';
-    code = await runCommand(run.argv, remoteHost(socket, run, runtime, signal, awaitAnswer), undefined, (name) => (command = name));
+    code = await runCommand(run.argv, remoteHost(socket, run, runtime, signal, awaitAnswer, stdin), undefined, (name) => (command = name));
     runtime.log.info({ component: 'control', command, code, ms: Math.round(performance.now() - started) }, 'command from the control socket');
   }
   send(socket, { type: 'exit', code });
@@ -67,7 +92,14 @@ async function runForClient(socket: net.Socket, run: RunFrame, runtime: Runtime,
 }
 
 /** The host of a command run for a CLI: its output and questions travel back as frames. */
-function remoteHost(socket: net.Socket, run: RunFrame, runtime: Runtime, signal: AbortSignal, awaitAnswer: (resolve: (yes: boolean) => void) => void): CommandHost {
+function remoteHost(
+  socket: net.Socket,
+  run: RunFrame,
+  runtime: Runtime,
+  signal: AbortSignal,
+  awaitAnswer: (resolve: (yes: boolean) => void) => void,
+  stdin: () => Readable,
+): CommandHost {
   return {
     out: (text) => send(socket, { type: 'out', text }),
     err: (text) => send(socket, { type: 'err', text }),
@@ -77,6 +109,7 @@ function remoteHost(socket: net.Socket, run: RunFrame, runtime: Runtime, signal:
     // The server's stores, open for as long as it runs: nothing to open or close.
     withRuntime: (work) => work(runtime),
     interruption: () => signal,
+    stdin,
     async progress(files) {
       if (!run.terminal.stderr) return { update: () => {}, stop: () => {} };
       send(socket, { type: 'progress-start', files });

@@ -35,9 +35,81 @@ export const listDomainsQuery = z
   .object({
     ...pageQuery(),
     search: z.string().max(253).optional(),
+    ingest: z
+      .enum(['true', 'false'], { message: 'must be true or false' })
+      .transform((v) => v === 'true')
+      .optional()
+      .openapi({ type: 'string', enum: ['true', 'false'], description: "With each domain's last log line (`ingest`): one more read, of ClickHouse" }),
   })
   .superRefine(checkPageDepth);
 
+/** When a domain's last line was stored, and whether that is longer ago than INGEST_STALE_S. */
+export const lastLineSchema = z.object({
+  lastLineAt: z.string().nullable().openapi({ description: 'When its last line (access or error) was stored; null: never' }),
+  secondsSinceLastLine: z.number().nullable().openapi({ description: 'Seconds (to the millisecond) from then to this answer, on the store’s clock; null: never' }),
+  stale: z.boolean().openapi({ description: 'No line for longer than staleAfterS (false for a domain that never had one)' }),
+  staleAfterS: z.number().int().openapi({ description: 'INGEST_STALE_S' }),
+});
+
+export const listedDomainSchema = domainSchema
+  .extend({
+    ingest: lastLineSchema.nullable().optional().openapi({ description: 'With `ingest=true`: its last log line; null without `domains: read`' }),
+  })
+  .openapi('ListedDomain');
+
+const lineCounts = { lastHour: z.number().int(), lastDay: z.number().int() };
+
+export const ingestHealthSchema = lastLineSchema
+  .extend({
+    lastAccessLineAt: z.string().nullable(),
+    lastErrorLineAt: z.string().nullable(),
+    stored: z.object(lineCounts).openapi({ description: 'Access and error lines stored: this minute and the 59 (1,439) before it' }),
+    rejected: z.object({
+      ...lineCounts,
+      byCause: z.array(z.object({ cause: z.string().nullable().openapi({ description: 'null: rejected before causes were recorded' }), ...lineCounts })),
+    }),
+    sources: z.array(
+      z.object({
+        name: z.string().openapi({ example: 'access /var/log/nginx/shop.access.log' }),
+        state: z.string().openapi({ description: 'running, waiting for domain, retrying, stopped, failed or starting' }),
+        lagBytes: z.number().int(),
+        reportedAt: z.string(),
+        reporting: z.boolean().openapi({ description: 'false: its worker has not reported for 30 s; the figures are its last' }),
+      }),
+    ),
+  })
+  .openapi('IngestHealth');
+
 export const createDomainBody = z.strictObject({ name: domainNameField, ownerId: ownerIdField.optional() }).openapi('CreateDomain');
+
+/** How many names one bulk add takes: they are registered in one transaction. */
+export const MAX_BULK_NAMES = 10_000;
+
+// The names are checked one by one in the service (checkDomainNames), with domainNameField, so
+// that every invalid one is reported, not only the first, and the command line reports them by line.
+export const bulkCreateDomainsBody = z
+  .strictObject({
+    names: z
+      .array(z.string({ message: 'must be a list of host names' }).openapi({ example: 'shop.example.com' }), { message: 'must be a list of host names' })
+      .min(1, { message: 'must hold at least one name' })
+      .max(MAX_BULK_NAMES, { message: `must hold at most ${MAX_BULK_NAMES.toLocaleString('en-US')} names` }),
+    ownerId: ownerIdField.optional(),
+  })
+  .openapi('BulkCreateDomains');
+
+const bulkNameResultSchema = z
+  .object({
+    name: z.string().openapi({ description: 'the name as stored (normalised as a single create normalises it)' }),
+    status: z.enum(['created', 'exists', 'duplicate']).openapi({ description: 'created; exists: registered before, left as it is (its owner too); duplicate: given earlier in this request' }),
+    id: z.number().int().openapi({ description: "the domain's id" }),
+  })
+  .openapi('BulkNameResult');
+
+export const bulkDomainsResultSchema = z
+  .object({
+    results: z.array(bulkNameResultSchema).openapi({ description: 'one per name given, in the order given' }),
+    counts: z.object({ created: z.number().int(), exists: z.number().int(), duplicate: z.number().int() }),
+  })
+  .openapi('BulkDomainsResult');
 
 export const updateDomainBody = z.strictObject({ name: domainNameField.optional(), ownerId: ownerIdField.optional() }).openapi('UpdateDomain');

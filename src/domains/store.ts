@@ -79,6 +79,22 @@ export async function insertDomain(db: Db, domain: { name: string; ownerId: numb
   return row!;
 }
 
+/**
+ * Registers those of `names` (distinct) that are not taken, in the order given, in one statement;
+ * returns the new ones. The conflict clause updates nothing (`where false`) but locks each row
+ * already holding one of the names, as an update does: until the caller's transaction ends none of
+ * them can be renamed or deleted, so it finds every name that was not inserted (domainIdsOf,
+ * ingest/domain-store.ts).
+ */
+export async function insertNewDomains(db: Db, names: readonly string[], ownerId: number | null): Promise<DomainName[]> {
+  return db.query<DomainName>(sql`
+    insert into domains (name, owner_id)
+    select name, ${ownerId}::int from jsonb_array_elements_text(${JSON.stringify(names)}::text::jsonb) with ordinality as given(name, position)
+    order by position
+    on conflict (name) do update set name = excluded.name where false
+    returning id, name`);
+}
+
 export async function updateDomain(db: Db, id: number, patch: { name?: string | undefined; ownerId?: number | null | undefined }): Promise<DomainRow | undefined> {
   const sets: SqlFragment[] = [sql`updated_at = now()`];
   if (patch.name !== undefined) sets.push(sql`name = ${patch.name}`);

@@ -1,4 +1,5 @@
 import { z } from '@hono/zod-openapi';
+import { REJECT_CAUSES } from '../../core/entries.js';
 import { paginationSchema } from '../http/envelope.js';
 import { checkDateOrder, checkPageDepth, dateRangeQuery, pageBody, pageQuery } from '../http/query.js';
 import { accessFilterQuery, errorFilterQuery, LEVELS } from './filters.js';
@@ -19,8 +20,19 @@ export const errorListQuery = z
   .superRefine(checkDateOrder)
   .superRefine(checkPageDepth);
 
+/** The highest `limit` of the rejects listing: a rejected line may be 64 KiB (its head, when longer). */
+export const REJECTS_PAGE_MAX = 100;
+
+export const rejectsListQuery = z
+  .object({
+    ...pageQuery(REJECTS_PAGE_MAX),
+    cause: z.enum(REJECT_CAUSES, { message: `must be one of ${REJECT_CAUSES.join(', ')}` }).optional(),
+  })
+  .superRefine(checkPageDepth);
+
 export type AccessListQuery = z.infer<typeof accessListQuery>;
 export type ErrorListQuery = z.infer<typeof errorListQuery>;
+export type RejectsListQuery = z.infer<typeof rejectsListQuery>;
 
 const searchDates = dateRangeQuery(true);
 
@@ -76,6 +88,20 @@ export const errorEntrySchema = z
 export const searchEntrySchema = z
   .union([accessEntrySchema.extend({ type: z.literal('access') }), errorEntrySchema.extend({ type: z.literal('error') })])
   .openapi('SearchLogEntry');
+
+export const rejectedLineSchema = z
+  .object({
+    time: z.string().openapi({ description: 'When the line was rejected', example: '2026-11-21T08:15:30.123Z' }),
+    kind: z.enum(['access', 'error']),
+    source: z.string().openapi({ description: 'Where it was read: a path, or a syslog tag', example: '/var/log/nginx/shop.access.log' }),
+    cause: z.enum(REJECT_CAUSES).nullable().openapi({ description: 'Why, in a few fixed words; null: rejected before causes were recorded' }),
+    reason: z.string().openapi({ example: 'does not parse: expected " after $request' }),
+    line: z.string().openapi({ description: 'The line as read; for an overlong line, its head' }),
+    length: z.number().int().openapi({ description: "The whole line's length in bytes" }),
+  })
+  .openapi('RejectedLine');
+
+export const rejectsPageSchema = z.object({ rejects: z.array(rejectedLineSchema), pagination: paginationSchema });
 
 export const accessPageSchema = z.object({ logs: z.array(accessEntrySchema), pagination: paginationSchema });
 export const errorPageSchema = z.object({ logs: z.array(errorEntrySchema), pagination: paginationSchema });

@@ -8,16 +8,18 @@ import { withReads } from '../reads/client.js';
 import { accessFiltersSet, accessWhere, errorFiltersSet, errorWhere, type TimeRange } from './filters.js';
 import { statusCountsQuery } from './hour-counts.js';
 import { searchScope } from './search-fields.js';
-import type { AccessListQuery, ErrorListQuery, SearchBody } from './schemas.js';
+import type { AccessListQuery, ErrorListQuery, RejectsListQuery, SearchBody } from './schemas.js';
 import {
   countSearchMatches,
   listAccessEntries,
   listErrorEntries,
+  listRejects,
   searchEntries,
   type AccessEntry,
   type ErrorEntry,
   type PageOf,
   type PageRequest,
+  type RejectedLine,
   type SearchEntry,
   type SearchRequest,
 } from './store.js';
@@ -50,6 +52,17 @@ export async function listErrorLogs(deps: Deps, principal: Principal, domainId: 
   const page = { offset: offsetOf(query), limit: query.limit, keyOnly: errorFiltersSet(query).length === 0 };
   const { rows, total } = await timeQuery(deps.metrics, 'listing', () => withReads(deps, principal, 'listing', (clickhouse) => listErrorEntries(clickhouse, errorWhere(domainId, query), page)));
   return { logs: rows, pagination: pagination(query.page, query.limit, total) };
+}
+
+/**
+ * The lines of a domain the ingest could not store (does not parse, time out of range, too long),
+ * newest first, so that its owner can fix its log_format: a domain the caller sees, with `logs: read`.
+ * Lines routed by their host to no registered domain belong to none and are not listed here.
+ */
+export async function listRejectedLines(deps: Deps, principal: Principal, domainId: number, query: RejectsListQuery): Promise<{ rejects: RejectedLine[]; pagination: Pagination }> {
+  await resolveDomain(deps, principal, domainId, ['logs', 'read']);
+  const { rows, total } = await withReads(deps, principal, 'listing', (clickhouse) => listRejects(clickhouse, domainId, query, { offset: offsetOf(query), limit: query.limit }));
+  return { rejects: rows, pagination: pagination(query.page, query.limit, total) };
 }
 
 /** Access and error entries whose searched fields contain `query`, case-insensitively; `endDate` defaults to now. */

@@ -1,5 +1,5 @@
-import type { AccessEntry as ParsedAccessEntry, ErrorEntry as ParsedErrorEntry } from '../../core/entries.js';
-import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
+import type { AccessEntry as ParsedAccessEntry, ErrorEntry as ParsedErrorEntry, RejectCause } from '../../core/entries.js';
+import { selectPage, selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { timeRangesCondition } from '../rollups/plan.js';
 import type { HourCountsQuery } from './hour-counts.js';
 import { likeEscape, Params, timeConditions, type Level, type SqlFilter } from './filters.js';
@@ -363,4 +363,40 @@ function searchParts(request: SearchRequest) {
   const params: Record<string, unknown> = Object.assign({}, ...parts.map((x) => x.filter.params));
   const keys = parts.map((x) => `SELECT timestamp, id FROM ${x.table} WHERE ${x.filter.where}`).join(' UNION ALL ');
   return { parts, params, keys };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rejected lines
+// ---------------------------------------------------------------------------------------------
+
+/** A line kept in ingest_rejects (sql/clickhouse/002_logs.sql) as the API returns it. */
+export interface RejectedLine {
+  time: string;
+  kind: 'access' | 'error';
+  source: string;
+  /** Null for the lines rejected before causes were recorded (sql/clickhouse/014). */
+  cause: RejectCause | null;
+  reason: string;
+  line: string;
+  length: number;
+}
+
+/**
+ * A page of a domain's rejected lines, newest first, and their count. Lines of one batch share
+ * their time: the line's place in its source (identity, offset) orders them, so pages do not overlap.
+ */
+export async function listRejects(clickhouse: ClickHouseClient, domainId: number, filter: { cause?: RejectCause | undefined }, page: PageRequest): Promise<PageOf<RejectedLine>> {
+  const p = new Params('r');
+  const where = [`domain_id = ${p.bind('UInt32', domainId)}`];
+  if (filter.cause) where.push(`cause = ${p.bind('String', filter.cause)}`);
+  const { rows, total } = await selectPage<{ ms: string | number; kind: 'access' | 'error'; source: string; cause: string; reason: string; line: string; length: string | number }>(
+    clickhouse,
+    `SELECT toUnixTimestamp64Milli(time) AS ms, kind, source, cause, reason, line, length FROM ingest_rejects WHERE ${where.join(' AND ')} ` +
+      `ORDER BY time DESC, identity DESC, offset DESC LIMIT ${p.bind('UInt32', page.limit)} OFFSET ${p.bind('UInt64', page.offset)}`,
+    p.values,
+  );
+  return {
+    rows: rows.map((r) => ({ time: iso(r.ms), kind: r.kind, source: r.source, cause: r.cause === '' ? null : (r.cause as RejectCause), reason: r.reason, line: r.line, length: Number(r.length) })),
+    total,
+  };
 }

@@ -27,8 +27,11 @@ export function childEnv(vars: Record<string, string>): NodeJS.ProcessEnv {
   return env;
 }
 
-export function start(args: string[], vars: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(vars), stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts the program; `input`, when given, is its standard input (otherwise it reads nothing). */
+export function start(args: string[], vars: Record<string, string>, input?: string): Proc {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(vars), stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+  // A command that ends before reading all of its input closes the pipe: not the test's failure.
+  if (input !== undefined) child.stdin!.on('error', () => {}).end(input);
   const proc: Proc = {
     child,
     stdout: '',
@@ -62,8 +65,8 @@ export async function exitOf(proc: Proc, timeoutMs = 45_000): Promise<{ code: nu
 }
 
 /** Runs a command to completion. */
-export async function run(args: string[], vars: Record<string, string>) {
-  const proc = start(args, vars);
+export async function run(args: string[], vars: Record<string, string>, input?: string) {
+  const proc = start(args, vars, input);
   const { code } = await exitOf(proc);
   return { code, stdout: proc.stdout, stderr: proc.stderr };
 }

@@ -28,6 +28,14 @@ export function bytes(n: number | null | undefined): string {
   return `${unit === 0 ? value : value.toFixed(value >= 100 ? 0 : 1)} ${UNITS[unit]}`;
 }
 
+/** How long ago, in the largest whole unit: "< 1 min ago", "5 min ago", "3 h ago", "2 d ago". */
+export function ago(seconds: number): string {
+  if (seconds < 60) return '< 1 min ago';
+  if (seconds < 3_600) return `${Math.floor(seconds / 60)} min ago`;
+  if (seconds < 86_400) return `${Math.floor(seconds / 3_600)} h ago`;
+  return `${integer.format(Math.floor(seconds / 86_400))} d ago`;
+}
+
 /** An ISO 8601 time as "YYYY-MM-DD HH:MM[:SS] UTC", or "never". */
 export const utcTime = (iso: string | null, seconds = false) => (iso ? `${iso.replace('T', ' ').slice(0, seconds ? 19 : 16)} UTC` : 'never');
 

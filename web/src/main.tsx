@@ -16,7 +16,7 @@ import { SignIn } from './pages/SignIn.js';
 import { linkClick, navigate, useLocation } from './router.js';
 
 const SIGN_IN = '/signin';
-const DOMAIN_PATH = /^\/domains\/(\d{1,9})(?:\/(logs|alerts))?$/;
+const DOMAIN_PATH = /^\/domains\/(\d{1,9})(?:\/(logs|alerts|ingest))?$/;
 
 /** Where to go after signing in: a path of this site only. */
 const nextOf = (query: URLSearchParams) => {

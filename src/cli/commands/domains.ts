@@ -1,11 +1,11 @@
 /** `tailhouse domains …`: the registered domains, from the shell, with administrator rights. */
 import type { Command } from 'commander';
 import type { Db } from '../../../core/db/postgres.js';
-import { domainNameField } from '../../domains/schemas.js';
-import { applyDomainPatch, removeDomain } from '../../domains/service.js';
+import { domainNameField, MAX_BULK_NAMES } from '../../domains/schemas.js';
+import { applyDomainPatch, checkDomainNames, registerDomains, removeDomain } from '../../domains/service.js';
 import { findDomainByName, findVisibleDomain, insertDomain, listDomains, toDomain, type DomainRow } from '../../domains/store.js';
 import { findUserById, listUsers } from '../../users/store.js';
-import { CliError, confirmOr, everyPage, parseWith, type CommandHost } from '../host.js';
+import { CliError, confirmOr, everyPage, parseWith, readOperatorText, type CommandHost } from '../host.js';
 import { formatJson, formatTable } from '../table.js';
 import { findUser } from './users.js';
 
@@ -25,14 +25,63 @@ async function ownerEmail(db: Db, ownerId: number | null): Promise<string> {
   return ownerLabel(ownerId, ownerId === null ? undefined : (await findUserById(db, ownerId))?.email);
 }
 
+/** The largest names file `domains add --from` reads: 10,000 names of 253 characters, with room for comments. */
+const MAX_NAMES_FILE_BYTES = 8 * 1024 * 1024;
+
+const count = (n: number) => n.toLocaleString('en-US');
+
+/** The names of a names file, one a line, each with its line number; blank lines and `#` comments skipped. */
+function namesOfFile(text: string): { line: number; given: string }[] {
+  return text.split('\n').flatMap((given, i) => {
+    const trimmed = given.trim();
+    return trimmed === '' || trimmed.startsWith('#') ? [] : [{ line: i + 1, given }];
+  });
+}
+
+/**
+ * `domains add --from FILE`: the bulk add of the API (registerDomains), all or none. Prints a line
+ * per name that is invalid, already registered or repeated (none per name created), then one summary
+ * line; exits 1 when a name is invalid, which adds nothing.
+ */
+async function addFromFile(host: CommandHost, from: string, ownerGiven: string | undefined): Promise<void> {
+  const entries = namesOfFile(await readOperatorText(host, from, MAX_NAMES_FILE_BYTES));
+  const source = from === '-' ? 'standard input' : from;
+  if (entries.length === 0) throw new CliError(`${source} holds no names (one a line; blank lines and # comments are skipped)`);
+  if (entries.length > MAX_BULK_NAMES) throw new CliError(`${source} holds ${count(entries.length)} names; at most ${count(MAX_BULK_NAMES)} are added at once: split it`);
+  const { names, invalid } = checkDomainNames(entries.map((e) => e.given));
+  if (invalid.length > 0) {
+    host.out(invalid.map(({ index, reason }) => `line ${entries[index]!.line}: ${JSON.stringify(entries[index]!.given.trim())} ${reason}\n`).join(''));
+    host.out(`domains add: ${count(invalid.length)} invalid of ${count(entries.length)} names; nothing added: correct them and run again\n`);
+    host.exitCode = 1;
+    return;
+  }
+  await host.withRuntime(async (runtime) => {
+    const owner = ownerGiven ? await findUser(runtime.db, ownerGiven) : undefined;
+    const { results, counts } = await registerDomains(runtime, names, owner?.id ?? null);
+    const firstLine = new Map<string, number>();
+    const notes = results.flatMap((r, i) => {
+      const line = entries[i]!.line;
+      if (r.status === 'duplicate') return [`line ${line}: ${r.name} repeats line ${firstLine.get(r.name)}\n`];
+      firstLine.set(r.name, line);
+      return r.status === 'exists' ? [`line ${line}: ${r.name} already registered (domain ${r.id})\n`] : [];
+    });
+    runtime.log.info({ ...counts, ownerId: owner?.id ?? null, via: 'cli' }, 'domains added at once');
+    host.out(notes.join(''));
+    host.out(`domains add: ${count(counts.created)} created, ${count(counts.exists)} already registered, ${count(counts.duplicate)} repeated, 0 invalid\n`);
+  });
+}
+
 export function registerDomainCommands(program: Command, host: CommandHost): void {
   const domains = program.command('domains').description('manage domains (with administrator rights)');
   domains
     .command('add')
-    .description('register a domain')
-    .argument('<name>', 'host name, e.g. shop.example.com')
+    .description(`register a domain, or up to ${MAX_BULK_NAMES.toLocaleString('en-US')} at once with --from (all or none: an invalid name adds nothing)`)
+    .argument('[name]', 'host name, e.g. shop.example.com')
+    .option('--from <file>', 'the names in FILE, one a line (- for standard input); blank lines and # comments are skipped')
     .option('--owner <user>', 'e-mail or id of the owning user (default: no owner, visible to admins only)')
-    .action(async (name: string, opts: { owner?: string }) => {
+    .action(async (name: string | undefined, opts: { from?: string; owner?: string }) => {
+      if ((name === undefined) === (opts.from === undefined)) throw new CliError('give either a domain name or --from FILE');
+      if (opts.from !== undefined) return addFromFile(host, opts.from, opts.owner);
       const domainName = parseWith(domainNameField, name, 'domain name');
       await host.withRuntime(async (runtime) => {
         const owner = opts.owner ? await findUser(runtime.db, opts.owner) : undefined;

@@ -14,6 +14,7 @@ import { panelsFor, REQUESTS, type PanelSpec } from '../panels.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
 import { TILE_METRICS, viewQueries } from '../view.js';
 import { Alerts } from './Alerts.js';
+import { Ingest } from './Ingest.js';
 import { Logs } from './Logs.js';
 
 type Value = string | number | boolean;
@@ -253,11 +254,12 @@ function withFilters(location: Location, filters: Filter[]): string {
   return search ? `${location.path}?${search}` : location.path;
 }
 
-export type DomainSection = 'dashboard' | 'logs' | 'alerts';
+export type DomainSection = 'dashboard' | 'logs' | 'alerts' | 'ingest';
 const SECTIONS: { section: DomainSection; label: string; suffix: string }[] = [
   { section: 'dashboard', label: 'Dashboard', suffix: '' },
   { section: 'logs', label: 'Logs', suffix: '/logs' },
   { section: 'alerts', label: 'Alerts', suffix: '/alerts' },
+  { section: 'ingest', label: 'Ingest', suffix: '/ingest' },
 ];
 
 /** A domain's pages: its name, the links between its sections, and the section asked. */
@@ -296,6 +298,7 @@ export function DomainPage({ id, section, location }: { id: number; section: Dom
           {section === 'dashboard' && <Dashboard id={id} location={location} />}
           {section === 'logs' && <Logs id={id} location={location} />}
           {section === 'alerts' && <Alerts id={id} location={location} />}
+          {section === 'ingest' && <Ingest id={id} location={location} />}
         </>
       )}
     </main>

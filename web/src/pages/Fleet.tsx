@@ -1,21 +1,34 @@
 /**
  * The fleet overview: every domain the user sees with its last 24 hours (requests, visitors, error
- * rate, p95, bandwidth), a sparkline of requests per hour and its alerts firing now. One query gives the figures of all
- * domains; sorting, the name search and paging happen here, and only the page's domains ask for
- * their sparklines. Sort, direction, search and page are in the URL.
+ * rate, p95, bandwidth), when its last log line was stored (marked stale past INGEST_STALE_S), a
+ * sparkline of requests per hour and its alerts firing now. One query gives the figures of all
+ * domains, the domain listing their last lines; sorting, the name search and paging happen here,
+ * and only the page's domains ask for their sparklines. Sort, direction, search and page are in the URL.
  */
+import type { ComponentChild } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, ApiError } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Pager } from '../components/Pager.js';
 import { Scroll } from '../components/Scroll.js';
 import { Sparkline } from '../components/Sparkline.js';
-import { bytes, count, ms, percent } from '../format.js';
+import { ago, bytes, count, ms, percent, utcTime } from '../format.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
 
 interface Domain {
   id: number;
   name: string;
+}
+/** A domain's last log line as the listing gives it with `ingest=true`. */
+interface LastLine {
+  lastLineAt: string | null;
+  secondsSinceLastLine: number | null;
+  stale: boolean;
+  staleAfterS: number;
+}
+interface ListedDomain extends Domain {
+  /** Null without domains:read. */
+  ingest?: LastLine | null;
 }
 interface QueryRow {
   dimensions: (string | number | boolean)[];
@@ -29,27 +42,66 @@ interface FleetRow extends Domain {
   errorRate: number;
   p95: number | null;
   bandwidth: number;
+  /** Null without domains:read. */
+  lastLine: LastLine | null;
+  /** Seconds since the last line when the listing answered, for sorting: Infinity for never, null unknown. */
+  sinceLastLine: number | null;
+  /** When the listing's answer came (Date.now()): the line's age grows from there on this clock. */
+  answeredAt: number;
 }
 
 const PAGE_SIZE = 50;
 const HOUR_MS = 3_600_000;
 const DOMAINS_PAGE = 100;
-const COLUMNS = [
+
+/**
+ * Seconds since the row's last line at `now` (Date.now()): the age the server gave, grown by the
+ * time since its answer on this clock, which may be set differently from the server's. Null: never, or not known.
+ */
+const ageAt = (r: FleetRow, now: number) => (r.lastLine?.secondsSinceLastLine == null ? null : r.lastLine.secondsSinceLastLine + (now - r.answeredAt) / 1000);
+
+/** When the last line was stored, how long ago, and a "stale" mark past INGEST_STALE_S (a word, not a colour alone). */
+function LastLineCell({ row, now }: { row: FleetRow; now: number }) {
+  const age = ageAt(row, now);
+  if (row.lastLine === null) return <>–</>;
+  if (row.lastLine.lastLineAt === null || age === null) return <span class="hint">never</span>;
+  return (
+    <>
+      <time dateTime={row.lastLine.lastLineAt} title={utcTime(row.lastLine.lastLineAt, true)}>
+        {ago(age)}
+      </time>
+      {age > row.lastLine.staleAfterS && (
+        <span class="stale" title={`No line for more than ${count(row.lastLine.staleAfterS)} s`}>
+          stale
+        </span>
+      )}
+    </>
+  );
+}
+
+type SortKey = 'name' | 'requests' | 'visitors' | 'errorRate' | 'p95' | 'bandwidth' | 'sinceLastLine';
+/** A sortable column: its key in FleetRow, and its cell at the clock's `now`. */
+interface Column {
+  key: SortKey;
+  label: string;
+  show(r: FleetRow, now: number): ComponentChild;
+}
+
+const COLUMNS: Column[] = [
   { key: 'name', label: 'Domain', show: (r: FleetRow) => r.name },
   { key: 'requests', label: 'Requests', show: (r: FleetRow) => count(r.requests) },
   { key: 'visitors', label: 'Visitors', show: (r: FleetRow) => count(r.visitors) },
   { key: 'errorRate', label: 'Error rate', show: (r: FleetRow) => percent(r.errorRate) },
   { key: 'p95', label: 'p95', show: (r: FleetRow) => ms(r.p95) },
   { key: 'bandwidth', label: 'Bandwidth', show: (r: FleetRow) => bytes(r.bandwidth) },
-] as const;
-type SortKey = (typeof COLUMNS)[number]['key'];
+  { key: 'sinceLastLine', label: 'Last log line', show: (r: FleetRow, now: number) => <LastLineCell row={r} now={now} /> },
+];
 
-/** Every domain the user sees, by name (the API's pages of 100, fetched together after the first). */
-export async function allDomains(): Promise<Domain[]> {
-  const first = await api<{ domains: Domain[]; pagination: { pages: number } }>('GET', `/api/domains?limit=${DOMAINS_PAGE}&page=1`);
-  const rest = await Promise.all(
-    Array.from({ length: Math.max(0, first.pagination.pages - 1) }, (_, i) => api<{ domains: Domain[] }>('GET', `/api/domains?limit=${DOMAINS_PAGE}&page=${i + 2}`)),
-  );
+/** Every domain the user sees, by name (the API's pages of 100, fetched together after the first); with `ingest`, each with its last log line. */
+export async function allDomains(ingest = false): Promise<ListedDomain[]> {
+  const path = (page: number) => `/api/domains?limit=${DOMAINS_PAGE}&page=${page}${ingest ? '&ingest=true' : ''}`;
+  const first = await api<{ domains: ListedDomain[]; pagination: { pages: number } }>('GET', path(1));
+  const rest = await Promise.all(Array.from({ length: Math.max(0, first.pagination.pages - 1) }, (_, i) => api<{ domains: ListedDomain[] }>('GET', path(i + 2))));
   return [first, ...rest].flatMap((p) => p.domains);
 }
 
@@ -67,8 +119,10 @@ async function firingAlerts(): Promise<Map<number, string[]> | null> {
 }
 
 async function loadFleet(): Promise<FleetRow[]> {
-  const [domains, firing, figures] = await Promise.all([
-    allDomains(),
+  // The ages are the listing's: they grow from when it answered, not from when all three did.
+  const listed = allDomains(true).then((domains) => ({ domains, answeredAt: Date.now() }));
+  const [{ domains, answeredAt }, firing, figures] = await Promise.all([
+    listed,
     firingAlerts(),
     api<{ results: QueryRow[] }>('POST', '/api/logs/query', {
       metrics: ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'],
@@ -78,9 +132,22 @@ async function loadFleet(): Promise<FleetRow[]> {
     }),
   ]);
   const byName = new Map(figures.results.map((r) => [String(r.dimensions[0]), r.metrics]));
-  return domains.map((d) => {
+  return domains.map(({ ingest, ...d }) => {
     const m = byName.get(d.name) ?? [0, 0, 0, null, 0];
-    return { ...d, firing: firing ? (firing.get(d.id) ?? []) : null, requests: m[0] ?? 0, visitors: m[1] ?? 0, errorRate: m[2] ?? 0, p95: m[3] ?? null, bandwidth: m[4] ?? 0 };
+    const lastLine = ingest ?? null;
+    const sinceLastLine = lastLine === null ? null : (lastLine.secondsSinceLastLine ?? Infinity);
+    return {
+      ...d,
+      firing: firing ? (firing.get(d.id) ?? []) : null,
+      requests: m[0] ?? 0,
+      visitors: m[1] ?? 0,
+      errorRate: m[2] ?? 0,
+      p95: m[3] ?? null,
+      bandwidth: m[4] ?? 0,
+      lastLine,
+      sinceLastLine,
+      answeredAt,
+    };
   });
 }
 
@@ -96,7 +163,7 @@ export function Fleet({ location }: { location: Location }) {
   const [rows, setRows] = useState<FleetRow[] | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [sparklines, setSparklines] = useState<Map<string, number[]>>(new Map());
-  const sort = (COLUMNS.find((c) => c.key === location.query.get('sort'))?.key ?? 'requests') as SortKey;
+  const sort = COLUMNS.find((c) => c.key === location.query.get('sort'))?.key ?? 'requests';
   const desc = (location.query.get('dir') ?? (sort === 'name' ? 'asc' : 'desc')) === 'desc';
   const search = location.query.get('q') ?? '';
   const pageAsked = Math.max(1, Number(location.query.get('page')) || 1);
@@ -115,6 +182,21 @@ export function Fleet({ location }: { location: Location }) {
   const page = Math.min(pageAsked, pages);
   const shown = matching.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE);
   const shownIds = shown.map((r) => r.id).join(',');
+
+  // The clock the last lines' ages and stale marks follow without a reload: again when the next
+  // shown domain turns stale, and every 30 s for the ages.
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    let wait = 30_000;
+    for (const r of shown) {
+      const age = ageAt(r, now);
+      if (age === null || r.lastLine === null) continue;
+      const untilStale = (r.lastLine.staleAfterS - age) * 1000;
+      if (untilStale >= 0) wait = Math.min(wait, untilStale + 20);
+    }
+    const timer = setTimeout(() => setNow(Date.now()), wait);
+    return () => clearTimeout(timer);
+  }, [now, shownIds, rows]);
 
   useEffect(() => {
     if (shown.length === 0) return;
@@ -149,7 +231,7 @@ export function Fleet({ location }: { location: Location }) {
   return (
     <main>
       <h1>Fleet</h1>
-      <p class="hint">The last 24 hours of every domain you can see.</p>
+      <p class="hint">The last 24 hours of every domain you can see, and when its last log line was stored.</p>
       <div class="toolbar">
         <label for="fleet-search">Search domains</label>
         <input
@@ -172,7 +254,7 @@ export function Fleet({ location }: { location: Location }) {
               <thead>
                 <tr>
                   {COLUMNS.map((c) => (
-                    <th scope="col" aria-sort={c.key === sort ? (desc ? 'descending' : 'ascending') : 'none'} class={c.key === 'name' ? '' : 'number'}>
+                    <th scope="col" aria-sort={c.key === sort ? (desc ? 'descending' : 'ascending') : 'none'} class={c.key === 'name' || c.key === 'sinceLastLine' ? '' : 'number'}>
                       <button type="button" onClick={() => sortBy(c.key)}>
                         {c.label}
                         {c.key === sort ? (desc ? ' ▼' : ' ▲') : ''}
@@ -193,8 +275,10 @@ export function Fleet({ location }: { location: Location }) {
                             {r.name}
                           </a>
                         </th>
+                      ) : c.key === 'sinceLastLine' ? (
+                        <td class="last-line">{c.show(r, now)}</td>
                       ) : (
-                        <td class="number">{c.show(r)}</td>
+                        <td class="number">{c.show(r, now)}</td>
                       ),
                     )}
                     <td>{sparklines.has(r.name) ? <Sparkline values={sparklines.get(r.name)!} label={`Requests per hour of ${r.name}, the current hour so far last`} /> : null}</td>
