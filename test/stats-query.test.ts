@@ -15,6 +15,7 @@ import { requestReads, selectRows as select, type ClickHouseClient } from '../co
 import { parseQuery, type Query } from '../src/stats/query/parse.js';
 import { queryBody } from '../src/stats/query/schemas.js';
 import { keepSeries, keptSeries, SERIES_PAGES_MS } from '../src/stats/query/series-pages.js';
+import { provesPage } from '../src/stats/query/short-tops.js';
 import type { OrderedGroups } from '../src/stats/query/shape.js';
 import { dimensionByName, DIMENSION_NAMES, mergedPartial, metricByName, METRIC_NAMES, PARTIALS, percentilesOf, representativeOf } from '../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
@@ -514,7 +515,7 @@ describe('POST /api/logs/query: order and pages', () => {
 describe('series pages kept', () => {
   it('serve later pages for SERIES_PAGES_MS, only series longer than a page, per client', () => {
     const client = {} as ClickHouseClient;
-    const ordered = (total: number): OrderedGroups => ({ groups: [], total, whole: true, previous: null });
+    const ordered = (total: number): OrderedGroups => ({ groups: [], total, totalIsLowerBound: false, whole: true, previous: null });
     const query = { limit: 10 } as Query;
     keepSeries(client, 'long', { query, ordered: ordered(11), at: 1000 });
     keepSeries(client, 'short', { query, ordered: ordered(10), at: 1000 });
@@ -900,5 +901,143 @@ describe('POST /api/logs/query: from the rollups', () => {
       t.runtime.config.queryCacheMb = 64;
       queries.mockRestore();
     }
+  });
+});
+
+describe('POST /api/logs/query: top pages proven from the short lists', () => {
+  const buildAll = () => buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 120_000, retentionDays: 40 });
+  /** The dashboard's two path panels: pages by requests, and time spent (web/src/panels.ts). */
+  const ORDERS: Record<string, unknown>[] = [
+    { metrics: ['requests', 'errorRate'] },
+    { metrics: ['totalResponseTime', 'averageResponseTime'], orderBy: [['totalResponseTime', 'desc']] },
+  ];
+
+  /**
+   * One page of `body` against the brute force over the raw rows: the page's rows exactly; the count
+   * of groups exactly, or where the answer says it is a lower bound, between the rows up to the page
+   * and the brute force's. Whether the page was proven from the short lists.
+   */
+  async function expectPage(domains: number[], body: Record<string, any>, window: { start: number; end: number }): Promise<boolean> {
+    const { data } = await ask(admin, { ...custom(window), domains, ...body });
+    const expected = bruteForce(rows, { domains, metrics: body.metrics, dimensions: body.dimensions, filters: body.filters ?? [], window, orderBy: body.orderBy, names });
+    const from = (body.page - 1) * body.limit;
+    expect(data.results, JSON.stringify(body)).toEqual(expected.slice(from, from + body.limit));
+    if (data.meta.totalIsLowerBound) {
+      expect(data.pagination.total).toBeGreaterThanOrEqual(from + data.results.length);
+      expect(data.pagination.total).toBeLessThanOrEqual(expected.length);
+    } else expect(data.pagination.total, JSON.stringify(body)).toBe(expected.length);
+    return data.meta.totalIsLowerBound === true;
+  }
+
+  it('pages of paths by requests and by time spent, with filters over the path or not, and of URLs and user agents: the brute force, most of them proven', async () => {
+    await buildAll();
+    const filters: Filter[][] = [[], [['glob', 'path', ['/u/*']]], [['isNot', 'path', ['/']]]];
+    let proven = 0;
+    let asked = 0;
+    for (const window of [W_PART, W_ALL]) {
+      for (const order of ORDERS) {
+        for (const f of filters) {
+          for (const [limit, page] of [[1, 1], [3, 1], [3, 2], [10, 1]] as const) {
+            asked++;
+            if (await expectPage([alpha.id], { ...order, dimensions: ['path'], filters: f, limit, page }, window)) proven++;
+          }
+        }
+        // URLs and user agents have short lists by requests too.
+        for (const dimension of ['url', 'userAgent']) {
+          for (const [limit, page] of [[1, 1], [3, 2]] as const) {
+            asked++;
+            if (await expectPage([alpha.id], { ...order, dimensions: [dimension], limit, page }, window)) proven++;
+          }
+        }
+        // The not-found panel (a 404 filter: the error URL rows, which have no short list), read from the full rows.
+        expect(await expectPage([alpha.id], { ...order, dimensions: ['path'], filters: [['is', 'statusCode', [404]]], limit: 10, page: 1 }, window)).toBe(false);
+        // Two domains: lists are per domain.
+        expect(await expectPage(aliceDomains(), { ...order, dimensions: ['path'], limit: 3, page: 1 }, window)).toBe(false);
+      }
+    }
+    expect(proven).toBeGreaterThan(asked / 2);
+  }, 300_000);
+
+  it('shaped lists: a key below every list that wins over the window, one tied at the bound, one out of some lists, are read from the full rows; the rest proven', async () => {
+    const shaped = { id: (await insertDomain(t.runtime.db, { name: 'shaped.example.com', ownerId: null })).id };
+    names.set(shaped.id, 'shaped.example.com');
+    const template = generateRows({ seed: 950, domain: shaped.id, count: 1, from: 0, to: 1 })[0]!;
+    let id = 500_001;
+    const hits = (path: string, count: number, at: number): Row[] =>
+      Array.from({ length: count }, (_, i) => ({ ...template, id: id++, url: path, t: at + i * 1000, status: 200, rt: 100 }));
+    const S = BASE + 10 * DAY;
+    const added: Row[] = [];
+    // Three days, each holding /hot 4 times and 100 others 3 times (their own each day): the lists
+    // (TOP_KEYS = 100) hold /hot and 99 of those; /sleeper, twice a day, is in none, and second over the three days.
+    for (let k = 0; k < 3; k++) {
+      const day = S + k * DAY;
+      for (let i = 0; i < 100; i++) added.push(...hits(`/0-${k}-${String(i).padStart(3, '0')}`, 3, day + HOUR + i * 10_000));
+      added.push(...hits('/sleeper', 2, day + 2 * HOUR), ...hits('/hot', 4, day + 3 * HOUR));
+    }
+    // Two days holding /b 6 times, 99 others 3 times, /a 3 times (the 101st key: the threshold is its
+    // count) and /z once; then /a 6 times in the first minute of the third day, read raw: /a ties
+    // with /b over the window, and comes first by its path.
+    const T = S + 5 * DAY;
+    for (let k = 0; k < 2; k++) {
+      const day = T + k * DAY;
+      for (let i = 0; i < 99; i++) added.push(...hits(`/0-${k}-${String(i).padStart(3, '0')}`, 3, day + HOUR + i * 10_000));
+      added.push(...hits('/b', 6, day + 2 * HOUR), ...hits('/a', 3, day + 3 * HOUR), ...hits('/z', 1, day + 4 * HOUR));
+    }
+    added.push(...hits('/a', 6, T + 2 * DAY));
+    // Two days: /warm 50 times on the first (in its list), 3 times on the second (out of it, after the
+    // 99 others of 3): first over both, but its count in the lists is not all of it.
+    const W = S + 3 * DAY;
+    for (let k = 0; k < 2; k++) {
+      const day = W + k * DAY;
+      for (let i = 0; i < 100; i++) added.push(...hits(`/0-${k}-${String(i).padStart(3, '0')}`, 3, day + HOUR + i * 10_000));
+      added.push(...hits('/warm', k === 0 ? 50 : 3, day + 2 * HOUR), ...hits('/hot', 4, day + 3 * HOUR));
+    }
+    await insertRows(t.runtime.clickhouse, added);
+    rows.push(...added);
+    await buildAll();
+
+    // Windows of whole days (the end is included: a window ending a millisecond before midnight reads its last day by the hour).
+    const sleeper = { start: S, end: S + 3 * DAY };
+    const tie = { start: T, end: T + 2 * DAY + 30 * MINUTE - 1 };
+    const warm = { start: W, end: W + 2 * DAY };
+    for (const order of ORDERS) {
+      const page = (limit: number, window: typeof sleeper, filters: Filter[] = []) => expectPage([shaped.id], { ...order, dimensions: ['path'], filters, limit, page: 1 }, window);
+      // /hot above anything the lists leave out: proven.
+      expect(await page(1, sleeper)).toBe(true);
+      // Second place: a listed key whose bound reaches /sleeper's count, so the full rows give /sleeper.
+      expect(await page(2, sleeper)).toBe(false);
+      // /a's bound equals /b's count: not proven (a tie orders by path), the full rows give /a.
+      expect(await page(1, tie)).toBe(false);
+      // Without /a, /b is above every bound.
+      expect(await page(1, tie, [['isNot', 'path', ['/a']]])).toBe(true);
+      // /warm's lists hold 50 of its 53: not exact, read from the full rows; /hot after it is.
+      expect(await page(1, warm)).toBe(false);
+      expect(await page(1, warm, [['isNot', 'path', ['/warm']]])).toBe(true);
+    }
+    // Late lines into a built day: its bucket is read raw until built again, then its new lists are
+    // read at their new version (the answer kept under the old data version is not reused).
+    const late = hits('/sleeper', 12, S + DAY + 5 * HOUR);
+    await insertRows(t.runtime.clickhouse, late);
+    rows.push(...late);
+    for (const rebuilt of [false, true]) {
+      if (rebuilt) await buildAll();
+      for (const order of ORDERS) for (const limit of [1, 2]) await expectPage([shaped.id], { ...order, dimensions: ['path'], limit, page: 1 }, sleeper);
+    }
+  }, 300_000);
+});
+
+describe('a top page proven from short lists (provesPage)', () => {
+  /** Rows of these sums, exact, each with the largest bound after it. */
+  const exact = (...values: number[]) => values.map((v, i) => ({ ranked: v, upper: v, beyond: Math.max(0, ...values.slice(i + 1)) }));
+  it('needs every key up to the page exact and the last of them strictly above every other bound', () => {
+    expect(provesPage(exact(10, 9, 5), 2, 4)).toBe(true);
+    // A key of the page not exact.
+    expect(provesPage([{ ranked: 10, upper: 10, beyond: 11 }, { ranked: 9, upper: 11, beyond: 5 }, { ranked: 5, upper: 5, beyond: 0 }], 2, 4)).toBe(false);
+    // A key after the page whose bound reaches the page's last, or the thresholds of the keys seen nowhere.
+    expect(provesPage([{ ranked: 10, upper: 10, beyond: 9 }, { ranked: 9, upper: 9, beyond: 9 }, { ranked: 5, upper: 9, beyond: 0 }], 2, 4)).toBe(false);
+    expect(provesPage(exact(10, 9, 5), 2, 9)).toBe(false);
+    expect(provesPage(exact(10, 9, 9), 2, 0)).toBe(false);
+    // Fewer keys than the page: the lists cannot tell the rest.
+    expect(provesPage(exact(10), 2, 0)).toBe(false);
   });
 });

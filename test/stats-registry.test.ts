@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertDomain } from '../src/domains/store.js';
 import { selectRows as select } from '../core/db/clickhouse.js';
-import { mergedPartial, mergedStates, metricValues, METRICS, sentPartial, sourcePartial, statesOf, type PartialStates } from '../src/stats/registry.js';
+import { LIST_PARTIALS, mergedPartial, mergedStates, metricValues, METRICS, sentPartial, sourcePartial, statesOf, type Metric, type PartialStates } from '../src/stats/registry.js';
 import { prng } from './support/random.js';
 import { startTestApp, type TestApp } from './support/app.js';
 import { DAY, generateRows, HOUR, insertRows, metricValue, PERCENTILE_METRICS, withinPercentileBound, type Row } from './support/query-rows.js';
@@ -101,5 +101,22 @@ describe('the registry merges every partial in SQL and in JavaScript alike', () 
     const at = METRICS.findIndex((m) => m.name === 'averageResponseTime');
     expect([sql[at], js[at]]).toEqual([0.58, 0.58]);
     expect(metricValue(rows.filter((r) => r.domain === tie), 'averageResponseTime')).toBe(0.58);
+  });
+
+  it('a metric ranked by a sum (rankedBy, what short lists prove its tops by) is that sum wherever the sum is positive, in every group', async () => {
+    const ranked = (METRICS as readonly Metric[]).filter((m) => m.rankedBy);
+    expect(ranked.map((m) => m.name)).toEqual(['requests', 'bandwidth', 'totalResponseTime']);
+    for (const m of ranked) {
+      const by = m.rankedBy!;
+      expect(m.partials).toContain(by);
+      expect(LIST_PARTIALS).toContain(by);
+      const groups = await select<{ value: unknown; sum: unknown }>(
+        t.runtime.clickhouse,
+        `SELECT ${m.final} AS value, ${by.name} AS sum FROM (SELECT ${m.partials.map((x) => `${x.raw} AS ${x.name}`).join(', ')} FROM access_logs GROUP BY domain_id, url, status_code)`,
+        {},
+      );
+      expect(groups.filter((g) => Number(g.sum) > 0).length).toBeGreaterThan(100);
+      for (const g of groups) if (Number(g.sum) > 0) expect(Number(g.value), m.name).toBe(Number(g.sum));
+    }
   });
 });

@@ -19,8 +19,9 @@ import { claimLease, releaseLease } from '../../core/db/leases.js';
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
 import type { Metrics } from '../metrics/registry.js';
-import { LIST_PARTIALS, PARTIALS, rawPartial, ROLLUP_LISTS, rollupPartial, type PartialState } from '../stats/registry.js';
+import { LIST_PARTIALS, PARTIALS, rawPartial, ROLLUP_LISTS, rollupPartial, SHORT_LISTS, type PartialState } from '../stats/registry.js';
 import { countedPerList, topsVersions } from './shared-sql.js';
+import { TOP_KEYS } from './short-lists.js';
 
 export interface RollupOptions {
   /** Only hours touched by an insert in the last `lookbackS` seconds, or of the last 3 hours; null: all. */
@@ -229,20 +230,22 @@ const BUILD = {
   }),
 } as const;
 
-/** How many keys a bucket's short top lists keep (access_tops); src/stats/window.ts proposes from them. */
-export const TOP_KEYS = 100;
+/** The lists that have short lists, each with the sums (partial names) they are ordered by, as SQL literals (the registry's constants). */
+const SHORT_BY = [...new Set(SHORT_LISTS.map((s) => s.list))].map((list) => ({ list, by: SHORT_LISTS.filter((s) => s.list === list).map((s) => `'${s.by.name}'`) }));
+const RANKED = [...new Set(SHORT_LISTS.map((s) => s.by))];
 
 /**
- * The buckets' short top lists from their built rows: the first TOP_KEYS keys by requests, then key
- * (groupArraySorted keeps the smallest tuples, so counts are negated), and the next key's count as
- * the threshold. All four lists for every bucket, empty ones too, with the bucket's total as
- * `built_requests`: the reader's check that they are current.
+ * The buckets' short lists (the registry's SHORT_LISTS) from their built rows: per list and sum
+ * `by`, the first TOP_KEYS keys by that sum, then key (groupArraySorted keeps the smallest tuples,
+ * so sums are negated), each with its LIST_PARTIALS sums, and the next key's sum as the threshold.
+ * Every entry for every bucket, empty ones too, with the bucket's total as `built_requests`: the
+ * reader's check that they are current.
  */
 const buildTops = (span: 'hour' | 'day') => `
-INSERT INTO access_tops (domain_id, span, dim, bucket, built_at, built_requests, keys, counts, threshold)
-SELECT domain_id, '${span}', list, bucket, now64(3, 'UTC'), totals.requests,
+INSERT INTO access_tops (domain_id, span, dim, by, bucket, built_at, built_requests, keys, sums, threshold)
+SELECT domain_id, '${span}', list, by, bucket, now64(3, 'UTC'), totals.requests,
        arrayMap(e -> e.2, arraySlice(sorted, 1, ${TOP_KEYS})),
-       arrayMap(e -> toUInt64(-e.1), arraySlice(sorted, 1, ${TOP_KEYS})),
+       map(${LIST_PARTIALS.map((x, i) => `'${x.name}', arrayMap(e -> e.${i + 3}, arraySlice(sorted, 1, ${TOP_KEYS}))`).join(', ')}),
        if(length(sorted) > ${TOP_KEYS}, toUInt64(-sorted[${TOP_KEYS + 1}].1), 0)
 FROM (
   SELECT domain_id, bucket, sum(requests) AS requests
@@ -250,18 +253,25 @@ FROM (
   WHERE span = '${span}' AND dim = 'total' AND ${GROUP_BUCKETS}
   GROUP BY domain_id, bucket
 ) AS totals
-CROSS JOIN (SELECT arrayJoin([1, 2, 3, 4]) AS list) AS lists
+CROSS JOIN (
+  SELECT toInt8(entry.1) AS list, toString(entry.2) AS by
+  FROM (SELECT arrayJoin([${SHORT_LISTS.map((s) => `(${s.list.number}, '${s.by.name}')`).join(', ')}]) AS entry)
+) AS lists
 LEFT JOIN (
-  SELECT domain_id, list, bucket, groupArraySorted(${TOP_KEYS + 1})((-toInt64(requests), key)) AS sorted
+  SELECT domain_id, list, ranked_by AS by, bucket,
+         groupArraySorted(${TOP_KEYS + 1})((-toInt64(multiIf(${RANKED.map((x) => `ranked_by = '${x.name}', p_${x.name}`).join(', ')}, 0)), key, ${LIST_PARTIALS.map((x) => `p_${x.name}`).join(', ')})) AS sorted
   FROM (
-    -- Named apart from dim: an alias would shadow the column in WHERE.
-    SELECT domain_id, CAST(dim, 'Int8') AS list, bucket, key, sum(requests) AS requests
-    FROM access_rollups
-    WHERE span = '${span}' AND dim IN ('url', 'status', 'agent', 'referrer') AND ${GROUP_BUCKETS}
-    GROUP BY domain_id, list, bucket, key
+    SELECT *, arrayJoin(multiIf(${SHORT_BY.map((s) => `list = ${s.list.number}, [${s.by.join(', ')}]`).join(', ')}, [])) AS ranked_by
+    FROM (
+      -- Named apart from dim: an alias would shadow the column in WHERE.
+      SELECT domain_id, CAST(dim, 'Int8') AS list, bucket, key, ${LIST_PARTIALS.map(rollupPartial).join(', ')}
+      FROM access_rollups
+      WHERE span = '${span}' AND dim IN (${SHORT_BY.map((s) => `'${s.list.dim}'`).join(', ')}) AND ${GROUP_BUCKETS}
+      GROUP BY domain_id, list, bucket, key
+    )
   )
-  GROUP BY domain_id, list, bucket
-) AS keyed USING (domain_id, list, bucket)
+  GROUP BY domain_id, list, ranked_by, bucket
+) AS keyed USING (domain_id, list, by, bucket)
 ${BUILD_SETTINGS}`;
 
 const BUILD_TOPS = { hour: buildTops('hour'), day: buildTops('day') } as const;
@@ -379,7 +389,8 @@ async function buildGroup(clickhouse: ClickHouseClient, span: 'hour' | 'day', gr
     await clickhouse.command({ query: DELETE_BUCKETS, query_params: { span, ...groupParams(span, overcounted) } });
   }
   const params = groupParams(span, group);
-  for (const query of BUILD[span]) await clickhouse.command({ query, query_params: params });
+  // A bucket built whose short lists are missing or older (a new entry of SHORT_LISTS) needs only them.
+  if (group.some((b) => BigInt(b.built) !== BigInt(b.counted))) for (const query of BUILD[span]) await clickhouse.command({ query, query_params: params });
   await clickhouse.command({ query: BUILD_TOPS[span], query_params: params });
   return overcounted.length;
 }

@@ -135,6 +135,22 @@ export function planWindow(start: number, end: number, state: BuildState | null)
 }
 
 /**
+ * The built days and hours of a plan made from one domain's build state, each with the version its
+ * short lists must have: the rows `rows` counts in it, which its built total equals (planWindow).
+ */
+export function builtBuckets(plan: WindowPlan, rows: HourRows): ListedBucket[] {
+  const counted = (from: number, to: number) => {
+    let n = 0;
+    for (const [h, r] of rows) if (h >= from && h < to) n += r;
+    return n;
+  };
+  return [
+    ...plan.days.map((start) => ({ span: 'day' as const, start, version: counted(start, start + DAY_MS) })),
+    ...plan.hours.map((start) => ({ span: 'hour' as const, start, version: rows.get(start) ?? 0 })),
+  ];
+}
+
+/**
  * Whether the plan reads every row of its window raw: what it reads then does not depend on the
  * state it was made from (another plan skips the hours without rows, and reads built ones).
  */

@@ -3,6 +3,7 @@
  * the status counts (hour-counts.ts), the search check (search-fields.ts) and the rollup builder
  * (builder.ts), so that none of them imports another for its SQL.
  */
+import { SHORT_LISTS } from '../stats/registry.js';
 
 /** The given SELECTs as one UNION ALL, leaving out the pieces a plan does not have. */
 export const unionAll = (selects: (string | null | false)[]) => selects.filter((q): q is string => typeof q === 'string').join('\nUNION ALL\n');
@@ -18,16 +19,16 @@ export const inBuckets = (column: string, param: string) =>
 
 /**
  * Per bucket (`keys`, columns of access_tops) among the rows `where` picks: the requests its short
- * top lists were built for, as `version`; 0 unless all four lists are there, else the oldest
- * list's (each list counts with its newest build). Shared by the readers' build state (plan.ts) and
- * the builder's search for buckets to build again (builder.ts).
+ * lists were built for, as `version`; 0 unless every short list of the registry (SHORT_LISTS) is
+ * there, else the oldest list's (each list counts with its newest build). Shared by the readers'
+ * build state (plan.ts) and the builder's search for buckets to build again (builder.ts).
  */
 export const topsVersions = (keys: string, where: string) => `
-  SELECT ${keys}, if(count() = 4, min(requests), 0) AS version
+  SELECT ${keys}, if(count() = ${SHORT_LISTS.length}, min(requests), 0) AS version
   FROM (
-    SELECT ${keys}, dim, argMax(built_requests, built_at) AS requests FROM access_tops
+    SELECT ${keys}, dim, by, argMax(built_requests, built_at) AS requests FROM access_tops
     WHERE ${where}
-    GROUP BY ${keys}, dim
+    GROUP BY ${keys}, dim, by
   )
   GROUP BY ${keys}`;
 

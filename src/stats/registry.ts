@@ -310,6 +310,11 @@ export type StateOf = <S>(x: AnyPartial & { js: JsMerge<S> }) => S;
 export interface Metric {
   name: string;
   partials: readonly AnyPartial[];
+  /**
+   * A sum of the list rows that the metric equals wherever that sum is positive: a top list by the
+   * metric, descending, is then a top list by the sum, which the short lists of SHORT_LISTS may prove.
+   */
+  rankedBy?: PartialState;
   /** SQL over the merged partial columns (named by PartialState.name). */
   final: string;
   /** The same as `final` in JavaScript, over the partials' states merged there (JsMerge): the same operations, so the same number. */
@@ -397,11 +402,11 @@ const percentileMetric = (n: number): Metric => ({
  * test/stats-registry.test.ts compares its `final` with its `value`).
  */
 export const METRICS = [
-  { name: 'requests', partials: [PARTIALS.requests], final: 'requests', value: (of) => of(PARTIALS.requests), kind: 'integer', empty: 0, description: 'Requests' },
+  { name: 'requests', partials: [PARTIALS.requests], final: 'requests', value: (of) => of(PARTIALS.requests), rankedBy: PARTIALS.requests, kind: 'integer', empty: 0, description: 'Requests' },
   { name: 'visitors', partials: [PARTIALS.visitors], final: 'visitors', value: (of) => distinctCount(of(PARTIALS.visitors)), kind: 'integer', empty: 0, description: 'Distinct client addresses (exact)' },
   { name: 'errorRate', ...share(PARTIALS.serverErrors), kind: 'fraction4', empty: 0, description: 'Requests with status ≥ 500 ÷ requests, 4 decimals; 0 without requests' },
   { name: 'clientErrorRate', ...share(PARTIALS.clientErrors), kind: 'fraction4', empty: 0, description: 'Requests with status 400-499 ÷ requests, 4 decimals; 0 without requests' },
-  { name: 'bandwidth', partials: [PARTIALS.bytes], final: 'bytes', value: (of) => of(PARTIALS.bytes), kind: 'integer', empty: 0, description: 'Sum of the response sizes, bytes' },
+  { name: 'bandwidth', partials: [PARTIALS.bytes], final: 'bytes', value: (of) => of(PARTIALS.bytes), rankedBy: PARTIALS.bytes, kind: 'integer', empty: 0, description: 'Sum of the response sizes, bytes' },
   {
     name: 'averageResponseTime',
     partials: [PARTIALS.rtSum, PARTIALS.rtCount],
@@ -416,6 +421,8 @@ export const METRICS = [
     partials: [PARTIALS.rtSum, PARTIALS.rtCount],
     final: 'if(rt_count = 0, NULL, rt_sum)',
     value: (of) => (of(PARTIALS.rtCount) === 0 ? null : of(PARTIALS.rtSum)),
+    // A positive sum has a response time counted.
+    rankedBy: PARTIALS.rtSum,
     kind: 'ms',
     empty: null,
     description: 'The sum of the response times, ms: where the server spent its time; null when no row has one',
@@ -756,6 +763,29 @@ export const ROLLUP_LISTS = [
  * raw rows it replaces.
  */
 export const LIST_PARTIALS = [PARTIALS.requests, PARTIALS.serverErrors, PARTIALS.clientErrors, PARTIALS.bytes, PARTIALS.rtSum, PARTIALS.rtCount] as const satisfies readonly PartialState[];
+
+/** A list of ROLLUP_LISTS by its access_rollups.dim. */
+const rollupList = (dim: (typeof ROLLUP_LISTS)[number]['dim']) => ROLLUP_LISTS.find((l) => l.dim === dim)!;
+
+/**
+ * The short lists the rollup builder keeps for every built bucket (access_tops,
+ * sql/clickhouse/015_short_lists_by_sum.sql): of a list, its first keys by the sum `by` (one of
+ * LIST_PARTIALS, by its name), each with every LIST_PARTIALS sum, and the next key's `by` as the
+ * threshold. GET …/stats proposes its four top lists from those by requests (src/stats/top-lists.ts);
+ * POST /api/logs/query proves a top page of a list's keys by a metric ranked by `by` (Metric.rankedBy)
+ * from them (src/stats/query/short-tops.ts). A new one is an entry here: a bucket is listed only with
+ * every entry built, so the builder builds the short lists of every bucket again.
+ */
+export const SHORT_LISTS = [
+  { list: rollupList('url'), by: PARTIALS.requests },
+  { list: rollupList('status'), by: PARTIALS.requests },
+  { list: rollupList('agent'), by: PARTIALS.requests },
+  { list: rollupList('referrer'), by: PARTIALS.requests },
+  // The dashboard's top pages and time spent by path.
+  { list: rollupList('path'), by: PARTIALS.requests },
+  { list: rollupList('path'), by: PARTIALS.rtSum },
+] as const satisfies readonly { list: (typeof ROLLUP_LISTS)[number]; by: (typeof LIST_PARTIALS)[number] }[];
+export type ShortList = (typeof SHORT_LISTS)[number];
 
 const everyRow = () => true;
 /** The agent class dimensions (Dimension.byColumn over agent_class), which the agent class list's rows serve from their key. */

@@ -118,6 +118,10 @@ export const queryResultSchema = z
       startDate: z.string().openapi({ example: '2026-11-24T10:37:00.000Z' }),
       endDate: z.string().openapi({ example: '2026-11-25T10:37:00.000Z' }),
       interval: z.string().nullable().openapi({ description: 'The time buckets: minute, 5minutes, 15minutes, hour, 6hours, day, week or month; null without a time dimension' }),
+      totalIsLowerBound: z
+        .literal(true)
+        .optional()
+        .openapi({ description: 'Present when pagination.total (and pages) is a lower bound: a top page proven from the rollups\' short lists counts only the groups it saw; the results are exact' }),
     }),
     pagination: paginationSchema,
   })

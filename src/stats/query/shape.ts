@@ -21,7 +21,8 @@ export interface ResultRow {
 
 export interface QueryAnswer {
   results: ResultRow[];
-  meta: { metrics: string[]; dimensions: string[]; startDate: string; endDate: string; interval: string | null };
+  /** totalIsLowerBound: pagination.total (and pages) counts only the groups a page proven from short lists saw (src/stats/query/short-tops.ts). */
+  meta: { metrics: string[]; dimensions: string[]; startDate: string; endDate: string; interval: string | null; totalIsLowerBound?: true };
   pagination: Pagination;
 }
 
@@ -207,6 +208,7 @@ function placeOf(query: Query, window: Window): (key: GroupKey) => string {
 export interface OrderedGroups {
   groups: Group[];
   total: number;
+  totalIsLowerBound: boolean;
   /** True when `groups` is every group of a series, paged by answerOf. */
   whole: boolean;
   previous: Map<string, MetricValue[]> | null;
@@ -222,7 +224,7 @@ export function orderGroups(query: Query, result: RunResult): OrderedGroups {
     const previousPlace = placeOf(query, query.previous);
     previous = new Map(result.previous.map(groupOf).map((g) => [previousPlace(g.key), g.metrics]));
   }
-  return { groups, total: whole ? groups.length : result.total, whole, previous };
+  return { groups, total: whole ? groups.length : result.total, totalIsLowerBound: result.totalIsLowerBound, whole, previous };
 }
 
 /** The answer: the query's page of the ordered groups, typed, with the previous window joined. */
@@ -249,6 +251,7 @@ export function answerOf(query: Query, ordered: OrderedGroups): QueryAnswer {
       startDate: new Date(query.window.start).toISOString(),
       endDate: new Date(query.window.end).toISOString(),
       interval: query.interval?.name ?? null,
+      ...(ordered.totalIsLowerBound ? { totalIsLowerBound: true as const } : {}),
     },
     pagination: pagination(query.page, query.limit, ordered.total),
   };

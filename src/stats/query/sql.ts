@@ -13,9 +13,9 @@ import { TupleParam } from '@clickhouse/client';
 import { Params } from '../../logs/filters.js';
 import type { PlanConditions } from '../../rollups/plan.js';
 import { unionAll } from '../../rollups/shared-sql.js';
-import { alonePartial, mergedPartial, sourcePartial, type AnyPartial } from '../registry.js';
+import { alonePartial, mergedPartial, sourcePartial, type AnyPartial, type PartialState } from '../registry.js';
 import type { OrderTerm, Query, QueryDimension, Window } from './parse.js';
-import { whereOf, type Source } from './where.js';
+import { filterConditions, whereOf, type Source } from './where.js';
 
 export interface BuiltQuery {
   query: string;
@@ -36,7 +36,7 @@ export const dimensionColumn = (i: number) => `d${i}`;
 export const metricColumn = (i: number) => `m${i}`;
 
 /** The partials the query's metrics need, each once. */
-const partialsOf = (query: Query): AnyPartial[] => [...new Set(query.metrics.flatMap((m) => m.partials))];
+export const partialsOf = (query: Query): AnyPartial[] => [...new Set(query.metrics.flatMap((m) => m.partials))];
 
 /** A UTF-16 code unit moved so that code units compare in code point order (surrogates above U+E000–U+FFFF). */
 const codePointRank = (unit: number) => (unit >= 0xe000 ? unit - 0x800 : unit >= 0xd800 ? unit + 0x2000 : unit);
@@ -158,4 +158,46 @@ export function groupsSql(query: Query, window: Window, reads: Reads, selection:
     query: `SELECT ${columns.join(', ')}\nFROM (\n${merged}\n)\nORDER BY ${orderBy}\nLIMIT ${p.bind('UInt32', query.limit)} OFFSET ${p.bind('UInt64', offset)}`,
     params: p.values,
   };
+}
+
+/**
+ * Short lists' sums for a proven page (short-tops.ts), by key: each of the query's partials
+ * (partialsOf) summed over the covered buckets whose list holds the key, and those buckets'
+ * thresholds summed (`held`); `threshold`, every covered bucket's threshold summed.
+ */
+export interface ShortSums {
+  keys: string[];
+  sums: number[][];
+  held: number[];
+  threshold: number;
+}
+
+/**
+ * The candidates of a page proven from short lists (short-tops.ts), in the query's order, the first
+ * `count`: the groups of the short lists' sums and of `edges` (the raw ranges, and as `built` the
+ * built buckets without short lists), each with its metrics, `ranked` (its sum `by` over those
+ * sources: exact where every covered list holds it), `upper` (ranked plus the thresholds of the
+ * covered buckets whose list does not hold it: what it has at most) and `beyond` (the largest
+ * `upper` of the groups after it). The query has one dimension, the list's key, and filters over
+ * that key only (shortListOf).
+ */
+export function shortTopSql(query: Query, window: Window, edges: Reads, short: ShortSums, by: PartialState, count: number): BuiltQuery {
+  const p = new Params('q');
+  const partials = partialsOf(query);
+  const d0 = dimensionColumn(0);
+  const arrays = [p.bind('Array(String)', short.keys), ...short.sums.map((sums) => p.bind('Array(UInt64)', sums)), p.bind('Array(UInt64)', short.held)];
+  const filters = filterConditions(query.filters, query.domains, p, () => 'key');
+  const listed = `SELECT key AS ${d0}, ${partials.map((x, i) => `e.${i + 2} AS p_${x.name}`).join(', ')}, e.${partials.length + 2} AS held
+FROM (SELECT arrayJoin(arrayZip(${arrays.join(', ')})) AS e, e.1 AS key)${filters.length > 0 ? `\nWHERE ${filters.join(' AND ')}` : ''}`;
+  const edgeSources = sourcesSql(query, window, partials, p, undefined, edges).map((select) => `SELECT *, toUInt64(0) AS held FROM (\n${select}\n)`);
+  const merged = `SELECT ${d0}, ${partials.map((x) => mergedPartial(x)).join(', ')}, sum(held) AS held_sum\nFROM (\n${unionAll([listed, ...edgeSources])}\n)\nGROUP BY ${d0}`;
+  const orderBy = query.orderBy.map((t) => orderTerm(query, t, p)).join(', ');
+  const columns = [
+    d0,
+    ...query.metrics.map((m, i) => `${m.final} AS ${metricColumn(i)}`),
+    `${by.name} AS ranked`,
+    `${by.name} + ${p.bind('UInt64', short.threshold)} - held_sum AS upper`,
+    `max(upper) OVER (ORDER BY ${orderBy} ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS beyond`,
+  ];
+  return { query: `SELECT ${columns.join(', ')}\nFROM (\n${merged}\n)\nORDER BY ${orderBy}\nLIMIT ${p.bind('UInt32', count)}`, params: p.values };
 }
