@@ -20,7 +20,7 @@ import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { insertDomain } from '../src/domains/store.js';
 import { freshUser } from './support/auth.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
-import { accessLine, accessLines, accessRow, append, errorLogTime, FORMAT, HOST_FORMAT, T0, until } from './support/ingest.js';
+import { accessLine, accessLines, accessRow, append, errorLogTime, FORMAT, HOST_FORMAT, T0, testWorkerOptions, until } from './support/ingest.js';
 
 let t: TestApp;
 let admin: string;
@@ -62,18 +62,7 @@ async function domainOf(owner: { id: number } | null, tag = 'health'): Promise<{
 
 async function startWorker(yaml: string, batchDelayMs = 200): Promise<IngestWorker> {
   const config = parseIngestConfig(yaml, path.join(logDir, 'ingest.yaml'));
-  const worker = await startIngest(config, {
-    db: t.runtime.db,
-    clickhouse: t.runtime.clickhouse,
-    log,
-    dataDir: t.dataDir,
-    statsIntervalMs: 0,
-    backoff: { initialMs: 20, maxMs: 200 },
-    pollMs: 50,
-    rotatedIdleMs: 300,
-    batchDelayMs,
-    healthReportMs: 100,
-  });
+  const worker = await startIngest(config, testWorkerOptions(t, log, { batchDelayMs, healthReportMs: 100 }));
   workers.push(worker);
   return worker;
 }

@@ -13,7 +13,7 @@ import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { createLogger } from '../core/log.js';
 import { sql } from '../core/db/sql.js';
 import { ADMIN_EMAIL, startTestApp, type TestApp } from './support/app.js';
-import { accessLines, append, FORMAT, select, until } from './support/ingest.js';
+import { accessLines, append, FORMAT, select, testWorkerOptions, until } from './support/ingest.js';
 
 let t: TestApp;
 let root: string;
@@ -164,7 +164,7 @@ describe('the worker on a tree of virtual hosts', () => {
       `sources:\n  - access: ${JSON.stringify(`${dir}/{domain}/logs/access_log`)}\n    format: ${JSON.stringify(FORMAT)}\n    register: { owner: ${ADMIN_EMAIL} }\n`,
       path.join(dir, 'ingest.yaml'),
     );
-    worker = await startIngest(config, { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log, dataDir: t.dataDir, statsIntervalMs: 0, backoff: { initialMs: 20, maxMs: 200 }, pollMs: 200, rotatedIdleMs: 300 });
+    worker = await startIngest(config, testWorkerOptions(t, log, { pollMs: 200 }));
 
     const settled = async (what: string) => {
       let seen = new Map<string, number>();

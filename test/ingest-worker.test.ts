@@ -13,7 +13,7 @@ import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { insertDomain } from '../src/domains/store.js';
 import { createLogger } from '../core/log.js';
 import { startTestApp, type TestApp } from './support/app.js';
-import { accessIds, accessLine, accessLines, append, countRows, errorLogTime, FORMAT, HOST_FORMAT, KOLKATA, newDomain, select, T0, timeLocal, until } from './support/ingest.js';
+import { accessIds, accessLine, accessLines, append, countRows, errorLogTime, FORMAT, HOST_FORMAT, KOLKATA, newDomain, select, T0, testWorkerOptions, timeLocal, until } from './support/ingest.js';
 
 let t: TestApp;
 let logDir: string;
@@ -39,16 +39,7 @@ const logFile = (name = 'access') => path.join(logDir, `${name}-${++fileSeq}.log
 
 async function startWorker(yaml: string): Promise<IngestWorker> {
   const config = parseIngestConfig(yaml, path.join(logDir, 'ingest.yaml'));
-  const worker = await startIngest(config, {
-    db: t.runtime.db,
-    clickhouse: t.runtime.clickhouse,
-    log,
-    dataDir: t.dataDir,
-    statsIntervalMs: 0,
-    backoff: { initialMs: 20, maxMs: 200 },
-    pollMs: 50,
-    rotatedIdleMs: 300,
-  });
+  const worker = await startIngest(config, testWorkerOptions(t, log));
   workers.push(worker);
   return worker;
 }

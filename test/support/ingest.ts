@@ -5,7 +5,8 @@ import type { AccessRow } from '../../ingest/sinks/clickhouse.js';
 import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Db } from '../../core/db/postgres.js';
 import { insertDomain } from '../../src/domains/store.js';
-import { createLogger } from '../../core/log.js';
+import { createLogger, type Logger } from '../../core/log.js';
+import type { IngestWorkerOptions } from '../../ingest/worker.js';
 import type { TestApp } from './app.js';
 
 /** The recommended access format (combined + $request_time), and the same led by $host. */
@@ -132,4 +133,12 @@ export function accessRow(i: number, patch: Partial<AccessRow> = {}): AccessRow 
     host: null,
     ...patch,
   };
+}
+
+/**
+ * startIngest's options for a test worker on the test app's stores: no stats log, quick back-off,
+ * quick polls and rotations; `overrides` for what a test needs otherwise.
+ */
+export function testWorkerOptions(t: TestApp, log: Logger, overrides: Partial<IngestWorkerOptions> = {}): IngestWorkerOptions {
+  return { db: t.runtime.db, clickhouse: t.runtime.clickhouse, log, dataDir: t.dataDir, statsIntervalMs: 0, backoff: { initialMs: 20, maxMs: 200 }, pollMs: 50, rotatedIdleMs: 300, ...overrides };
 }
