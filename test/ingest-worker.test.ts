@@ -300,7 +300,11 @@ describe('following error files', () => {
       context: { client: '203.0.113.7', server: domain.name, request: 'GET /api HTTP/1.1', upstream: 'http://127.0.0.1:9000/api', host: domain.name },
     });
     expect(rows[1]).toMatchObject({ level: 'warn', context: { referrer: 'https://r.test/' } });
-    const [reject] = await select<{ reason: string; kind: string }>(t.runtime.clickhouse, 'SELECT reason, kind FROM ingest_rejects WHERE source = {s:String}', { s: file });
+    // Rejects are their own insert, which may land after the rows.
+    const [reject] = await until(async () => {
+      const found = await select<{ reason: string; kind: string }>(t.runtime.clickhouse, 'SELECT reason, kind FROM ingest_rejects WHERE source = {s:String}', { s: file });
+      return found.length > 0 && found;
+    }, 'the reject to be stored');
     expect(reject).toEqual({ reason: 'no host to route the line by', kind: 'error' });
   });
 
