@@ -89,12 +89,27 @@ export function timeLocal(t: number): string {
   return `${pad2(d.getUTCDate())}/${MONTHS[d.getUTCMonth()]}/${d.getUTCFullYear()}:${pad2(d.getUTCHours())}:${pad2(d.getUTCMinutes())}:${pad2(d.getUTCSeconds())} ${TIME_OFFSET}`;
 }
 
+/** A client's request as the shop's visitors, bots and probes send it. */
+export interface ShopRequest {
+  ip: string;
+  method: string;
+  url: string;
+}
+
+/** What a client says about itself: referrer, agent, user, protocol. */
+export interface ShopClient {
+  referrer: string;
+  agent: string;
+  user: string;
+  protocol: string;
+}
+
 /**
- * The log's lines as blocks of whole lines (about `blockBytes` each), so that a caller can write
- * a file or append to a followed one the way nginx does, whole lines per write.
+ * The shop's traffic from `seed`: `request()` draws whom and what, `client()` the rest, in the
+ * order the generated log has always drawn them (a change of order changes its bytes).
  */
-export function* accessLogBlocks(lines: number, blockBytes = 4 << 20): Generator<string> {
-  const rnd = prng(20261121);
+export function shopTraffic(seed: number) {
+  const rnd = prng(seed);
   const ips = clients(rnd);
   const fill = (template: string) =>
     template
@@ -102,10 +117,7 @@ export function* accessLogBlocks(lines: number, blockBytes = 4 << 20): Generator
       .replace('{slug}', SLUGS[Math.floor(rnd() * SLUGS.length)]!)
       .replace(/\{hex\}/g, () => Math.floor(rnd() * 2 ** 32).toString(16).padStart(8, '0'))
       .replace('{n}', String(1 + Math.floor(rnd() * 40)));
-  const { start, end } = accessLogSpan();
-  const step = (end - start) / lines;
-  let out = '';
-  for (let i = 0; i < lines; i++) {
+  const request = (): ShopRequest => {
     const ip = ips[Math.floor(ips.length * rnd() ** 3)]!; // skewed: low indexes are the busy clients
     const kind = rnd();
     let url: string;
@@ -118,15 +130,34 @@ export function* accessLogBlocks(lines: number, blockBytes = 4 << 20): Generator
     } else url = PROBES[Math.floor(rnd() * PROBES.length)]!;
     if (rnd() < 0.01) method = 'HEAD';
     if (!url.startsWith('/static') && rnd() < 0.3) url += `?${fill(QUERIES[Math.floor(rnd() * QUERIES.length)]!)}`;
+    return { ip, method, url };
+  };
+  const client = (): ShopClient => ({
+    referrer: rnd() < 0.45 ? '-' : REFERRERS[Math.floor(rnd() * REFERRERS.length)]!,
+    agent: weighted(rnd, AGENTS, AGENT_WEIGHTS),
+    user: rnd() < 0.005 ? 'admin' : '-',
+    protocol: rnd() < 0.75 ? 'HTTP/2.0' : 'HTTP/1.1',
+  });
+  return { rnd, request, client };
+}
+
+/**
+ * The log's lines as blocks of whole lines (about `blockBytes` each), so that a caller can write
+ * a file or append to a followed one the way nginx does, whole lines per write.
+ */
+export function* accessLogBlocks(lines: number, blockBytes = 4 << 20): Generator<string> {
+  const { rnd, request, client } = shopTraffic(20261121);
+  const { start, end } = accessLogSpan();
+  const step = (end - start) / lines;
+  let out = '';
+  for (let i = 0; i < lines; i++) {
+    const { ip, method, url } = request();
     const status = url.includes('.php') || url.startsWith('/.')
       ? 404
       : weighted(rnd, [200, 304, 301, 302, 206, 404, 403, 499, 500, 502, 503], [80, 7, 2, 2, 0.5, 5, 1, 0.5, 1, 0.5, 0.5]);
     const bytes = status === 304 || method === 'HEAD' || status === 499 ? 0 : Math.floor(150 + rnd() * rnd() * 250_000);
     const time = (rnd() < 0.9 ? rnd() * 0.05 : rnd() * rnd() * 3).toFixed(3);
-    const referrer = rnd() < 0.45 ? '-' : REFERRERS[Math.floor(rnd() * REFERRERS.length)]!;
-    const agent = weighted(rnd, AGENTS, AGENT_WEIGHTS);
-    const user = rnd() < 0.005 ? 'admin' : '-';
-    const protocol = rnd() < 0.75 ? 'HTTP/2.0' : 'HTTP/1.1';
+    const { referrer, agent, user, protocol } = client();
     out += `${ip} - ${user} [${timeLocal(start + Math.floor(i * step))}] "${method} ${url} ${protocol}" ${status} ${bytes} "${referrer}" "${agent}" ${time}\n`;
     if (out.length >= blockBytes) {
       yield out;

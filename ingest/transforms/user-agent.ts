@@ -59,9 +59,14 @@ export type AgentClassValues = Omit<UserAgentClass, 'id'>;
  * the few thousand classes a log has collide with a chance below 10^-7.
  */
 export function agentClassId(v: AgentClassValues): number {
-  const digest = createHash('sha1').update([v.browser, v.os, v.device, v.botName, v.botKind].join('\n')).digest();
-  return digest.readUIntBE(0, 6) + 1;
+  const values = [v.browser, v.os, v.device, v.botName, v.botKind].join('\n');
+  let id = classIds.get(values);
+  if (id === undefined) classIds.set(values, (id = createHash('sha1').update(values).digest().readUIntBE(0, 6) + 1));
+  return id;
 }
+
+/** agentClassId's answers: a log's thousands of distinct agents fall into a few hundred classes. */
+const classIds = new Map<string, number>();
 
 /**
  * Every class this process has made, by number: one object per class, and what the sink writes
@@ -127,8 +132,10 @@ export function classifyUserAgent(userAgent: string): UserAgentClass {
       return agentClass({ browser: '', os: '', device: 'bot', botName: bot.name, botKind });
     }
   }
-  const { browser, os, device } = new UAParser(ua).getResult();
-  return agentClass({ browser: browser.name ?? '', os: os.name ?? '', device: deviceOf(device.type, os.name), botName: '', botKind: '' });
+  // Only the parts a class holds: getResult() would also read the engine and the CPU.
+  const parser = new UAParser(ua);
+  const os = parser.getOS().name;
+  return agentClass({ browser: parser.getBrowser().name ?? '', os: os ?? '', device: deviceOf(parser.getDevice().type, os), botName: '', botKind: '' });
 }
 
 /**
