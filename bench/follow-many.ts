@@ -307,6 +307,7 @@ async function runOnce(label: string, batchMs: string, dir: string, pool: PoolLi
     const samples: Sample[] = [];
     const warnings = new Map<string, { count: number; first: string }>();
     let statsLineBytes = 0;
+    const latestSources = new Map<string, SourceStats>();
     let lastProgress = performance.now();
     let lastInserted = -1;
     const fileIndex = (name: string) => Number(/site-(\d+)\.example\.com\.access\.log$/.exec(name)?.[1]) - 1;
@@ -328,12 +329,14 @@ async function runOnce(label: string, batchMs: string, dir: string, pool: PoolLi
       }
       if (entry.msg !== 'ingest stats' || !Array.isArray(entry.sources)) return;
       statsLineBytes = Math.max(statsLineBytes, line.length);
+      // A line lists the sources that changed since the one before (ingest/worker.ts, statsLineWriter).
+      for (const s of entry.sources) latestSources.set(s.name, s);
       let inserted = 0;
       let lagMs = 0;
       let running = 0;
       let retries = 0;
       let lagBytes = 0;
-      for (const s of entry.sources) {
+      for (const s of latestSources.values()) {
         inserted += s.inserted;
         retries += s.retries;
         lagBytes += s.lagBytes;

@@ -210,15 +210,10 @@ function hasCommand(command: string): boolean {
   return new RegExp(`^\\s+${command}\\b`, 'm').test(r.stdout);
 }
 
-/**
- * The total `inserted` of an "ingest stats" log line: a top-level count if there is one, else the
- * sum of the per-source counts wherever they are nested.
- */
-function insertedOf(value: unknown): number {
-  if (typeof value !== 'object' || value === null) return 0;
-  const record = value as Record<string, unknown>;
-  if (typeof record.inserted === 'number') return record.inserted;
-  return Object.values(record).reduce<number>((sum, v) => sum + insertedOf(v), 0);
+/** The total `inserted` of an "ingest stats" log line (ingest/worker.ts, statsLineWriter). */
+function insertedOf(entry: unknown): number {
+  const inserted = (entry as { totals?: { inserted?: unknown } }).totals?.inserted;
+  return typeof inserted === 'number' ? inserted : 0;
 }
 
 // --- the steps ---------------------------------------------------------------------------------

@@ -328,12 +328,15 @@ describe('a worker following 100 files', () => {
     }
 
     const last = start(['ingest', '--config', config], vars);
-    // Caught up: every follower has its file open and nothing of it waiting.
+    // Caught up: every follower has its file open and nothing of it waiting. A stats line lists
+    // the sources that changed since the one before: the latest of each source is what it is now.
     await until(
       () => {
-        const lines = last.stdout.split('\n').filter((l) => l.includes('"msg":"ingest stats"'));
-        const stats = lines.length > 0 ? (JSON.parse(lines.at(-1)!) as { sources: { lagBytes: number; files: number }[] }).sources : [];
-        return stats.length === FILES && stats.every((s) => s.lagBytes === 0 && s.files === 1);
+        const latest = new Map<string, { lagBytes: number; files: number }>();
+        for (const line of last.stdout.split('\n').filter((l) => l.includes('"msg":"ingest stats"'))) {
+          for (const s of (JSON.parse(line) as { sources: { name: string; lagBytes: number; files: number }[] }).sources) latest.set(s.name, s);
+        }
+        return latest.size === FILES && [...latest.values()].every((s) => s.lagBytes === 0 && s.files === 1);
       },
       'the last worker to catch up',
       120_000,
