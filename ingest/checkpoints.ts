@@ -154,6 +154,11 @@ export class CheckpointStore {
     return [...this.entries].filter(([, e]) => e.source === source).sort(([, a], [, b]) => a.updatedAt.localeCompare(b.updatedAt));
   }
 
+  /** Every source some entry belongs to. */
+  sourceNames(): string[] {
+    return [...new Set([...this.entries.values()].map((e) => e.source))];
+  }
+
   /** Epoch ms up to which every generation of `source` is known; undefined for a source never started. */
   knownUntil(source: string): number | undefined {
     const record = this.sources.get(source);

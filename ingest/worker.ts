@@ -23,7 +23,7 @@ import { compileAccessFormat, type AccessLineParser } from './parsers/access-for
 import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, pumpInto, routingFor, withIds, type Backoff, type BatchSink, type FileRoute, type IngestMetrics, type PipelineDeps, type Prepared, type SourceStats } from './pipeline.js';
 import { dedupToken } from './sinks/clickhouse.js';
 import { SharedBatches } from './shared-batches.js';
-import { compileFilePattern, isPattern, PatternWatch, type PatternMatch } from './sources/file-pattern.js';
+import { compileFilePattern, isPattern, PatternWatch, pruneLetGo, type FilePattern, type PatternMatch } from './sources/file-pattern.js';
 import { FileTail } from './sources/file-tail.js';
 import { DEFAULT_CUT_LIMITS } from './sources/line-cutter.js';
 import { listenSyslog, type SyslogEvent, type SyslogListener, type SyslogMessage } from './sources/syslog.js';
@@ -140,6 +140,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
     });
   }
   log.info({ files: followed.size, syslog: running.length > 0, patterns: patterns.map((p) => p.watch.pattern.pattern) }, 'ingest started');
+  const pruning = patterns.length > 0 ? startPruningLetGo(checkpoints, patterns.map((p) => p.watch.pattern), () => new Set([...followed.values()].map((f) => f.tail.source)), log) : null;
 
   const snapshot = () => [
     ...running.map((r) => copyOf(r.stats)),
@@ -161,6 +162,7 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
     close() {
       closing ??= (async () => {
         if (timer) clearInterval(timer);
+        await pruning?.stop();
         abort.abort();
         await Promise.all(patterns.map((p) => p.watch.stop()));
         await shared.close();
@@ -168,9 +170,32 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
         await Promise.all(all.map((r) => r.close()));
         await Promise.all(all.map((r) => r.done));
         await health.stop();
-        log.info({ sources: snapshot() }, 'ingest stopped');
+        log.info(statsLineWriter()(snapshot()), 'ingest stopped');
       })();
       return closing;
+    },
+  };
+}
+
+/** How often, and after how long unchanged, the checkpoints of files patterns let go are pruned. */
+const PRUNE_LET_GO_MS = 3600_000;
+const LET_GO_UNCHANGED_MS = 24 * 3600_000;
+
+/** pruneLetGo at the start and every PRUNE_LET_GO_MS; `stop` waits for a sweep under way. */
+function startPruningLetGo(checkpoints: CheckpointStore, patterns: FilePattern[], followedSources: () => ReadonlySet<string>, log: Logger): { stop(): Promise<void> } {
+  let sweeping: Promise<unknown> = Promise.resolve();
+  const sweep = () => {
+    sweeping = pruneLetGo(checkpoints, patterns, followedSources(), LET_GO_UNCHANGED_MS).catch((err: unknown) =>
+      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'pruning the checkpoints of files no longer followed failed: trying again later'),
+    );
+  };
+  sweep();
+  const timer = setInterval(sweep, PRUNE_LET_GO_MS);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await sweeping;
     },
   };
 }

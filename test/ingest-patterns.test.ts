@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseIngestConfig } from '../ingest/config.js';
-import { compileFilePattern, domainFromPath, ListingCache, scanFilePattern } from '../ingest/sources/file-pattern.js';
+import { CheckpointStore } from '../ingest/checkpoints.js';
+import { compileFilePattern, domainFromPath, ListingCache, patternMatches, pruneLetGo, scanFilePattern } from '../ingest/sources/file-pattern.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { createLogger } from '../core/log.js';
 import { sql } from '../core/db/sql.js';
@@ -123,6 +124,41 @@ describe('scanning a pattern', () => {
     const scan = JSON.parse(run.stdout);
     expect(scan.matches.map((m: { domain: string }) => m.domain)).toEqual(['open.example']);
     expect(scan.skipped).toEqual([{ path: path.join(dir, 'shut.example'), reason: 'cannot be listed: no permission (EACCES)', problem: true }]);
+  });
+});
+
+describe('checkpoints of files a pattern let go', () => {
+  it('a path matches by its name, segment by segment', () => {
+    const pattern = compileFilePattern('/var/www/vhosts/system/{domain}/logs/access_*log');
+    expect(patternMatches(pattern, '/var/www/vhosts/system/shop.example/logs/access_ssl_log')).toBe(true);
+    expect(patternMatches(pattern, '/var/www/vhosts/system/shop.example/logs/error_log')).toBe(false);
+    expect(patternMatches(pattern, '/var/www/vhosts/system/shop.example/logs/old/access_log')).toBe(false);
+    expect(patternMatches(pattern, '/var/www/vhosts/systemx/shop.example/logs/access_log')).toBe(false);
+  });
+
+  it('go once nothing of the file is left and no follower has it; those of imports, followed files, generations still there and recent changes stay', async () => {
+    const dir = newTree();
+    const pattern = compileFilePattern(path.join(dir, '{domain}.access.log'));
+    const file = (host: string) => path.join(dir, `${host}.access.log`);
+    write(`${file('rotated.example')}.1`, 'a line\n');
+    write(`${file('rotated.example')}-20261201.gz`, '');
+    const old = new Date(Date.now() - 2 * 86_400_000).toISOString();
+    const entry = (source: string, updatedAt = old) => ({ source, path: source, offset: 10, dev: 1, ino: 1, cuts: [], updatedAt });
+    const entries = {
+      gone: entry(file('gone.example')),
+      goneToo: entry(file('gone.example')),
+      rotated: entry(file('rotated.example')),
+      followed: entry(file('followed.example')),
+      recent: entry(file('recent.example'), new Date().toISOString()),
+      imported: { ...entry('import access shop.example'), path: file('imported.example') },
+      elsewhere: entry('/var/log/nginx/other.access.log'),
+    };
+    const store = path.join(dir, 'checkpoints');
+    write(path.join(store, 'checkpoints.json'), JSON.stringify({ version: 1, files: entries }));
+    const checkpoints = await CheckpointStore.open(store, log);
+    expect(await pruneLetGo(checkpoints, [pattern], new Set([file('followed.example')]), 86_400_000)).toBe(2);
+    const kept = JSON.parse(fs.readFileSync(path.join(store, 'checkpoints.json'), 'utf8')) as { files: Record<string, unknown> };
+    expect(Object.keys(kept.files).sort()).toEqual(['elsewhere', 'followed', 'imported', 'recent', 'rotated']);
   });
 });
 

@@ -22,6 +22,7 @@ import path from 'node:path';
 import { domainToASCII } from 'node:url';
 import { HOST_NAME } from '../../core/formats.js';
 import type { Logger } from '../../core/log.js';
+import type { CheckpointStore } from '../checkpoints.js';
 import { GENERATION_SUFFIX } from './file-tail.js';
 
 export const DOMAIN_PLACEHOLDER = '{domain}';
@@ -202,6 +203,44 @@ export async function scanFilePattern(pattern: FilePattern, cache: ListingCache 
       };
     });
   return { matches, skipped: skipped.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0)) };
+}
+
+/** Whether `file` is a path the pattern matches (by its name alone: the file need not exist). */
+export function patternMatches(pattern: FilePattern, file: string): boolean {
+  if (!file.startsWith(pattern.root === '/' ? '/' : `${pattern.root}/`)) return false;
+  const names = file.slice(pattern.root.length).split('/').filter((n) => n !== '');
+  return names.length === pattern.segments.length && pattern.segments.every((segment, i) => ('literal' in segment ? segment.literal === names[i] : segment.match.test(names[i]!)));
+}
+
+/**
+ * Drops the checkpoints of files a pattern once matched, that no follower follows now and of which
+ * nothing is left on disk: neither the file nor a generation of it (`.1`, `-20250101.gz`). A
+ * follower prunes its own gone generations, but a file let go has no follower left, and without
+ * this a provider's checkpoints would grow by every virtual host ever removed. Entries changed
+ * within `olderThanMs` stay (a file being renamed right now), as do those of imports, which name
+ * no path a pattern matches. Returns how many entries went.
+ */
+export async function pruneLetGo(checkpoints: CheckpointStore, patterns: readonly FilePattern[], followed: ReadonlySet<string>, olderThanMs: number): Promise<number> {
+  let removed = 0;
+  for (const source of checkpoints.sourceNames()) {
+    if (followed.has(source) || !patterns.some((p) => patternMatches(p, source))) continue;
+    const nothingLeft = await nothingOnDisk(source);
+    removed += await checkpoints.prune(source, olderThanMs, async () => nothingLeft);
+  }
+  return removed;
+}
+
+/** Neither `file` nor any generation of it is in its directory (a directory that is gone holds none). */
+async function nothingOnDisk(file: string): Promise<boolean> {
+  const base = path.basename(file);
+  let names: string[];
+  try {
+    names = await fsp.readdir(path.dirname(file));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return true;
+    throw err;
+  }
+  return !names.some((name) => name === base || (name.startsWith(base) && GENERATION_SUFFIX.test(name.slice(base.length))));
 }
 
 /**
