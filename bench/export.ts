@@ -38,6 +38,7 @@ import { createLogger } from '../core/log.js';
 import { openRuntime } from '../src/runtime.js';
 import { api, childEnv, download, login, startServer, statusMb, stopServer, waitIdle } from './lib/serve-child.js';
 import { fmt, load } from './lib/util.js';
+import { DAY_MS } from '../core/durations.js';
 
 const positive = (name: string, fallback: number) => {
   const v = Number(process.env[name] ?? fallback);
@@ -53,7 +54,6 @@ for (const f of FORMATS) if (f !== 'csv' && f !== 'json') throw new Error(`BENCH
 const KEEP = process.env.BENCH_KEEP === '1';
 
 const ADMIN = { ADMIN_EMAIL: 'admin@example.com', ADMIN_PASSWORD: 'bench-password-1', JWT_SECRET: 'bench-secret-that-is-at-least-32-bytes!!' };
-const DAY_MS = 86_400_000;
 const MB = 1024 * 1024;
 /** The rows' times: row i at T0 + ⌊i × SPAN / ROWS⌋ ms, the last an hour before the bench started (within any retention). */
 const SPAN = Math.round(DAYS * DAY_MS);

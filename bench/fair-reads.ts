@@ -39,7 +39,8 @@ import path from 'node:path';
 import { killAll } from './lib/measure.js';
 import { PANELS } from '../web/src/panels.js';
 import { viewQueries } from '../web/src/view.js';
-import { BENCH_ADMIN, benchDataDir, DAY_MS, MAIN_DOMAIN, otherDomain } from './lib/query-data.js';
+import { BENCH_ADMIN, benchDataDir, MAIN_DOMAIN, otherDomain } from './lib/query-data.js';
+import { DAY_MS } from '../core/durations.js';
 import { api as apiOf, childEnv, failBench, killServer, login, ROOT, startServer, stopServer, waitIdle, withOtherLoad, type Server } from './lib/serve-child.js';
 import { fmt, load, median, positiveIntEnv, sleep } from './lib/util.js';
 

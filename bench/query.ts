@@ -62,7 +62,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { killAll, spawnMeasured, type Measured } from './lib/measure.js';
-import { BENCH_ADMIN, COMMON, DAY_MS, fleetDomain, loadQueryData, MAIN_DOMAIN, NEEDLE, NEEDLES, OTHER_DOMAINS, writeQueryLogs } from './lib/query-data.js';
+import { BENCH_ADMIN, COMMON, fleetDomain, loadQueryData, MAIN_DOMAIN, NEEDLE, NEEDLES, OTHER_DOMAINS, writeQueryLogs } from './lib/query-data.js';
+import { DAY_MS } from '../core/durations.js';
 import {
   api as apiOf,
   childEnv,

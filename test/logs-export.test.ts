@@ -22,6 +22,7 @@ import { call, startTestApp, type TestApp } from './support/app.js';
 import { abandonDownload } from './support/logs.js';
 import { activityOf, adminToken, expectAuthRequired, expectValidation, freshUser, ISO_MS } from './support/auth.js';
 import { errorLogTime, FORMAT, importText as importThroughIngest, T0, timeLocal, until } from './support/ingest.js';
+import { DAY_MS } from '../core/durations.js';
 
 let t: TestApp;
 let app: App;
@@ -881,7 +882,6 @@ describe('streaming', () => {
 // Day slices: one query per UTC day, concatenated
 // ---------------------------------------------------------------------------------------------
 
-const DAY_MS = 86_400_000;
 /** UTC midnight `k` days before today's. */
 const dayStart = (k: number) => Math.floor(Date.now() / DAY_MS) * DAY_MS - k * DAY_MS;
 

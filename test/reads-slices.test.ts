@@ -11,8 +11,8 @@ import { ReadScheduler, type ReadClass, type Release } from '../src/reads/schedu
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { until } from './support/ingest.js';
 import { generateAccess, generateErrors, seedLogs, type SeededLogs } from './support/logs.js';
+import { DAY_MS } from '../core/durations.js';
 
-const DAY_MS = 86_400_000;
 const STEP_MS = 600_000;
 /** Midnight (UTC) eight days ago: the rows start there and run to about a day ago. */
 const BASE = Math.floor(Date.now() / DAY_MS) * DAY_MS - 8 * DAY_MS;

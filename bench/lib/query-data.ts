@@ -12,6 +12,7 @@ import { ACCESS_FORMAT, accessLogBlocks, TIME_OFFSET } from './access-log.js';
 import { spawnMeasured, type Measured } from './measure.js';
 import { api, BIN, childEnv, login, ROOT, startServer, stopServer, type Admin, type Server } from './serve-child.js';
 import { fmt, tail } from './util.js';
+import { DAY_MS } from '../../core/durations.js';
 
 export const MAIN_DOMAIN = 'shop.example.com';
 export const OTHER_DOMAINS = 9;
@@ -20,7 +21,6 @@ export const otherDomain = (i: number) => `site${i}.example.net`;
 export const fleetDomain = (i: number) => `f${i}.fleet.example.org`;
 /** The fleet's file: the generated lines with the domain in front, so that one import routes them all. */
 export const FLEET_FORMAT = `$host ${ACCESS_FORMAT}`;
-export const DAY_MS = 86_400_000;
 /** Lines of the main domain whose URL holds the rare marker the search looks for. */
 export const NEEDLES = 10;
 export const NEEDLE = 'zq7needle';

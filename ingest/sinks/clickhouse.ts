@@ -7,6 +7,7 @@ import { STORED_TIME_RANGE } from '../../core/db/time-range.js';
 import type { IdOf } from '../ids.js';
 import { knownClasses, userAgentClasses, type UserAgentClasses } from '../transforms/user-agent.js';
 import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
+import { DAY_MS } from '../../core/durations.js';
 
 /**
  * The ClickHouse writer of the ingest pipeline (schema: sql/clickhouse/002_logs.sql).
@@ -372,7 +373,6 @@ function uint(n: number, max = Number.MAX_SAFE_INTEGER): number {
 // held at the range's edges rather than failing the whole batch on every retry.
 const { first: MIN_TIME_MS, last: MAX_TIME_MS } = STORED_TIME_RANGE;
 
-const DAY_MS = 86_400_000;
 const TWO_DIGITS = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, '0'));
 const THREE_DIGITS = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));
 

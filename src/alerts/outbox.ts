@@ -14,8 +14,8 @@ import type { Db } from '../../core/db/postgres.js';
 import { intArray, sql } from '../../core/db/sql.js';
 import type { AlertEvent } from './notifications.js';
 import type { NotificationMethod } from './schemas.js';
+import { HOUR_MS } from '../../core/durations.js';
 
-const HOUR_MS = 3_600_000;
 
 /** One target's events of a round. */
 export interface TargetEvents {

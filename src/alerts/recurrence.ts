@@ -1,4 +1,5 @@
 import { z } from '@hono/zod-openapi';
+import { MINUTE_MS, DAY_MS } from '../../core/durations.js';
 
 /**
  * Weekly maintenance windows of alert silences (issue 30 §4): on the listed weekdays, from `start`
@@ -10,8 +11,6 @@ export const WEEKDAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'] as con
 export type Weekday = (typeof WEEKDAYS)[number];
 
 const HH_MM = /^([01]\d|2[0-3]):[0-5]\d$/;
-const MINUTE_MS = 60_000;
-const DAY_MS = 86_400_000;
 
 /** Intl knows the IANA names (and 'UTC'); it is the same engine that later reads the wall clock. */
 function isTimeZone(name: string): boolean {

@@ -9,6 +9,7 @@ import { withReads } from '../reads/client.js';
 import { selectionOf, type ExportRequest } from './schemas.js';
 import { deleteExpiredExports, findDownload, insertExport, lockExportQuota, recentExports, type ExportFormat } from './store.js';
 import { daysHoldingRows, exportBytes, exportCountQuery, openExportBody, READER_PACE, rowSlices, SlowReaderError, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan, type ReaderPace } from './stream.js';
+import { HOUR_MS } from '../../core/durations.js';
 
 export interface ExportLimits {
   /** Rows one export may hold, counted when it is created (the stream itself needs no bound). */
@@ -38,7 +39,6 @@ export const EXPORT_LIMITS: ExportLimits = {
   keepExpiredMs: 7 * 86_400_000,
 };
 
-const HOUR_MS = 3_600_000;
 const SWEEP_EVERY_MS = 10 * 60_000;
 
 type CreateDeps = Pick<Services, 'db' | 'clickhouse' | 'reads' | 'config' | 'log'>;

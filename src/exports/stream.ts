@@ -30,6 +30,7 @@
 import { chdbOf, selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { accessWhere, errorWhere, type AccessFilters, type ErrorFilters, type TimeRange } from '../logs/filters.js';
 import type { ExportFormat, ExportType } from './store.js';
+import { DAY_MS } from '../../core/durations.js';
 
 /** The entry fields of the specification, in its order: the CSV header and the NDJSON keys. */
 export const ACCESS_FIELDS = ['id', 'timestamp', 'ipAddress', 'method', 'url', 'protocol', 'statusCode', 'responseSize', 'referrer', 'userAgent', 'responseTime'] as const;
@@ -137,7 +138,6 @@ export function exportCountQuery(domainId: number, selection: ExportSelection, r
 // Slices: one UTC day (one partition) per query
 // ---------------------------------------------------------------------------------------------
 
-const DAY_MS = 86_400_000;
 
 /**
  * The UTC days (days since 1970-01-01) that hold rows of the domain in the range in any of the

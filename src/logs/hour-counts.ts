@@ -10,8 +10,8 @@
 import { STORED_TIME_RANGE } from '../../core/db/time-range.js';
 import { Params, statusCondition, type StatusCodeFilter } from './filters.js';
 import { unionAll } from '../rollups/shared-sql.js';
+import { HOUR_MS } from '../../core/durations.js';
 
-const HOUR_MS = 3_600_000;
 /** The open ends of a range: the times the stores hold (whole days, so whole hours), the end exclusive. */
 const OPEN_START = STORED_TIME_RANGE.first;
 const OPEN_END = STORED_TIME_RANGE.last + 1;

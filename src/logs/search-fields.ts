@@ -24,7 +24,8 @@
  */
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { unionAll } from '../rollups/shared-sql.js';
-import { DAY_MS, HOUR_MS, planConditions, planWindow, queryBuildState, windowBuckets } from '../rollups/plan.js';
+import { DAY_MS, HOUR_MS } from '../../core/durations.js';
+import { planConditions, planWindow, queryBuildState, windowBuckets } from '../rollups/plan.js';
 import { SEARCH_COLUMNS, searchMatches, searchPattern, type SearchField, type SearchRequest } from './store.js';
 
 /** The rollup list (access_rollups.dim) of each field the check knows. */

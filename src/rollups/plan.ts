@@ -8,9 +8,8 @@
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { inBuckets, topsVersions, unionAll } from './shared-sql.js';
 import type { ListedBucket } from './short-lists.js';
+import { HOUR_MS, DAY_MS } from '../../core/durations.js';
 
-export const HOUR_MS = 3_600_000;
-export const DAY_MS = 86_400_000;
 
 /**
  * How a window [start, end] (epoch ms, both ends included) is read: whole days and whole hours from

@@ -20,7 +20,8 @@
  */
 import { selectRows, storeClient, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { BoundedCache, perClient } from '../rollups/bounded-cache.js';
-import { buildStateOf, buildStateQuery, DAY_MS, planConditions, type BuildState, type BuildStateRow, type StateParts, type WindowPlan } from '../rollups/plan.js';
+import { DAY_MS } from '../../core/durations.js';
+import { buildStateOf, buildStateQuery, planConditions, type BuildState, type BuildStateRow, type StateParts, type WindowPlan } from '../rollups/plan.js';
 import { countedPerList, unionAll } from '../rollups/shared-sql.js';
 import { shortListSums } from '../rollups/short-lists.js';
 import { CANDIDATES, countsOverBoth, DIMENSIONS, FIGURE_PARTIALS, isNumeric, topProven, windowStatsOf, type Dimension, type ListCounts, type TopEntry, type WindowStats } from './figures.js';

@@ -2,7 +2,7 @@
  * The periods a stats window may be (GET …/stats's `period`, POST /api/logs/query's `dateRange`),
  * each ending now.
  */
-import { DAY_MS, HOUR_MS } from '../rollups/plan.js';
+import { DAY_MS, HOUR_MS } from '../../core/durations.js';
 
 export const STATS_PERIODS = ['1h', '24h', '7d', '30d'] as const;
 export type StatsPeriod = (typeof STATS_PERIODS)[number];

@@ -18,8 +18,8 @@ import { queryDomainsHourRows, windowBuckets, type HourRows } from '../../rollup
 import { unionAll } from '../../rollups/shared-sql.js';
 import type { Query } from './parse.js';
 import { readRange, type HourRowsReader } from './run.js';
+import { HOUR_MS } from '../../../core/durations.js';
 
-const HOUR_MS = 3_600_000;
 /** The scope of the mutations' row. */
 const MUTATIONS = 4_294_967_295;
 
