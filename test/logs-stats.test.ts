@@ -20,6 +20,7 @@ import { REFRESH_MS } from '../src/rollups/known-plans.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { FORMAT, importText, select, timeLocal, until } from './support/ingest.js';
 import { prng } from './support/random.js';
+import { byBytes } from './support/query-rows.js';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
@@ -112,7 +113,6 @@ async function importEntries(domain: string, entries: Entry[], format: string): 
 // ---------------------------------------------------------------------------------------------
 // The reference answers
 
-const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 const pct = (n: number, total: number) => Math.round((n * 10_000) / total) / 100;
 
 /** The exact nearest-rank percentile `n` of `values`; null when there are none. */

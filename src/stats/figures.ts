@@ -4,6 +4,7 @@
  * and the top lists with their proofs. Pure: the readers (window.ts from one query, kept-window.ts
  * from a kept built part and the window's ends) hand it the metrics' values and the lists' counts.
  */
+import { compareBytes } from '../../core/byte-order.js';
 import { metricByName, ROLLUP_LISTS, type AnyPartial, type Metric } from './registry.js';
 import type { StatsPeriod } from './periods.js';
 
@@ -65,9 +66,6 @@ export const FIGURE_PARTIALS: readonly AnyPartial[] = [...new Set(FIGURE_METRICS
 /** A metric's value over the window, as a reader computed it (the registry's `final` in SQL, or its `value` in JavaScript). */
 export type MetricValue = (m: Metric) => number | null;
 
-/** ClickHouse orders strings by their bytes; JavaScript's `<` by UTF-16 code units. */
-export const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
-
 export interface TopEntry {
   key: string;
   count: number;
@@ -76,7 +74,7 @@ export interface TopEntry {
 /** Count descending, then key ascending (status codes as numbers); the first TOP_LIMIT. */
 export function topOf(entries: TopEntry[], numeric: boolean): TopEntry[] {
   return [...entries]
-    .sort((a, b) => b.count - a.count || (numeric ? Number(a.key) - Number(b.key) : 0) || byBytes(a.key, b.key))
+    .sort((a, b) => b.count - a.count || (numeric ? Number(a.key) - Number(b.key) : 0) || compareBytes(a.key, b.key))
     .slice(0, TOP_LIMIT);
 }
 

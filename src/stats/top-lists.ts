@@ -7,7 +7,8 @@ import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { PlanConditions } from '../rollups/plan.js';
 import { countedPerList, unionAll } from '../rollups/shared-sql.js';
 import { listedCounts, type ListedBucket } from '../rollups/short-lists.js';
-import { byBytes, CANDIDATES, candidateCounts, DIMENSIONS, TOP_LIMIT, type Candidates, type Dimension, type ListCounts, type TopEntry } from './figures.js';
+import { compareBytes } from '../../core/byte-order.js';
+import { CANDIDATES, candidateCounts, DIMENSIONS, TOP_LIMIT, type Candidates, type Dimension, type ListCounts, type TopEntry } from './figures.js';
 
 const DOMAIN = 'domain_id = {domainId:UInt32}';
 /** The lists' names as an SQL tuple (the registry's constants, not input). */
@@ -65,7 +66,7 @@ export function candidatesOf(rows: ListRow[]): Map<number, Candidates> {
     else candidates.get(dim)?.proposed.push({ key: row.key, proposed: Number(row.requests), edge: Number(row.edge), listedIn: Number(row.listed_in) });
   }
   // ClickHouse returns the candidates in its order; the bound needs them by proposed count.
-  for (const c of candidates.values()) c.proposed.sort((a, b) => b.proposed - a.proposed || byBytes(a.key, b.key));
+  for (const c of candidates.values()) c.proposed.sort((a, b) => b.proposed - a.proposed || compareBytes(a.key, b.key));
   return candidates;
 }
 

@@ -361,7 +361,8 @@ export interface ExpectedRow {
 }
 
 const isTime = (d: string) => d === 'time' || d.startsWith('time:');
-const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+/** ClickHouse's order of strings, by their UTF-8 bytes: the tests' own, independent of core/byte-order.ts. */
+export const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
 /** The rows of `spec` read from `domains` in the window and through the filters. */
 export const selected = (rows: readonly Row[], spec: Spec) =>

@@ -7,7 +7,8 @@ import { pagination, type Pagination } from '../../http/envelope.js';
 import type { Interval } from '../registry.js';
 import type { OrderTerm, Query, Window } from './parse.js';
 import { MAX_SERIES_GROUPS, tooManyGroups, type RunResult, type SqlRow } from './run.js';
-import { compareBytes, dimensionColumn, metricColumn, type GroupKey } from './sql.js';
+import { compareBytes } from '../../../core/byte-order.js';
+import { dimensionColumn, metricColumn, type GroupKey } from './sql.js';
 
 export type DimensionValue = string | number | boolean;
 export type MetricValue = number | null;

@@ -10,6 +10,7 @@
  * Dimension values come out as d0, d1, … and metrics as m0, m1, … in the order asked.
  */
 import { TupleParam } from '@clickhouse/client';
+import { compareBytes } from '../../../core/byte-order.js';
 import { Params } from '../../logs/filters.js';
 import type { PlanConditions } from '../../rollups/plan.js';
 import { unionAll } from '../../rollups/shared-sql.js';
@@ -37,24 +38,6 @@ export const metricColumn = (i: number) => `m${i}`;
 
 /** The partials the query's metrics need, each once. */
 export const partialsOf = (query: Query): AnyPartial[] => [...new Set(query.metrics.flatMap((m) => m.partials))];
-
-/** A UTF-16 code unit moved so that code units compare in code point order (surrogates above U+E000–U+FFFF). */
-const codePointRank = (unit: number) => (unit >= 0xe000 ? unit - 0x800 : unit >= 0xd800 ? unit + 0x2000 : unit);
-
-/**
- * Strings in ClickHouse's order, by their UTF-8 bytes, which is code point order; JavaScript's `<`
- * compares UTF-16 code units, which differs where a surrogate pair meets U+E000–U+FFFF. Without
- * encoding the strings: a series may sort 100,000 rows.
- */
-export function compareBytes(a: string, b: string): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const x = a.charCodeAt(i);
-    const y = b.charCodeAt(i);
-    if (x !== y) return codePointRank(x) - codePointRank(y);
-  }
-  return a.length - b.length;
-}
 
 /** The SQL to order by a term: a domain by its name (the place of its id among the ids sorted by name). */
 function orderTerm(query: Query, term: OrderTerm, p: Params): string {
