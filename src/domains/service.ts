@@ -278,7 +278,8 @@ export async function updateDomain(
 ): Promise<Domain> {
   const domain = await resolveDomain(deps, principal, domainId);
   const handOver = principal.user.role !== 'admin';
-  if (handOver && (domain.role !== 'owner' || patch.name !== undefined || patch.ownerId == null)) throw forbidden();
+  // The owner hands over to someone else; nothing else (renaming, clearing the owner) is its to do.
+  if (handOver && (domain.role !== 'owner' || patch.name !== undefined || patch.ownerId == null || patch.ownerId === principal.user.id)) throw forbidden();
   const row = await applyDomainPatch(deps, domainId, patch);
   const changed = (['name', 'ownerId'] as const).filter((f) => patch[f] !== undefined).join(' and ') || 'nothing';
   const details = handOver ? `Handed domain ${row.name} over to ${(await findUserById(deps.db, row.owner_id!))?.email ?? `user ${row.owner_id}`}` : `Changed ${changed} of domain ${row.name}`;
