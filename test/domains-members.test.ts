@@ -6,15 +6,20 @@
  * alerts), and a revocation taking effect at once: the next request, an open live tail, a download
  * link, a fleet rule and its pending notification.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP_WAIT_MS } from '../src/alerts/evaluator.js';
 import { createApp } from '../src/app.js';
 import { createLogger } from '../core/log.js';
+import { openPglite } from '../core/db/postgres.js';
 import { sql } from '../core/db/sql.js';
 import { createTailHub, type TailHub } from '../src/logs/tail/service.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { evaluatorOf } from './support/alerts.js';
 import { activityOf } from './support/auth.js';
+import { run } from './support/child.js';
 import { HOST_FORMAT, importText, timeLocal } from './support/ingest.js';
 
 const NOT_FOUND = { success: false, error: 'Domain not found' };
@@ -414,4 +419,57 @@ describe('a revocation takes effect at once', () => {
     const again = await call(t.app, 'POST', '/api/logs/silences', { token: member.token, body: { domainIds: [shared.id], endsAt: new Date(Date.now() + 3_600_000).toISOString(), comment: 'deploy' } });
     expect({ status: again.status, body: again.body }).toEqual({ status: 403, body: FORBIDDEN });
   });
+});
+
+describe('tailhouse domains share, members, unshare', () => {
+  it('gives a role, changes it, lists it and takes it back; --as records it in that administrator\'s activity; refuses the owner, a non-member, a non-admin --as and another role', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-members-cli-'));
+    const vars = { DATA_DIR: dataDir };
+    try {
+      const ok = async (args: string[]) => {
+        const res = await run(args, vars);
+        expect(res.code, `${args.join(' ')}: ${res.stderr}`).toBe(0);
+        return res.stdout;
+      };
+      const fails = async (args: string[], stderr: string | RegExp) => {
+        const res = await run(args, vars);
+        expect(res.code, args.join(' ')).not.toBe(0);
+        expect(res.stderr).toMatch(stderr);
+      };
+      await ok(['users', 'create', '--email', 'boss@example.com', '--password', 'boss-password-1', '--role', 'admin']);
+      await ok(['users', 'create', '--email', 'own@example.com', '--password', 'own-password-1']);
+      await ok(['users', 'create', '--email', 'dev@example.com', '--password', 'dev-password-1']);
+      await ok(['domains', 'add', 'cli-shared.example.com', '--owner', 'own@example.com']);
+
+      expect(await ok(['domains', 'share', 'cli-shared.example.com', 'dev@example.com', '--role', 'viewer', '--as', 'boss@example.com'])).toBe('dev@example.com is now a viewer of cli-shared.example.com\n');
+      expect(await ok(['domains', 'share', 'cli-shared.example.com', 'dev@example.com', '--role', 'editor'])).toBe('dev@example.com is from now on an editor of cli-shared.example.com\n');
+      const members = JSON.parse(await ok(['domains', 'members', 'cli-shared.example.com', '--json']));
+      expect(members.map((m: { email: string; role: string; grantedBy: number | null }) => [m.email, m.role, m.grantedBy])).toEqual([['dev@example.com', 'editor', null]]);
+
+      await fails(['domains', 'share', 'cli-shared.example.com', 'own@example.com', '--role', 'viewer'], /userId is the owner of the domain/);
+      await fails(['domains', 'share', 'cli-shared.example.com', 'dev@example.com', '--role', 'owner'], /--role/);
+      await fails(['domains', 'share', 'cli-shared.example.com', 'dev@example.com'], /--role/);
+      await fails(['domains', 'unshare', 'cli-shared.example.com', 'dev@example.com', '--as', 'own@example.com'], /own@example\.com is not an active administrator/);
+
+      expect(await ok(['domains', 'unshare', 'cli-shared.example.com', 'dev@example.com', '--as', 'boss@example.com'])).toBe('dev@example.com is no longer a member of cli-shared.example.com\n');
+      await fails(['domains', 'unshare', 'cli-shared.example.com', 'dev@example.com'], /dev@example\.com is not a member of cli-shared\.example\.com/);
+      expect(JSON.parse(await ok(['domains', 'members', 'cli-shared.example.com', '--json']))).toEqual([]);
+
+      // The stores are closed with the last command: the activity, read straight from its Postgres.
+      const db = await openPglite(path.join(dataDir, 'postgres'));
+      try {
+        const rows = await db.query<{ action: string; details: string; ip_address: string }>(sql`
+          select a.action, a.details, a.ip_address from activity a join users u on u.id = a.user_id
+          where u.email = 'boss@example.com' and a.action like 'domain.member%' order by a.id`);
+        expect(rows.map((r) => [r.action, r.details, r.ip_address])).toEqual([
+          ['domain.member_add', 'Shared domain cli-shared.example.com with dev@example.com as viewer', 'command line'],
+          ['domain.member_remove', 'Removed dev@example.com (editor) from domain cli-shared.example.com', 'command line'],
+        ]);
+      } finally {
+        await db.close();
+      }
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
