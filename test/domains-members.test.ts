@@ -406,6 +406,26 @@ describe('a revocation takes effect at once', () => {
     expect(named).not.toContain(shared.name);
   });
 
+  it('a round that measured before the revocation and is applied after it records no state (so no notification) about the domain', async () => {
+    const { saveStates } = await import('../src/alerts/store.js');
+    const member = await person('mid-round');
+    await share(shared.id, people.owner, member.id, 'viewer');
+    const rule = await call(t.app, 'POST', '/api/logs/alerts', { token: member.token, body: alertBody({ scope: { domains: 'all' } }) });
+    expect(rule.status, JSON.stringify(rule.body)).toBe(201);
+    const [row] = await t.runtime.db.query<{ updated_at: Date }>(sql`select updated_at from alerts where id = ${rule.body.data.id}`);
+    const write = { alertId: rule.body.data.id, domainId: shared.id, version: new Date(row!.updated_at), state: 'firing' as const, stateChangedAt: new Date(), lastTriggeredAt: new Date(), notifiedState: 'firing' as const, lastNotifiedAt: new Date() };
+    // The same write, rolled back, before the revocation: it would be saved.
+    const before = await t.runtime.db
+      .transaction(async (tx) => {
+        const saved = await saveStates(tx, [write]);
+        throw Object.assign(new Error('roll back'), { saved });
+      })
+      .catch((err: { saved?: Set<string> }) => err.saved);
+    expect(before).toEqual(new Set([`${rule.body.data.id}:${shared.id}`]));
+    await unshare(shared.id, people.owner, member.id);
+    expect(await saveStates(t.runtime.db, [write])).toEqual(new Set());
+  });
+
   it("an editor made a viewer no longer silences the domain's alerts; its rule still covers it", async () => {
     const member = await person('silencer');
     await share(shared.id, people.owner, member.id, 'editor');

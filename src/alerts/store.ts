@@ -279,6 +279,15 @@ export async function claimRound(tx: Db, round: { at: Date; intervalStart: Date;
 }
 
 /**
+ * Waits until no round is being applied, and holds the next one off until the caller's transaction
+ * ends: a revocation (src/domains/members-store.ts) then either precedes an apply, which sees it
+ * (saveStates), or follows one, whose notifications it can still take the domain out of.
+ */
+export async function holdEvaluatorApply(tx: Db): Promise<void> {
+  await tx.query(sql`select pg_advisory_xact_lock(${EVALUATOR_LOCK})`);
+}
+
+/**
  * The second transaction of a round: waits for the advisory lock (held only by short transactions,
  * never across ClickHouse or delivery), then checks that the ledger still holds this round; false:
  * another round was claimed while this one measured, and its newer figures apply instead.
@@ -392,7 +401,8 @@ const iso = (d: Date | null) => (d === null ? null : d.toISOString());
  * Writes a round's changed pairs in one statement and returns the pairs written ("alertId:domainId").
  * A pair whose alert changed (updated_at), was disabled or deleted after the states were read, or
  * whose domain was deleted since (a rule's pair: its state row would break the round on its
- * foreign key), is skipped: the caller enqueues notifications and history only for the pairs returned, so a state
+ * foreign key), or a rule's pair whose creator no longer sees the domain (a membership revoked
+ * while the round measured; visibleToUser, as evaluationPairs), is skipped: the caller enqueues notifications and history only for the pairs returned, so a state
  * change is never notified without being recorded.
  */
 export async function saveStates(tx: Db, writes: StateWrite[]): Promise<Set<string>> {
@@ -417,6 +427,8 @@ export async function saveStates(tx: Db, writes: StateWrite[]): Promise<Set<stri
       notified_state text, last_notified_at timestamptz)
     join alerts a on a.id = w.alert_id and a.updated_at = w.version and a.enabled
     join domains d on d.id = w.domain_id
+    left join users u on u.id = a.created_by
+    where a.domain_id is not null or (u.active and ${visibleToUser(sql`u`, sql`d`)})
     order by w.alert_id, w.domain_id
     on conflict (alert_id, domain_id) do update
     set state = excluded.state, state_changed_at = excluded.state_changed_at, last_triggered_at = excluded.last_triggered_at,

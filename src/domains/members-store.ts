@@ -2,6 +2,7 @@
 import type { Db } from '../../core/db/postgres.js';
 import { sql } from '../../core/db/sql.js';
 import { dropPendingEvents } from '../alerts/outbox.js';
+import { holdEvaluatorApply } from '../alerts/store.js';
 import { findDomainAccess, type MemberRole } from './store.js';
 
 export interface MemberRow {
@@ -75,6 +76,8 @@ export async function deleteMember(db: Db, domainId: number, userId: number): Pr
 export async function forgetLostDomain(tx: Db, domainId: number, userId: number): Promise<void> {
   const [user] = await tx.query<{ role: string }>(sql`select role from users where id = ${userId}`);
   if (!user || user.role === 'admin' || (await findDomainAccess(tx, domainId, { all: false, userId }))) return;
+  // A round being applied now finishes first (its notifications are then taken out below); the next sees the grant gone.
+  await holdEvaluatorApply(tx);
   const rules = await tx.query<{ id: number }>(sql`select id from alerts where created_by = ${userId} and domain_id is null`);
   await dropPendingEvents(tx, { domainId, alertIds: rules.map((r) => r.id) });
 }
