@@ -1,7 +1,7 @@
 import type { Db } from '../../core/db/postgres.js';
 import { selectPage, type PageRequest } from '../../core/db/paging.js';
 import { intArray, sql } from '../../core/db/sql.js';
-import { visibleToUser } from '../domains/store.js';
+import { domainsReachedBy, visibleToUser } from '../domains/store.js';
 import { dropPendingEvents } from './outbox.js';
 import type { AlertDefinition, AlertScope, Condition, FilterTuple, NotificationMethod, Operator } from './schemas.js';
 
@@ -246,15 +246,16 @@ export async function lastValues(db: Db): Promise<Record<string, Record<string, 
 
 /**
  * Every enabled alert's (alert, domain) pairs: a domain's alert with its domain; a rule with each
- * domain of its scope that its creator, an active user, sees now (visibleToUser, the one rule of
- * who sees what). Two branches, each joined on what it can use an index for.
+ * domain of its scope that its creator, an active user, sees now (domainsReachedBy, the one rule
+ * of who sees what, read from the creator's grants). Two branches, each joined on what it can use
+ * an index for.
  */
 const PAIRS = sql`
   select a.id as alert_id, a.domain_id from alerts a where a.enabled and a.domain_id is not null
   union all
-  select a.id, d.id from alerts a
+  select a.id, r.domain_id from alerts a
   join users u on u.id = a.created_by and u.active
-  join domains d on (a.scope = 'all' or d.id = any(a.scope_domain_ids)) and ${visibleToUser(sql`u`, sql`d`)}
+  join lateral ${domainsReachedBy(sql`u`)} r on a.scope = 'all' or r.domain_id = any(a.scope_domain_ids)
   where a.enabled and a.domain_id is null`;
 
 /** The advisory lock of the evaluator's transactions (migrations hold …0001, the bootstrap …0002). */

@@ -70,6 +70,17 @@ const leastRank = (least: DomainRole) => sql`${rankOf(least)}::int`;
 export const visibleToUser = (user: SqlFragment, domain: SqlFragment, least: DomainRole = 'viewer'): SqlFragment =>
   sql`(${user}.role = 'admin' or exists (select 1 from ${grantsOf(sql`${user}.id`)} g where g.domain_id = ${domain}.id and g.rank >= ${leastRank(least)}))`;
 
+/**
+ * The ids (`domain_id`) of the domains on which the user row `user` holds at least `least`, as a
+ * relation to join laterally: every domain for an administrator, else its grants. The same rule
+ * as visibleToUser, read from the user's side (its grants by index) rather than a domain's: for
+ * the queries that judge a user over many domains (a rule over "all", a silence).
+ */
+export const domainsReachedBy = (user: SqlFragment, least: DomainRole = 'viewer'): SqlFragment => sql`(
+  select every_domain.id as domain_id from domains every_domain where ${user}.role = 'admin'
+  union
+  select g.domain_id from ${grantsOf(sql`${user}.id`)} g where ${user}.role <> 'admin' and g.rank >= ${leastRank(least)})`;
+
 /** The domains (the unaliased table `domains`) on which the caller holds at least `least`. */
 const visibleTo = (visibility: Visibility, least: DomainRole = 'viewer'): SqlFragment =>
   visibility.all ? sql`true` : sql`domains.id in (select g.domain_id from ${grantsOf(sql`${visibility.userId}::int`)} g where g.rank >= ${leastRank(least)})`;
