@@ -67,13 +67,14 @@ export function createApp(services: Services, options: AppOptions = {}) {
   app.route('/api/auth/session', browserSessionRoutes(services));
   app.route('/api/auth', authRoutes(services));
   app.route('/api/users', usersRoutes(services));
-  app.route('/api/domains', domainsRoutes(services));
+  const tail = options.tail ?? createTailHub(services);
+  app.route('/api/domains', domainsRoutes(services, tail));
   app.route('/api/logs', exportRoutes(services));
   app.route('/api/downloads', downloadRoutes(services, options.exportLimits));
   app.route('/api/logs', alertsRoutes(services));
   app.route('/api/logs', silencesRoutes(services));
   app.route('/api/logs', logStatsRoutes(services));
-  app.route('/api/logs', logsRoutes(services, options.tail ?? createTailHub(services)));
+  app.route('/api/logs', logsRoutes(services, tail));
   app.route('/api/logs', queryRoutes(services));
   app.route('/api/docs', docsRoutes());
   app.route('/', linkPages());

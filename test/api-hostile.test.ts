@@ -116,6 +116,14 @@ async function newDomain(): Promise<number> {
   return res.body.data.id;
 }
 
+/** A fresh user made a viewer of the domain (by its owner, the plain user); its id. */
+async function newMember(domainId: number): Promise<number> {
+  const member = await newUser();
+  const res = await call(t.app, 'POST', `/api/domains/${domainId}/members`, { token: plain.token, body: { userId: member.id, role: 'viewer' }, ip: nextIp() });
+  if (res.status !== 201) throw new Error(`add member: ${res.status} ${JSON.stringify(res.body)}`);
+  return member.id;
+}
+
 const alertBody = () => ({ name: 'hostile', condition: 'errorRate', operator: 'greaterThan', threshold: 0.5, duration: 300, notificationMethod: 'email', notificationTarget: 'ops@example.com' });
 
 async function newAlert(domainId: number): Promise<number> {
@@ -262,6 +270,9 @@ function knownValid(name: string, op: Operation, ctx: Context, variant: number):
       return op.path.startsWith('/api/domains') ? `${unique('fresh')}.example.com` : 'hostile name';
     case 'ownerId':
       return plain.id;
+    // A member to add: a user that is not the domain's owner.
+    case 'userId':
+      return admin.id;
     case 'threshold':
       return 0.5;
     case 'query':
@@ -624,6 +635,8 @@ async function contextsOf(op: Operation): Promise<Context[]> {
       if (name === 'domainId') ids[name] = String(fresh || names.includes('alertId') ? await newDomain() : seeded.domain.id);
       else if (name === 'alertId') ids[name] = String(ids.domainId === undefined ? await newRule() : await newAlert(Number(ids.domainId)));
       else if (name === 'silenceId') ids[name] = String(await newSilence());
+      // A member of the domain, to remove.
+      else if (name === 'userId') ids[name] = String(await newMember(Number(ids.domainId)));
       else if (name === 'file') ids[name] = downloadFile;
       // A token of the user the path names (`id` comes first in the path).
       else if (name === 'tokenId') ids[name] = String((await issuePersonalToken(t.runtime.db, Number(ids.id), 'hostile')).row.id);

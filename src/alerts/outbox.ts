@@ -73,13 +73,16 @@ export async function enqueueEvents(tx: Db, batches: readonly TargetEvents[], at
 }
 
 /**
- * Takes the events of a deleted alert, or of every alert on a deleted domain, out of the pending
- * notifications, and deletes a notification left without any: what was deleted is not sent, as
- * when each notification was its alert's own row and went with it. Called in the transaction of
- * the delete (store.ts deleteAlert, domains/store.ts deleteDomain); a notification being delivered
+ * Takes the events of a deleted alert, or of every alert on a deleted domain, or of some alerts
+ * (`alertIds`: the rules of a user whose membership of the domain ended) on a domain, out of the
+ * pending notifications, and deletes a notification left without any: what was deleted, or is no
+ * longer seen by the rule's creator, is not sent, as when each notification was its alert's own
+ * row and went with it. Called in the transaction of the delete or revocation (store.ts
+ * deleteAlert, domains/store.ts deleteDomain, domains/members.ts); a notification being delivered
  * this very moment still goes.
  */
-export async function dropPendingEvents(tx: Db, gone: { alertId: number } | { domainId: number }): Promise<void> {
+export async function dropPendingEvents(tx: Db, gone: { alertId: number } | { domainId: number; alertIds?: readonly number[] }): Promise<void> {
+  if ('alertIds' in gone && gone.alertIds?.length === 0) return;
   const naming =
     'alertId' in gone
       ? sql`${gone.alertId} = any(alert_ids)`
@@ -87,7 +90,8 @@ export async function dropPendingEvents(tx: Db, gone: { alertId: number } | { do
   const rows = await tx.query<{ id: string | number; events: AlertEvent[] }>(sql`
     select id, events from alert_notifications where status = 'pending' and ${naming} order by id for update`);
   if (rows.length === 0) return;
-  const keeps = (e: AlertEvent) => ('alertId' in gone ? e.alert.id !== gone.alertId : e.domain.id !== gone.domainId);
+  const among = 'alertIds' in gone && gone.alertIds ? new Set(gone.alertIds) : null;
+  const keeps = (e: AlertEvent) => ('alertId' in gone ? e.alert.id !== gone.alertId : e.domain.id !== gone.domainId || (among !== null && !among.has(e.alert.id)));
   const left = rows.map((r) => ({ id: String(r.id), events: r.events.filter(keeps) }));
   const emptied = left.filter((r) => r.events.length === 0).map((r) => r.id);
   const kept = left.filter((r) => r.events.length > 0).map((r) => ({ ...r, alert_ids: alertIdsOf(r.events) }));

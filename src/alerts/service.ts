@@ -214,13 +214,17 @@ export async function createAlert(deps: Deps, principal: Principal, domainId: nu
   return toAlert(row);
 }
 
-/** The scope's domains must each be visible to the creator (404 "Domain not found" otherwise). */
+/**
+ * The scope's domains must each be visible to the creator (404 "Domain not found" otherwise), in
+ * any role: a rule is its creator's own, never the domain's, and watching a domain's figures is
+ * reading them (a viewer may), as a rule over "all" covers every domain its creator sees.
+ */
 async function checkScope(deps: Deps, principal: Principal, scope: AlertScope, action: Action): Promise<string> {
   if ('domains' in scope) {
-    await resolveDomains(deps, principal, [], ['alerts', action]);
+    await resolveDomains(deps, principal, [], ['alerts', action], 'viewer');
     return 'every domain its creator sees';
   }
-  const domains = await resolveDomains(deps, principal, scope.domainIds, ['alerts', action]);
+  const domains = await resolveDomains(deps, principal, scope.domainIds, ['alerts', action], 'viewer');
   return domains.length <= 3 ? domains.map((d) => d.name).join(', ') : `${domains.length} domains`;
 }
 

@@ -1,7 +1,7 @@
 import type { Db } from '../../core/db/postgres.js';
 import { selectPage, type PageRequest } from '../../core/db/paging.js';
 import { intArray, sql } from '../../core/db/sql.js';
-import { visibleToUser } from '../domains/store.js';
+import { domainsReachedBy, visibleToUser } from '../domains/store.js';
 import { dropPendingEvents } from './outbox.js';
 import type { AlertDefinition, AlertScope, Condition, FilterTuple, NotificationMethod, Operator } from './schemas.js';
 
@@ -246,15 +246,16 @@ export async function lastValues(db: Db): Promise<Record<string, Record<string, 
 
 /**
  * Every enabled alert's (alert, domain) pairs: a domain's alert with its domain; a rule with each
- * domain of its scope that its creator, an active user, sees now (visibleToUser, the one rule of
- * who sees what). Two branches, each joined on what it can use an index for.
+ * domain of its scope that its creator, an active user, sees now (domainsReachedBy, the one rule
+ * of who sees what, read from the creator's grants). Two branches, each joined on what it can use
+ * an index for.
  */
 const PAIRS = sql`
   select a.id as alert_id, a.domain_id from alerts a where a.enabled and a.domain_id is not null
   union all
-  select a.id, d.id from alerts a
+  select a.id, r.domain_id from alerts a
   join users u on u.id = a.created_by and u.active
-  join domains d on (a.scope = 'all' or d.id = any(a.scope_domain_ids)) and ${visibleToUser(sql`u`, sql`d`)}
+  join lateral ${domainsReachedBy(sql`u`)} r on a.scope = 'all' or r.domain_id = any(a.scope_domain_ids)
   where a.enabled and a.domain_id is null`;
 
 /** The advisory lock of the evaluator's transactions (migrations hold …0001, the bootstrap …0002). */
@@ -276,6 +277,15 @@ export async function claimRound(tx: Db, round: { at: Date; intervalStart: Date;
     where id = 1 and (round_at is null or round_at < ${round.intervalStart} or claimed_db_at < now() - make_interval(secs => ${round.staleAfterS}))
     returning id`);
   return rows.length > 0 ? 'claimed' : 'taken';
+}
+
+/**
+ * Waits until no round is being applied, and holds the next one off until the caller's transaction
+ * ends: a revocation (src/domains/members-store.ts) then either precedes an apply, which sees it
+ * (saveStates), or follows one, whose notifications it can still take the domain out of.
+ */
+export async function holdEvaluatorApply(tx: Db): Promise<void> {
+  await tx.query(sql`select pg_advisory_xact_lock(${EVALUATOR_LOCK})`);
 }
 
 /**
@@ -392,7 +402,8 @@ const iso = (d: Date | null) => (d === null ? null : d.toISOString());
  * Writes a round's changed pairs in one statement and returns the pairs written ("alertId:domainId").
  * A pair whose alert changed (updated_at), was disabled or deleted after the states were read, or
  * whose domain was deleted since (a rule's pair: its state row would break the round on its
- * foreign key), is skipped: the caller enqueues notifications and history only for the pairs returned, so a state
+ * foreign key), or a rule's pair whose creator no longer sees the domain (a membership revoked
+ * while the round measured; visibleToUser, as evaluationPairs), is skipped: the caller enqueues notifications and history only for the pairs returned, so a state
  * change is never notified without being recorded.
  */
 export async function saveStates(tx: Db, writes: StateWrite[]): Promise<Set<string>> {
@@ -417,6 +428,8 @@ export async function saveStates(tx: Db, writes: StateWrite[]): Promise<Set<stri
       notified_state text, last_notified_at timestamptz)
     join alerts a on a.id = w.alert_id and a.updated_at = w.version and a.enabled
     join domains d on d.id = w.domain_id
+    left join users u on u.id = a.created_by
+    where a.domain_id is not null or (u.active and ${visibleToUser(sql`u`, sql`d`)})
     order by w.alert_id, w.domain_id
     on conflict (alert_id, domain_id) do update
     set state = excluded.state, state_changed_at = excluded.state_changed_at, last_triggered_at = excluded.last_triggered_at,

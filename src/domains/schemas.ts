@@ -113,3 +113,31 @@ export const bulkDomainsResultSchema = z
   .openapi('BulkDomainsResult');
 
 export const updateDomainBody = z.strictObject({ name: domainNameField.optional(), ownerId: ownerIdField.optional() }).openapi('UpdateDomain');
+
+/** A user's id, as ownerIdField but never null. */
+const userIdField = z
+  .number({ message: 'must be a user id' })
+  .int({ message: 'must be a user id' })
+  .positive({ message: 'must be a user id' })
+  .max(2 ** 31 - 1, { message: 'must be a user id' })
+  .openapi({ example: 7 });
+
+const memberRoleField = z
+  .enum(['viewer', 'editor'], { message: 'must be viewer or editor' })
+  .openapi({ description: 'viewer: sees the domain, reads its logs, statistics and alerts; editor: also creates, changes and deletes its alerts and silences' });
+
+export const memberParams = z.object({ domainId: idParam('domainId'), userId: idParam('userId') });
+
+export const shareDomainBody = z.strictObject({ userId: userIdField, role: memberRoleField }).openapi('ShareDomain');
+
+export const memberSchema = z
+  .object({
+    userId: z.number().int(),
+    name: z.string(),
+    email: z.string(),
+    role: z.enum(['viewer', 'editor']),
+    grantedBy: z.number().int().nullable().openapi({ description: 'who gave the role last; null: the command line, or a user deleted since' }),
+    createdAt: z.string(),
+    updatedAt: z.string().openapi({ description: 'when the role last changed' }),
+  })
+  .openapi('DomainMember');

@@ -11,49 +11,72 @@ import { domainIdsOf } from '../../ingest/domain-store.js';
 import { domainNameField } from './schemas.js';
 import {
   deleteDomain as deleteDomainRow,
+  findDomainAccess,
   findVisibleDomain,
   insertDomain,
   insertNewDomains,
   listDomains as listDomainRows,
   toDomain,
   updateDomain as updateDomainRow,
-  visibleDomainNames,
+  reachableDomains,
   type Domain,
   type DomainName,
+  type DomainRole,
   type DomainRow,
   type Visibility,
 } from './store.js';
+import { atLeast, roleNeeded, type AccessWatchers } from './access.js';
+import { afterOwnerChange } from './members-store.js';
 
 type Deps = Pick<Services, 'db'>;
 type DeleteDeps = Pick<Services, 'db' | 'clickhouse' | 'log'>;
 /** Reads of ingest health: ClickHouse through the request queue, and INGEST_STALE_S. */
 type IngestDeps = Pick<Services, 'db' | 'clickhouse' | 'reads'> & { config: Pick<Services['config'], 'ingestStaleS'> };
 
-const visibilityOf = (principal: Principal): Visibility =>
-  principal.user.role === 'admin' ? { all: true } : { all: false, ownerId: principal.user.id };
+/** Whose domains the caller sees: every one (an administrator), or those it holds a grant on (store.ts, grantsOf). */
+export const visibilityOf = (principal: Principal): Visibility =>
+  principal.user.role === 'admin' ? { all: true } : { all: false, userId: principal.user.id };
 
 /**
  * The guard of every per-domain route: the domain behind `domainId` if this caller may see it
  * (404 "Domain not found" otherwise, exactly as for an unknown id), then, if asked, 403 unless
- * the caller holds `resource:action`.
+ * the caller holds `resource:action` and its role on the domain allows it (roleNeeded: a viewer
+ * reads, an editor also changes alerts and silences; `least` asks for another role). The
+ * caller's role comes with the domain.
  */
-export async function resolveDomain(deps: Deps, principal: Principal, domainId: number, needs?: [Resource, Action]): Promise<DomainRow> {
-  const domain = await findVisibleDomain(deps.db, domainId, visibilityOf(principal));
+export async function resolveDomain(
+  deps: Deps,
+  principal: Principal,
+  domainId: number,
+  needs?: [Resource, Action],
+  least: DomainRole = needs ? roleNeeded(...needs) : 'viewer',
+): Promise<DomainRow & { role: DomainRole }> {
+  const domain = await findDomainAccess(deps.db, domainId, visibilityOf(principal));
   if (!domain) throw notFound('Domain');
   if (needs && !principal.permissions.can(needs[0], needs[1])) throw forbidden();
+  if (!atLeast(domain.role, least)) throw forbidden();
   return domain;
 }
 
 /**
- * The guard of a read over several domains: those of `ids` if the caller sees every one (404
- * "Domain not found" otherwise, as resolveDomain), or every domain it sees; then 403 unless the
- * caller holds `resource:action`.
+ * The guard of a read or change over several domains: those of `ids` if the caller sees every one
+ * (404 "Domain not found" otherwise, as resolveDomain), then 403 unless the caller holds
+ * `resource:action` and its role on each allows it; without `ids`, every domain where its role
+ * allows it. `least`: the role needed, when not the one roleNeeded gives (a fleet rule is its
+ * creator's, and covers domains it reads).
  */
-export async function resolveDomains(deps: Deps, principal: Principal, ids: readonly number[] | undefined, needs: [Resource, Action]): Promise<DomainName[]> {
-  const domains = await visibleDomainNames(deps.db, visibilityOf(principal), ids);
+export async function resolveDomains(
+  deps: Deps,
+  principal: Principal,
+  ids: readonly number[] | undefined,
+  needs: [Resource, Action],
+  least: DomainRole = roleNeeded(...needs),
+): Promise<DomainName[]> {
+  const domains = await reachableDomains(deps.db, visibilityOf(principal), ids);
   if (ids && domains.length < new Set(ids).size) throw notFound('Domain');
   if (!principal.permissions.can(needs[0], needs[1])) throw forbidden();
-  return domains;
+  if (ids && domains.some((d) => !atLeast(d.role, least))) throw forbidden();
+  return domains.filter((d) => atLeast(d.role, least)).map(({ id, name }) => ({ id, name }));
 }
 
 const domainExists = () => conflict('Domain already exists');
@@ -240,27 +263,46 @@ export async function addDomains(
   });
 }
 
+/**
+ * PUT /api/domains/:domainId: administrators rename a domain and change its owner; its owner may
+ * hand it over to another user (`ownerId` alone), which ends its own access unless it is given a
+ * role again. The previous owner's open tails of the domain are checked again at once.
+ */
 export async function updateDomain(
   deps: Deps,
   principal: Principal,
   domainId: number,
   patch: { name?: string | undefined; ownerId?: number | null | undefined },
   client: ClientInfo,
+  watchers?: AccessWatchers,
 ): Promise<Domain> {
-  await resolveDomain(deps, principal, domainId);
-  if (principal.user.role !== 'admin') throw forbidden();
+  const domain = await resolveDomain(deps, principal, domainId);
+  const handOver = principal.user.role !== 'admin';
+  // The owner hands over to someone else; nothing else (renaming, clearing the owner) is its to do.
+  if (handOver && (domain.role !== 'owner' || patch.name !== undefined || patch.ownerId == null || patch.ownerId === principal.user.id)) throw forbidden();
   const row = await applyDomainPatch(deps, domainId, patch);
   const changed = (['name', 'ownerId'] as const).filter((f) => patch[f] !== undefined).join(' and ') || 'nothing';
-  await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.update', resource: `domains/${domainId}`, details: `Changed ${changed} of domain ${row.name}` }, client);
+  const details = handOver ? `Handed domain ${row.name} over to ${(await findUserById(deps.db, row.owner_id!))?.email ?? `user ${row.owner_id}`}` : `Changed ${changed} of domain ${row.name}`;
+  await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.update', resource: `domains/${domainId}`, details }, client);
+  if (domain.owner_id !== row.owner_id) await watchers?.recheckDomain(domainId);
   return toDomain(row);
 }
 
-/** After the caller's rights were checked: renames or reassigns the domain (the API, the command line). */
+/**
+ * After the caller's rights were checked: renames or reassigns the domain (the API, the command
+ * line). A new owner's membership ends (the owner holds every role), and the previous owner loses
+ * the domain as a revoked member does (afterOwnerChange).
+ */
 export async function applyDomainPatch(deps: Deps, domainId: number, patch: { name?: string | undefined; ownerId?: number | null | undefined }): Promise<DomainRow> {
   await checkOwner(deps, patch.ownerId);
   let row: DomainRow | undefined;
   try {
-    row = await updateDomainRow(deps.db, domainId, patch);
+    row = await deps.db.transaction(async (tx) => {
+      const before = await findVisibleDomain(tx, domainId, { all: true });
+      const after = await updateDomainRow(tx, domainId, patch);
+      if (before && after) await afterOwnerChange(tx, domainId, before.owner_id, after.owner_id);
+      return after;
+    });
   } catch (err) {
     if (isUniqueViolation(err)) throw domainExists();
     throw err;

@@ -27,21 +27,79 @@ export const toDomain = (row: DomainRow): Domain => ({
   updatedAt: new Date(row.updated_at).toISOString(),
 });
 
-/** Whose domains a caller sees: all (an admin) or those it owns. */
-export type Visibility = { all: true } | { all: false; ownerId: number };
+/**
+ * A user's standing on a domain, from least to most: `viewer` and `editor` are a member's roles,
+ * `owner` is its one owner's; an administrator stands above all (`admin`). What each may do is
+ * roleAllows (src/domains/access.ts).
+ */
+export const DOMAIN_ROLES = ['viewer', 'editor', 'owner', 'admin'] as const;
+export type DomainRole = (typeof DOMAIN_ROLES)[number];
+/** The roles a member can be given. */
+export const MEMBER_ROLES = ['viewer', 'editor'] as const;
+export type MemberRole = (typeof MEMBER_ROLES)[number];
+
+/** A role as the rank the SQL rule compares: viewer 1, editor 2, owner 3, admin 4. */
+export const rankOf = (role: DomainRole): number => DOMAIN_ROLES.indexOf(role) + 1;
+export const roleOfRank = (rank: number): DomainRole => DOMAIN_ROLES[rank - 1]!;
+
+/** Whose domains a caller sees: all (an administrator) or those a user holds a grant on. */
+export type Visibility = { all: true } | { all: false; userId: number };
 
 /**
- * Whether the user row `user` sees the domain row `domain`, in SQL: the same rule as Visibility
- * (an administrator sees every domain, a user those it owns), for queries that judge another
+ * THE rule of who sees what: every grant of a domain to the user whose id is `userId` (an SQL
+ * expression: a bound id, or a column of the query around it), as rows (domain_id, rank): the
+ * domains it owns (owner), those it is a member of (the member's role). A group's grant is one
+ * more branch here and nowhere else. Everything that decides whether a user sees a domain, and in
+ * which role, reads these rows: visibleTo and findDomainAccess for the caller of a request,
+ * visibleToUser for the user a rule or silence belongs to (evaluation, notifications), the
+ * download links (src/exports/store.ts).
+ */
+const grantsOf = (userId: SqlFragment): SqlFragment => sql`(
+  select o.id as domain_id, 3 as rank from domains o where o.owner_id = ${userId}
+  union all
+  select m.domain_id, case m.role when 'editor' then 2 else 1 end from domain_members m where m.user_id = ${userId})`;
+
+/** The rank of the least role that still counts (`viewer`: seeing the domain at all). */
+const leastRank = (least: DomainRole) => sql`${rankOf(least)}::int`;
+
+/**
+ * Whether the user row `user` holds at least `least` on the domain row `domain`, in SQL: an
+ * administrator holds every role, a user its grants (grantsOf). For queries that judge another
  * user than the caller (a rule's creator, a silence's author) at evaluation time.
  */
-export const visibleToUser = (user: SqlFragment, domain: SqlFragment): SqlFragment => sql`(${user}.role = 'admin' or ${domain}.owner_id = ${user}.id)`;
+export const visibleToUser = (user: SqlFragment, domain: SqlFragment, least: DomainRole = 'viewer'): SqlFragment =>
+  sql`(${user}.role = 'admin' or exists (select 1 from ${grantsOf(sql`${user}.id`)} g where g.domain_id = ${domain}.id and g.rank >= ${leastRank(least)}))`;
 
-const visibleTo = (visibility: Visibility): SqlFragment => (visibility.all ? sql`true` : sql`owner_id = ${visibility.ownerId}`);
+/**
+ * The ids (`domain_id`) of the domains on which the user row `user` holds at least `least`, as a
+ * relation to join laterally: every domain for an administrator, else its grants. The same rule
+ * as visibleToUser, read from the user's side (its grants by index) rather than a domain's: for
+ * the queries that judge a user over many domains (a rule over "all", a silence).
+ */
+export const domainsReachedBy = (user: SqlFragment, least: DomainRole = 'viewer'): SqlFragment => sql`(
+  select every_domain.id as domain_id from domains every_domain where ${user}.role = 'admin'
+  union
+  select g.domain_id from ${grantsOf(sql`${user}.id`)} g where ${user}.role <> 'admin' and g.rank >= ${leastRank(least)})`;
+
+/** The domains (the unaliased table `domains`) on which the caller holds at least `least`. */
+const visibleTo = (visibility: Visibility, least: DomainRole = 'viewer'): SqlFragment =>
+  visibility.all ? sql`true` : sql`domains.id in (select g.domain_id from ${grantsOf(sql`${visibility.userId}::int`)} g where g.rank >= ${leastRank(least)})`;
+
+/** The caller's rank on the domain row `domains` (null: none), from the same grants. */
+const rankSql = (visibility: Visibility): SqlFragment =>
+  visibility.all ? sql`4` : sql`(select max(g.rank) from ${grantsOf(sql`${visibility.userId}::int`)} g where g.domain_id = domains.id)`;
 
 export async function findVisibleDomain(db: Db, id: number, visibility: Visibility): Promise<DomainRow | undefined> {
   const [row] = await db.query<DomainRow>(sql`select * from domains where id = ${id} and ${visibleTo(visibility)}`);
   return row;
+}
+
+/** The domain behind `id` if the caller sees it, with the caller's role on it. */
+export async function findDomainAccess(db: Db, id: number, visibility: Visibility): Promise<(DomainRow & { role: DomainRole }) | undefined> {
+  const [row] = await db.query<DomainRow & { rank: number | null }>(sql`select *, ${rankSql(visibility)}::int as rank from domains where id = ${id}`);
+  if (!row || row.rank === null) return undefined;
+  const { rank, ...domain } = row;
+  return { ...domain, role: roleOfRank(Number(rank)) };
 }
 
 /** A domain's id and name. */
@@ -52,8 +110,14 @@ export interface DomainName {
 
 /** The id and name of every domain the caller sees, or of those among `ids` it sees; by id. */
 export async function visibleDomainNames(db: Db, visibility: Visibility, ids?: readonly number[]): Promise<DomainName[]> {
+  return (await reachableDomains(db, visibility, ids)).map(({ id, name }) => ({ id, name }));
+}
+
+/** As visibleDomainNames, each with the caller's role on it. */
+export async function reachableDomains(db: Db, visibility: Visibility, ids?: readonly number[]): Promise<(DomainName & { role: DomainRole })[]> {
   const among = ids ? sql`id in (select (jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb))::int)` : sql`true`;
-  return db.query<DomainName>(sql`select id, name from domains where ${visibleTo(visibility)} and ${among} order by id`);
+  const rows = await db.query<DomainName & { rank: number }>(sql`select id, name, ${rankSql(visibility)}::int as rank from domains where ${visibleTo(visibility)} and ${among} order by id`);
+  return rows.map((r) => ({ id: r.id, name: r.name, role: roleOfRank(Number(r.rank)) }));
 }
 
 export async function findDomainByName(db: Db, name: string): Promise<DomainRow | undefined> {

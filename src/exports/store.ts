@@ -1,5 +1,6 @@
 import type { Db } from '../../core/db/postgres.js';
 import { sql } from '../../core/db/sql.js';
+import { visibleToUser } from '../domains/store.js';
 
 export type ExportType = 'access' | 'error';
 export type ExportFormat = 'csv' | 'json';
@@ -55,9 +56,9 @@ export async function findDownload(db: Db, tokenHash: string): Promise<DownloadR
   const [row] = await db.query<DownloadRow>(sql`
     select e.id, e.domain_id, e.user_id, e.type, e.format, e.filters, e.start_date, e.end_date, e.created_at, e.expires_at,
       d.name as domain_name,
-      (u.active and (u.role = 'admin' or (d.owner_id = u.id and exists (
+      (u.active and ${visibleToUser(sql`u`, sql`d`)} and (u.role = 'admin' or exists (
         select 1 from user_permissions p where p.user_id = u.id and p.resource = 'logs' and p.action = 'read'
-      )))) as allowed
+      ))) as allowed
     from exports e
     join domains d on d.id = e.domain_id
     join users u on u.id = e.user_id

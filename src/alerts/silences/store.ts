@@ -1,6 +1,6 @@
 import type { Db } from '../../../core/db/postgres.js';
 import { intArray, sql } from '../../../core/db/sql.js';
-import { visibleToUser } from '../../domains/store.js';
+import { domainsReachedBy } from '../../domains/store.js';
 import type { Recurrence } from '../recurrence.js';
 
 const intArrayOrNull = (ids: readonly number[] | null) => (ids === null ? sql`null::integer[]` : intArray(ids));
@@ -83,13 +83,13 @@ export interface SilenceMatcher {
 
 /**
  * The silences in force or to come at `at`, each with the domains it covers now: those it names,
- * or every domain, among those its creator (an active user) sees (visibleToUser), so that a
- * silence never reaches a domain its creator could not silence.
+ * or every domain, among those on which its creator (an active user) is an editor at least
+ * (domainsReachedBy), so that a silence never reaches a domain its creator could not silence now.
  */
 export async function liveSilences(db: Db, at: Date): Promise<SilenceMatcher[]> {
   const rows = await db.query<{ id: number; alert_ids: number[] | null; starts_at: Date | null; ends_at: Date | null; recurrence: Recurrence | null; domains: number[] }>(sql`
     select s.id, s.alert_ids, s.starts_at, s.ends_at, s.recurrence,
-           array(select d.id from domains d where (s.domain_ids is null or d.id = any(s.domain_ids)) and ${visibleToUser(sql`u`, sql`d`)}) as domains
+           array(select r.domain_id from ${domainsReachedBy(sql`u`, 'editor')} r where s.domain_ids is null or r.domain_id = any(s.domain_ids)) as domains
     from alert_silences s join users u on u.id = s.created_by and u.active
     where ${live(at)}
     order by s.id`);

@@ -9,7 +9,8 @@
  *
  * A client's right to its stream is checked again every `recheckMs` with its own credential (the
  * token still valid and its session live, the user active, the domain visible, `logs: read`
- * held), and its stream ends when its access token expires; `close` ends every stream (shutdown).
+ * held), at once on its domain when a member's role there is revoked or changed (recheckDomain),
+ * and its stream ends when its access token expires; `close` ends every stream (shutdown).
  *
  * What a tail sends (README "Live tail"): each entry stored while the stream is open whose time is
  * within `windowMs` of the moment it is read, exactly once, access entries as `event: access`
@@ -124,6 +125,12 @@ function dataOf(entry: SearchEntry): Uint8Array {
 export interface TailHub {
   /** 404/403 as for a listing; 429 when the process has `maxClients` already, or the user `maxPerUser`; else the SSE body (null for `headOnly`). */
   open(request: TailRequest): Promise<ReadableStream<Uint8Array> | null>;
+  /**
+   * Checks the access of every open stream on `domainId` now, not at its next re-check: a
+   * membership revoked or lowered in this process ends its tails at once (other processes' within
+   * `recheckMs`). Resolves when those checks are done.
+   */
+  recheckDomain(domainId: number): Promise<void>;
   /** Tailing clients now. */
   readonly clients: number;
   /** Ends every stream (`event: end`, reason `shutdown`) and stops the pollers; new tails get 503. */
@@ -135,6 +142,8 @@ export function createTailHub(deps: Deps, overrides: Partial<TailLimits> = {}): 
   const limits: TailLimits = { ...TAIL_LIMITS, maxPerUser: deps.config.tailPerUser, ...overrides };
   const pollers = new Map<number, DomainPoller>();
   const streams = new Set<TailStream>();
+  // Each open stream's re-check of its access, by domain, for recheckDomain.
+  const rechecks = new Map<TailStream, { domainId: number; now: () => Promise<void> }>();
   // Places taken: open streams, and tails still being opened.
   const places = createPlaces(limits);
   let closed = false;
@@ -201,6 +210,7 @@ export function createTailHub(deps: Deps, overrides: Partial<TailLimits> = {}): 
       poller.remove(client);
       clearTimeout(recheckTimer);
       clearTimeout(expiryTimer);
+      rechecks.delete(stream);
       deps.log.info({ domainId, userId: principal.user.id, reason, ms: Date.now() - started }, 'live tail closed');
     };
     streams.add(stream);
@@ -210,7 +220,14 @@ export function createTailHub(deps: Deps, overrides: Partial<TailLimits> = {}): 
 
     const end = (reason: EndReason) => stream.end(reason);
     if (principal.expiresAt) expiryTimer = setTimeout(() => end('token-expired'), Math.min(MAX_TIMER_MS, Math.max(0, principal.expiresAt.getTime() - Date.now()))).unref();
-    const recheck = async () => {
+    // One check at a time, in order: one asked for by recheckDomain while a periodic one is under
+    // way runs after it (which may have read the access from before the change), and each check
+    // leaves one timer for the next.
+    let checking: Promise<void> = Promise.resolve();
+    const recheck = (): Promise<void> => (checking = checking.then(checkOnce));
+    const checkOnce = async () => {
+      clearTimeout(recheckTimer);
+      if (!stream.open) return;
       try {
         await authorize(await authenticate(deps, request.authorization), domainId);
       } catch (err) {
@@ -222,11 +239,18 @@ export function createTailHub(deps: Deps, overrides: Partial<TailLimits> = {}): 
       if (stream.open) recheckTimer = setTimeout(recheck, limits.recheckMs).unref();
     };
     recheckTimer = setTimeout(recheck, limits.recheckMs).unref();
+    rechecks.set(stream, {
+      domainId,
+      now: recheck,
+    });
     return stream.body;
   }
 
   return {
     open,
+    async recheckDomain(domainId) {
+      await Promise.all([...rechecks.values()].filter((r) => r.domainId === domainId).map((r) => r.now()));
+    },
     get clients() {
       return places.taken;
     },

@@ -1,0 +1,94 @@
+/** The members of a domain (sql/postgres/013): who besides its owner sees it, in which role. */
+import type { Db } from '../../core/db/postgres.js';
+import { sql } from '../../core/db/sql.js';
+import { dropPendingEvents } from '../alerts/outbox.js';
+import { holdEvaluatorApply } from '../alerts/store.js';
+import { findDomainAccess, type MemberRole } from './store.js';
+
+export interface MemberRow {
+  user_id: number;
+  name: string;
+  email: string;
+  role: MemberRole;
+  granted_by: number | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface Member {
+  userId: number;
+  name: string;
+  email: string;
+  role: MemberRole;
+  grantedBy: number | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const toMember = (row: MemberRow): Member => ({
+  userId: row.user_id,
+  name: row.name,
+  email: row.email,
+  role: row.role,
+  grantedBy: row.granted_by,
+  createdAt: new Date(row.created_at).toISOString(),
+  updatedAt: new Date(row.updated_at).toISOString(),
+});
+
+const MEMBER_COLUMNS = sql`m.user_id, u.name, u.email, m.role, m.granted_by, m.created_at, m.updated_at`;
+
+/** A domain's members, by user id. */
+export async function listMembers(db: Db, domainId: number): Promise<MemberRow[]> {
+  return db.query<MemberRow>(sql`select ${MEMBER_COLUMNS} from domain_members m join users u on u.id = m.user_id where m.domain_id = ${domainId} order by m.user_id`);
+}
+
+export async function findMember(db: Db, domainId: number, userId: number): Promise<MemberRow | undefined> {
+  const [row] = await db.query<MemberRow>(sql`select ${MEMBER_COLUMNS} from domain_members m join users u on u.id = m.user_id where m.domain_id = ${domainId} and m.user_id = ${userId}`);
+  return row;
+}
+
+/**
+ * Makes the user a member in `role`, or gives a member that role; `before`: its role until now
+ * (null: it was not a member). One statement, so two grants at once cannot both be "added".
+ */
+export async function upsertMember(db: Db, domainId: number, userId: number, role: MemberRole, grantedBy: number | null): Promise<{ before: MemberRole | null }> {
+  const [row] = await db.query<{ before: MemberRole | null }>(sql`
+    with old as (select role from domain_members where domain_id = ${domainId} and user_id = ${userId})
+    insert into domain_members (domain_id, user_id, role, granted_by) values (${domainId}, ${userId}, ${role}, ${grantedBy})
+    on conflict (domain_id, user_id) do update set role = excluded.role, granted_by = excluded.granted_by,
+      updated_at = case when domain_members.role = excluded.role then domain_members.updated_at else now() end
+    returning (select role from old) as before`);
+  return { before: row?.before ?? null };
+}
+
+/** Ends a membership; its role until now, or null when the user was not a member. */
+export async function deleteMember(db: Db, domainId: number, userId: number): Promise<MemberRole | null> {
+  const [row] = await db.query<{ role: MemberRole }>(sql`delete from domain_members where domain_id = ${domainId} and user_id = ${userId} returning role`);
+  return row?.role ?? null;
+}
+
+/**
+ * When `userId` may have lost the domain (its membership ended, or it handed the domain over): if
+ * it no longer sees it (grantsOf; an administrator sees every domain), the events about the domain
+ * of its rules (alerts over many domains) leave the pending notifications, so that the next one no
+ * longer names it. Its rules stop covering the domain at the next evaluation by themselves.
+ */
+export async function forgetLostDomain(tx: Db, domainId: number, userId: number): Promise<void> {
+  const [user] = await tx.query<{ role: string }>(sql`select role from users where id = ${userId}`);
+  if (!user || user.role === 'admin' || (await findDomainAccess(tx, domainId, { all: false, userId }))) return;
+  // A round being applied now finishes first (its notifications are then taken out below); the next sees the grant gone.
+  await holdEvaluatorApply(tx);
+  const rules = await tx.query<{ id: number }>(sql`select id from alerts where created_by = ${userId} and domain_id is null`);
+  await dropPendingEvents(tx, { domainId, alertIds: rules.map((r) => r.id) });
+}
+
+/**
+ * After an owner change (applyDomainPatch, in its transaction): the new owner's membership, now
+ * redundant, ends (the change itself is recorded by the caller), and the previous owner loses the
+ * domain as a revoked member does (forgetLostDomain).
+ */
+export async function afterOwnerChange(tx: Db, domainId: number, previousOwner: number | null, newOwner: number | null): Promise<void> {
+  if (previousOwner === newOwner) return;
+  if (newOwner !== null) await deleteMember(tx, domainId, newOwner);
+  if (previousOwner !== null) await forgetLostDomain(tx, domainId, previousOwner);
+}
