@@ -122,8 +122,9 @@ describe('the members API', () => {
   it('the owner adds a member (201), changes its role (200), lists and removes it; each grant and revocation is in its activity', async () => {
     const member = await person('member');
     const added = await share(shared.id, people.owner, member.id, 'viewer');
+    // An owner learns no name or address of the user it added by id: it could walk the ids.
     expect(added.body.data).toEqual({
-      userId: member.id, name: 'member', email: member.email, role: 'viewer', grantedBy: people.owner.id, createdAt: expect.any(String), updatedAt: expect.any(String),
+      userId: member.id, name: null, email: null, role: 'viewer', grantedBy: people.owner.id, createdAt: expect.any(String), updatedAt: expect.any(String),
     });
     expect((await share(shared.id, people.owner, member.id, 'viewer', 200)).body.data.role).toBe('viewer');
     expect((await share(shared.id, people.owner, member.id, 'editor', 200)).body.data.role).toBe('editor');
@@ -134,17 +135,26 @@ describe('the members API', () => {
       [people.viewer.id, 'viewer'],
       [member.id, 'editor'],
     ]);
-    // The administrator's list is the same.
-    expect((await call(t.app, 'GET', `/api/domains/${shared.id}/members`, { token: admin.token })).body).toEqual(list.body);
+    expect(list.body.data.members.every((m: { name: unknown; email: unknown }) => m.name === null && m.email === null)).toBe(true);
+    // The administrator's list is the same, with names and addresses.
+    const adminList = await call(t.app, 'GET', `/api/domains/${shared.id}/members`, { token: admin.token });
+    expect(adminList.body.data.members.map((m: { userId: number; role: string }) => [m.userId, m.role])).toEqual(list.body.data.members.map((m: { userId: number; role: string }) => [m.userId, m.role]));
+    expect(adminList.body.data.members.find((m: { userId: number }) => m.userId === member.id)).toMatchObject({ name: 'member', email: member.email });
     await unshare(shared.id, people.owner, member.id);
     expect((await unshare(shared.id, people.owner, member.id, 404)).body).toEqual({ success: false, error: 'Member not found' });
 
     const activity = (await activityOf(t.app, admin.token, people.owner.id)).filter((a) => a.resource === `domains/${shared.id}/members/${member.id}`);
+    // The owner reads its own activity: the member is named by id there too.
     expect(activity.map((a) => [a.action, a.details])).toEqual([
-      ['domain.member_remove', `Removed ${member.email} (editor) from domain ${shared.name}`],
-      ['domain.member_role', `Changed the role of ${member.email} on domain ${shared.name} from viewer to editor`],
-      ['domain.member_add', `Shared domain ${shared.name} with ${member.email} as viewer`],
+      ['domain.member_remove', `Removed user ${member.id} (editor) from domain ${shared.name}`],
+      ['domain.member_role', `Changed the role of user ${member.id} on domain ${shared.name} from viewer to editor`],
+      ['domain.member_add', `Shared domain ${shared.name} with user ${member.id} as viewer`],
     ]);
+    expect(JSON.stringify(await activityOf(t.app, people.owner.token, people.owner.id))).not.toContain(member.email);
+    // An administrator's grants name the member by its address.
+    await share(shared.id, admin, member.id, 'viewer');
+    await unshare(shared.id, admin, member.id);
+    expect((await activityOf(t.app, admin.token, admin.id)).map((a) => a.details)).toContain(`Shared domain ${shared.name} with ${member.email} as viewer`);
   });
 
   it('refuses an unknown user, the owner, a bad role and unknown fields with 422; a member leaves by itself', async () => {
@@ -183,7 +193,7 @@ describe('the members API', () => {
     expect(handed.body.data.ownerId).toBe(next.id);
     expect((await call(t.app, 'GET', `/api/domains/${domain.id}`, { token: first.token })).body).toEqual(NOT_FOUND);
     expect((await call(t.app, 'GET', `/api/domains/${domain.id}/members`, { token: next.token })).body.data.members).toEqual([]);
-    expect((await activityOf(t.app, admin.token, first.id)).map((a) => a.details)).toContain(`Handed domain ${domain.name} over to ${next.email}`);
+    expect((await activityOf(t.app, admin.token, first.id)).map((a) => a.details)).toContain(`Handed domain ${domain.name} over to user ${next.id}`);
   });
 });
 

@@ -17,18 +17,24 @@ export interface MemberRow {
 
 export interface Member {
   userId: number;
-  name: string;
-  email: string;
+  /** Null unless an administrator asks (toMember). */
+  name: string | null;
+  email: string | null;
   role: MemberRole;
   grantedBy: number | null;
   createdAt: string;
   updatedAt: string;
 }
 
-export const toMember = (row: MemberRow): Member => ({
+/**
+ * A member as the API shows it. Name and e-mail only to administrators (`reveal`): members are
+ * added by user id, and an owner who could read them could walk the ids and collect every user's
+ * address.
+ */
+export const toMember = (row: MemberRow, reveal: boolean): Member => ({
   userId: row.user_id,
-  name: row.name,
-  email: row.email,
+  name: reveal ? row.name : null,
+  email: reveal ? row.email : null,
   role: row.role,
   grantedBy: row.granted_by,
   createdAt: new Date(row.created_at).toISOString(),

@@ -18,18 +18,22 @@ import type { DomainRow, MemberRole } from './store.js';
 
 type Deps = Pick<Services, 'db'>;
 
+/** Whether the caller may learn members' names and e-mail addresses (toMember): an administrator. */
+export const revealsMembers = (principal: Principal): boolean => principal.user.role === 'admin';
+
 /** The domain if the caller may manage its members: 404 unless it sees the domain, 403 unless it owns it or is an administrator. */
 const managedDomain = (deps: Deps, principal: Principal, domainId: number) => resolveDomain(deps, principal, domainId, undefined, 'owner');
 
 export async function listDomainMembers(deps: Deps, principal: Principal, domainId: number): Promise<Member[]> {
   const domain = await managedDomain(deps, principal, domainId);
-  return (await listMembers(deps.db, domain.id)).map(toMember);
+  return (await listMembers(deps.db, domain.id)).map((row) => toMember(row, revealsMembers(principal)));
 }
 
 /**
  * After the caller's rights were checked (the API, the command line): gives `userId` the role on
  * the domain, recorded in the activity of `actorId`; 422 for an unknown user or the owner.
- * `created`: it was not a member before.
+ * `created`: it was not a member before. `reveal`: the answer and the activity name the user by
+ * its e-mail address (an administrator, the command line), else by its id.
  */
 export async function grantRole(
   deps: Deps,
@@ -37,6 +41,7 @@ export async function grantRole(
   grant: { userId: number; role: MemberRole },
   actorId: number | null,
   client: ClientInfo,
+  reveal: boolean,
   watchers?: AccessWatchers,
 ): Promise<{ member: Member; created: boolean }> {
   const user = await findUserById(deps.db, grant.userId);
@@ -46,14 +51,15 @@ export async function grantRole(
     const { before } = await upsertMember(tx, domain.id, user.id, grant.role, actorId);
     if (before === grant.role) return before;
     // An editor made a viewer no longer silences the domain's alerts: its silences are judged at each evaluation.
-    const details = before === null ? `Shared domain ${domain.name} with ${user.email} as ${grant.role}` : `Changed the role of ${user.email} on domain ${domain.name} from ${before} to ${grant.role}`;
+    const who = reveal ? user.email : `user ${user.id}`;
+    const details = before === null ? `Shared domain ${domain.name} with ${who} as ${grant.role}` : `Changed the role of ${who} on domain ${domain.name} from ${before} to ${grant.role}`;
     if (actorId !== null) {
       await recordActivity(tx, { userId: actorId, action: before === null ? 'domain.member_add' : 'domain.member_role', resource: `domains/${domain.id}/members/${user.id}`, details }, client);
     }
     return before;
   });
   if (before !== null && before !== grant.role) await watchers?.recheckDomain(domain.id);
-  return { member: toMember((await findMember(deps.db, domain.id, user.id))!), created: before === null };
+  return { member: toMember((await findMember(deps.db, domain.id, user.id))!, reveal), created: before === null };
 }
 
 /** POST /api/domains/:domainId/members: adds a member or changes its role (the owner, administrators). */
@@ -66,7 +72,7 @@ export async function shareDomain(
   watchers?: AccessWatchers,
 ): Promise<{ member: Member; created: boolean }> {
   const domain = await managedDomain(deps, principal, domainId);
-  return grantRole(deps, domain, grant, principal.user.id, client, watchers);
+  return grantRole(deps, domain, grant, principal.user.id, client, revealsMembers(principal), watchers);
 }
 
 /**
@@ -74,13 +80,13 @@ export async function shareDomain(
  * not found" when it is none), takes the domain out of its rules' pending notifications, and
  * records it in the activity of `actorId`; then checks the domain's open tails again.
  */
-export async function revokeRole(deps: Deps, domain: DomainRow, userId: number, actorId: number | null, client: ClientInfo, watchers?: AccessWatchers): Promise<void> {
+export async function revokeRole(deps: Deps, domain: DomainRow, userId: number, actorId: number | null, client: ClientInfo, reveal: boolean, watchers?: AccessWatchers): Promise<void> {
   await deps.db.transaction(async (tx) => {
     const before = await deleteMember(tx, domain.id, userId);
     if (before === null) throw notFound('Member');
     await forgetLostDomain(tx, domain.id, userId);
     if (actorId === null) return;
-    const email = (await findUserById(tx, userId))?.email ?? `user ${userId}`;
+    const email = (reveal ? (await findUserById(tx, userId))?.email : undefined) ?? `user ${userId}`;
     const details = actorId === userId ? `Left domain ${domain.name} (was ${before})` : `Removed ${email} (${before}) from domain ${domain.name}`;
     await recordActivity(tx, { userId: actorId, action: 'domain.member_remove', resource: `domains/${domain.id}/members/${userId}`, details }, client);
   });
@@ -94,5 +100,5 @@ export async function revokeRole(deps: Deps, domain: DomainRow, userId: number, 
 export async function unshareDomain(deps: Deps, principal: Principal, domainId: number, userId: number, client: ClientInfo, watchers?: AccessWatchers): Promise<void> {
   const leaving = userId === principal.user.id;
   const domain = leaving ? await resolveDomain(deps, principal, domainId) : await managedDomain(deps, principal, domainId);
-  await revokeRole(deps, domain, userId, principal.user.id, client, watchers);
+  await revokeRole(deps, domain, userId, principal.user.id, client, revealsMembers(principal), watchers);
 }

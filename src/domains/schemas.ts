@@ -133,8 +133,8 @@ export const shareDomainBody = z.strictObject({ userId: userIdField, role: membe
 export const memberSchema = z
   .object({
     userId: z.number().int(),
-    name: z.string(),
-    email: z.string(),
+    name: z.string().nullable().openapi({ description: "the member's name; null unless the caller is an administrator" }),
+    email: z.string().nullable().openapi({ description: "the member's e-mail address; null unless the caller is an administrator: members are added by user id, and an owner must not collect other users' addresses by walking the ids" }),
     role: z.enum(['viewer', 'editor']),
     grantedBy: z.number().int().nullable().openapi({ description: 'who gave the role last; null: the command line, or a user deleted since' }),
     createdAt: z.string(),

@@ -282,7 +282,9 @@ export async function updateDomain(
   if (handOver && (domain.role !== 'owner' || patch.name !== undefined || patch.ownerId == null || patch.ownerId === principal.user.id)) throw forbidden();
   const row = await applyDomainPatch(deps, domainId, patch);
   const changed = (['name', 'ownerId'] as const).filter((f) => patch[f] !== undefined).join(' and ') || 'nothing';
-  const details = handOver ? `Handed domain ${row.name} over to ${(await findUserById(deps.db, row.owner_id!))?.email ?? `user ${row.owner_id}`}` : `Changed ${changed} of domain ${row.name}`;
+  // An owner who is no administrator learns no address by handing a domain over (as with members).
+  const newOwner = principal.user.role === 'admin' ? (await findUserById(deps.db, row.owner_id!))?.email : undefined;
+  const details = handOver ? `Handed domain ${row.name} over to ${newOwner ?? `user ${row.owner_id}`}` : `Changed ${changed} of domain ${row.name}`;
   await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.update', resource: `domains/${domainId}`, details }, client);
   if (domain.owner_id !== row.owner_id) await watchers?.recheckDomain(domainId);
   return toDomain(row);

@@ -180,9 +180,9 @@ export function registerDomainCommands(program: Command, host: CommandHost): voi
     .action(async (given: string, opts: { json?: boolean }) => {
       await host.withRuntime(async (runtime) => {
         const domain = await findDomain(runtime.db, given);
-        const list = (await listMembers(runtime.db, domain.id)).map(toMember);
+        const list = (await listMembers(runtime.db, domain.id)).map((row) => toMember(row, true));
         if (opts.json) return host.out(formatJson(list));
-        host.out(formatTable(['USER', 'EMAIL', 'ROLE', 'SINCE'], list.map((m) => [m.userId, m.email, m.role, m.createdAt])));
+        host.out(formatTable(['USER', 'EMAIL', 'ROLE', 'SINCE'], list.map((m) => [m.userId, m.email ?? '', m.role, m.createdAt])));
       });
     });
 
@@ -198,7 +198,7 @@ export function registerDomainCommands(program: Command, host: CommandHost): voi
         const domain = await findDomain(runtime.db, given);
         const user = await findUser(runtime.db, userGiven);
         const actor = opts.as === undefined ? null : await actingAdmin(runtime.db, opts.as);
-        const { created } = await grantRole(runtime, domain, { userId: user.id, role: opts.role }, actor?.id ?? null, CLI_CLIENT);
+        const { created } = await grantRole(runtime, domain, { userId: user.id, role: opts.role }, actor?.id ?? null, CLI_CLIENT, true);
         runtime.log.info({ domainId: domain.id, userId: user.id, role: opts.role, actorId: actor?.id ?? null, via: 'cli' }, 'domain shared');
         host.out(`${user.email} is ${created ? 'now' : 'from now on'} ${opts.role === 'viewer' ? 'a viewer' : 'an editor'} of ${domain.name}\n`);
       });
@@ -216,7 +216,7 @@ export function registerDomainCommands(program: Command, host: CommandHost): voi
         const user = await findUser(runtime.db, userGiven);
         const actor = opts.as === undefined ? null : await actingAdmin(runtime.db, opts.as);
         try {
-          await revokeRole(runtime, domain, user.id, actor?.id ?? null, CLI_CLIENT);
+          await revokeRole(runtime, domain, user.id, actor?.id ?? null, CLI_CLIENT, true);
         } catch (err) {
           if (err instanceof ApiError && err.status === 404) throw new CliError(`${user.email} is not a member of ${domain.name}`);
           throw err;
