@@ -38,6 +38,8 @@ export const THROTTLES = {
   'current-password': { max: 10, onSuccess: 'clear' },
   /** e-mail change requests of one user: each sends a mail to an address the user typed */
   'email-change': { max: 5, onSuccess: 'count' },
+  /** invitations to domains by one user: each sends a mail to an address the user typed */
+  invitation: { max: 20, onSuccess: 'count' },
 } as const satisfies Record<string, { max: number; onSuccess: 'none' | 'clear' | 'count' }>;
 
 export type ThrottleScope = keyof typeof THROTTLES;
