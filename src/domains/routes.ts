@@ -132,7 +132,7 @@ export function domainsRoutes(services: Services, watchers?: AccessWatchers) {
     const { userId, email, role } = c.req.valid('json');
     if (email !== undefined) {
       await invitations.inviteMember(services, c.var.principal, domainId, { email, role }, c.var.client);
-      return c.json(message(`Invitation sent to ${email}`), 202);
+      return c.json(message('Invitation sent'), 202);
     }
     const { member, created } = await members.shareDomain(services, c.var.principal, domainId, { userId: userId!, role }, c.var.client, watchers);
     return created ? c.json(ok(member), 201) : c.json(ok(member), 200);
