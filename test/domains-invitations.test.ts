@@ -180,6 +180,25 @@ describe('the same answer whether or not the address has an account', () => {
   });
 });
 
+describe('the mail is sent after the answer', () => {
+  it('answers alike when the mail server refuses the message; the failure is only logged', async () => {
+    const owner = await freshUser(t.app, admin, 'inv-refused');
+    const domain = await domainOf(owner);
+    const refused = freshEmail('refused');
+    sink.refuse = (stage, address) => (stage === 'RCPT TO' && address === refused ? { code: 550, message: '5.1.1 mailbox unavailable' } : undefined);
+    try {
+      const res = await invite(domain.id, owner.token, { email: refused, role: 'viewer' });
+      expect({ status: res.status, body: res.body }).toEqual(SENT);
+      const deadline = Date.now() + 10_000;
+      while (!sink.refusals.some((r) => r.address === refused) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      expect(sink.refusals.map((r) => r.address)).toContain(refused);
+    } finally {
+      sink.refuse = undefined;
+    }
+    expect((await pending(domain.id, owner.token)).map((i) => i.email)).toEqual([refused]);
+  });
+});
+
 describe('links that do not work', () => {
   it('refuses an expired link like an unknown one, and creates nothing', async () => {
     const owner = await freshUser(t.app, admin, 'inv-expired');
