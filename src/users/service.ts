@@ -2,9 +2,8 @@ import { recordActivity, listActivity, type ActivityFilter, type ClientInfo } fr
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { issuePersonalToken } from '../auth/service.js';
 import { cancelPasswordResets, insertPasswordReset, listApiTokens, revokeApiToken, type ApiTokenRow } from '../auth/store.js';
-import { beginAttempt, checkLink } from '../auth/throttle.js';
-import { invalidLink, newLink } from '../auth/links.js';
-import { tokenHash } from '../auth/tokens.js';
+import { beginAttempt } from '../auth/throttle.js';
+import { newLink, redeemLink } from '../auth/links.js';
 import type { Principal, Services } from '../context.js';
 import { isUniqueViolation, type Db } from '../../core/db/postgres.js';
 import { ApiError, conflict, forbidden, invalidField, notFound } from '../http/errors.js';
@@ -15,6 +14,7 @@ import {
   findUserByEmail,
   findUserById,
   insertEmailChange,
+  isLiveEmailChange,
   insertUser,
   listUsers as listUserRows,
   lockActiveAdmins,
@@ -266,13 +266,15 @@ async function applyEmailChange(tx: Db, hash: string, client: ClientInfo): Promi
 /**
  * Applies a self-service e-mail change through the link mailed to the new address; voids the
  * user's reset links (sent to the old address) and tells the old address. Unknown links are
- * throttled per client address (checkLink).
+ * throttled per client address (links.ts redeemLink).
  */
 export async function confirmEmailChange(deps: Deps, token: string, client: ClientInfo): Promise<string> {
-  const hash = tokenHash(token);
-  const changed = await checkLink(deps.db, client.ipAddress, () => deps.db.transaction((tx) => applyEmailChange(tx, hash, client)));
-  if (!changed) throw invalidLink('Confirmation link');
-  const { user, newEmail } = changed;
+  const { user, newEmail } = await redeemLink(deps.db, client, token, {
+    noun: 'Confirmation link',
+    find: isLiveEmailChange,
+    prepare: async () => undefined,
+    spend: (tx, hash) => applyEmailChange(tx, hash, client),
+  });
   try {
     await deps.mailer.send({
       to: user.email,
