@@ -6,6 +6,7 @@
  * withdraw; an invitation reaching no other domain than its own.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../core/log.js';
 import { sql } from '../core/db/sql.js';
 import { randomToken, tokenHash } from '../src/auth/tokens.js';
 import { DEFAULT_USER_PERMISSIONS } from '../src/users/permissions.js';
@@ -16,9 +17,12 @@ import { startSmtpSink, type SmtpSink } from './support/smtp-sink.js';
 let sink: SmtpSink;
 let t: TestApp;
 let admin: string;
+/** Every line the server logged, at debug level: the last test holds them to no token and no mail body. */
+const logLines: string[] = [];
 beforeAll(async () => {
   sink = await startSmtpSink();
-  t = await startTestApp({ SMTP_URL: sink.url, MAIL_FROM: 'tailhouse <noreply@tailhouse.test>' });
+  const log = createLogger('debug', { write: (line: string) => void logLines.push(line) });
+  t = await startTestApp({ SMTP_URL: sink.url, MAIL_FROM: 'tailhouse <noreply@tailhouse.test>' }, { log });
   admin = await adminToken(t.app);
 });
 afterAll(async () => {
@@ -341,5 +345,24 @@ describe('an invitation reaches its own domain only', () => {
       expect({ status: res.status, body: res.body }).toEqual({ status: 404, body: NOT_FOUND });
       expect(await membersOf(other.id, admin)).toEqual([]);
     }
+  });
+});
+
+describe('the logs', () => {
+  // Last in the file: it reads what every test above had logged.
+  it('hold no invitation token and no mail body, though they name the mails sent', async () => {
+    const texts = sink.messages.map((m) => m.text ?? '').filter((text) => LINK.test(text));
+    expect(texts.length).toBeGreaterThan(20);
+    const tokens = texts.map((text) => decodeURIComponent(LINK.exec(text)![1]!));
+    const logged = logLines.join('\n');
+    expect(logLines.filter((line) => line.includes('"mail sent"')).length).toBeGreaterThan(20);
+    expect(logLines.some((line) => line.includes('invitation e-mail could not be sent'))).toBe(true);
+    for (const token of tokens) {
+      expect(logged).not.toContain(token);
+      expect(logged).not.toContain(encodeURIComponent(token));
+      expect(logged).not.toContain(tokenHash(token));
+    }
+    expect(logged).not.toContain('invited you to the domain');
+    expect(logged).not.toContain('accept-invitation?token');
   });
 });
