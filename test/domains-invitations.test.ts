@@ -215,6 +215,22 @@ describe('links that do not work', () => {
     expect(await pending(domain.id, owner.token)).toEqual([]);
   });
 
+  it('is used once: of two concurrent uses one wins, and the link is dead after', async () => {
+    const owner = await freshUser(t.app, admin, 'inv-once');
+    const email = freshEmail('once');
+    const { domain, token } = await invited(owner, email);
+    const both = await Promise.all([accept({ token, password: 'first-pw-123' }), accept({ token, password: 'second-pw-123' })]);
+    expect(both.map((r) => r.status).sort()).toEqual([200, 422]);
+    expectInvalidLink(both.find((r) => r.status === 422)!);
+    const winner = both[0]!.status === 200 ? 'first-pw-123' : 'second-pw-123';
+    const loser = winner === 'first-pw-123' ? 'second-pw-123' : 'first-pw-123';
+    expect((await tryLogin(t.app, email, winner)).status).toBe(200);
+    expect((await tryLogin(t.app, email, loser)).status).toBe(401);
+    expect((await membersOf(domain.id, owner.token)).length).toBe(1);
+    // Used, the link no longer works, even for the account it made.
+    expectInvalidLink(await accept({ token }));
+  });
+
   it('refuses forged tokens alike', async () => {
     const owner = await freshUser(t.app, admin, 'inv-forged');
     const { domain } = await invited(owner, freshEmail('forged-target'));
