@@ -238,6 +238,17 @@ describe('links that do not work', () => {
     expect(await membersOf(domain.id, owner.token)).toEqual([]);
   });
 
+  it('counts unknown links against the client address: the 11th in a window is refused (429)', async () => {
+    const ip = nextIp();
+    for (let i = 0; i < 10; i++) {
+      const res = await call(t.app, 'POST', '/api/invitations/accept', { body: { token: randomToken(), password: 'guesser-pw-1' }, ip });
+      expectInvalidLink(res);
+    }
+    const refused = await call(t.app, 'POST', '/api/invitations/accept', { body: { token: randomToken(), password: 'guesser-pw-1' }, ip });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+  });
+
   it('a withdrawn invitation stops its link; a newer one for the same address voids the older', async () => {
     const owner = await freshUser(t.app, admin, 'inv-withdraw');
     const email = freshEmail('withdrawn');
