@@ -8,7 +8,7 @@ import type { AppEnv, Services } from './context.js';
 import { docsRoutes } from './docs/routes.js';
 import { alertsRoutes } from './alerts/routes.js';
 import { silencesRoutes } from './alerts/silences/routes.js';
-import { domainsRoutes } from './domains/routes.js';
+import { domainsRoutes, invitationsRoutes } from './domains/routes.js';
 import { downloadRoutes, exportRoutes } from './exports/routes.js';
 import type { ExportLimits } from './exports/service.js';
 import { healthRoutes } from './health/routes.js';
@@ -69,6 +69,7 @@ export function createApp(services: Services, options: AppOptions = {}) {
   app.route('/api/users', usersRoutes(services));
   const tail = options.tail ?? createTailHub(services);
   app.route('/api/domains', domainsRoutes(services, tail));
+  app.route('/api/invitations', invitationsRoutes(services));
   app.route('/api/logs', exportRoutes(services));
   app.route('/api/downloads', downloadRoutes(services, options.exportLimits));
   app.route('/api/logs', alertsRoutes(services));

@@ -26,6 +26,8 @@ import fc from 'fast-check';
 import { simpleParser } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { issuePersonalToken } from '../src/auth/service.js';
+import { randomToken, tokenHash } from '../src/auth/tokens.js';
+import { upsertInvitation } from '../src/domains/invitations-store.js';
 import { DIMENSION_NAMES, FILTER_OPS, METRIC_NAMES } from '../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type CallResult, type TestApp } from './support/app.js';
 import { seedLogs, type SeededLogs } from './support/logs.js';
@@ -114,6 +116,12 @@ async function newDomain(): Promise<number> {
   const res = await call(t.app, 'POST', '/api/domains', { token: admin.token, body: { name: `${unique('hostile')}.example.com`, ownerId: plain.id }, ip: nextIp() });
   if (res.status !== 201) throw new Error(`create domain: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body.data.id;
+}
+
+/** A pending invitation to the domain, stored directly (inviting through the API counts against the inviter's quota); its id. */
+async function newInvitation(domainId: number): Promise<number> {
+  const row = await upsertInvitation(t.runtime.db, { domainId, email: `${unique('invited')}@example.com`, role: 'viewer', hash: tokenHash(randomToken()), invitedBy: plain.id, expiresAt: new Date(Date.now() + HOUR) });
+  return row.id;
 }
 
 /** A fresh user made a viewer of the domain (by its owner, the plain user); its id. */
@@ -241,8 +249,18 @@ const SILENCE_VARIANTS: Record<string, unknown[]> = {
   endsAt: [new Date(Date.now() + 2 * HOUR).toISOString(), OMITTED],
   recurrence: [OMITTED, { weekdays: ['sun'], start: '02:00', end: '04:00', timezone: 'Europe/Paris' }],
 };
+/** A member is named by user id or, an invitation, by e-mail address: never both. */
+const memberVariants = (): Record<string, unknown[]> => ({ userId: [admin.id, OMITTED], email: [OMITTED, `${unique('invited')}@example.com`] });
 const variantsFor = (op: Operation) =>
-  op.path === '/api/logs/query' ? QUERY_VARIANTS : op.path.startsWith('/api/logs/silences') ? SILENCE_VARIANTS : op.path.includes('/alerts') ? ALERT_VARIANTS : VARIANTS;
+  op.path === '/api/logs/query'
+    ? QUERY_VARIANTS
+    : op.path.startsWith('/api/logs/silences')
+      ? SILENCE_VARIANTS
+      : op.path.includes('/alerts')
+        ? ALERT_VARIANTS
+        : op.path.endsWith('/members') && op.method === 'POST'
+          ? memberVariants()
+          : VARIANTS;
 const variantsOf = (op: Operation) => Math.max(1, ...Object.keys(op.body?.properties ?? {}).map((k) => variantsFor(op)[k]?.length ?? 1));
 
 
@@ -637,6 +655,7 @@ async function contextsOf(op: Operation): Promise<Context[]> {
       else if (name === 'silenceId') ids[name] = String(await newSilence());
       // A member of the domain, to remove.
       else if (name === 'userId') ids[name] = String(await newMember(Number(ids.domainId)));
+      else if (name === 'invitationId') ids[name] = String(await newInvitation(Number(ids.domainId)));
       else if (name === 'file') ids[name] = downloadFile;
       // A token of the user the path names (`id` comes first in the path).
       else if (name === 'tokenId') ids[name] = String((await issuePersonalToken(t.runtime.db, Number(ids.id), 'hostile')).row.id);

@@ -68,7 +68,7 @@ describe('GET /api/docs (Swagger UI)', () => {
 });
 
 describe('the e-mailed link pages', () => {
-  it.each(['/reset-password', '/confirm-email'])('%s allows exactly its own inline script and style, keeps the token out of Referer and caches', async (path) => {
+  it.each(['/reset-password', '/confirm-email', '/accept-invitation'])('%s allows exactly its own inline script and style, keeps the token out of Referer and caches', async (path) => {
     const res = await t.app.request(`${path}?token=${randomToken()}`);
     expect(res.status).toBe(200);
     const html = await res.text();
@@ -90,7 +90,7 @@ describe('the e-mailed link pages', () => {
 });
 
 describe('answers carrying tokens or secrets are not cached', () => {
-  it('login (200 and 401), refresh, reset and e-mail confirmation answer with Cache-Control: no-store', async () => {
+  it('login (200 and 401), refresh, reset, e-mail confirmation and invitation links answer with Cache-Control: no-store', async () => {
     const login = await call(t.app, 'POST', '/api/auth/login', { body: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, ip: nextIp() });
     expect(login.status).toBe(200);
     const refreshed = await call(t.app, 'POST', '/api/auth/refresh', { body: { refreshToken: login.body.data.refreshToken }, ip: nextIp() });
@@ -101,6 +101,7 @@ describe('answers carrying tokens or secrets are not cached', () => {
       await call(t.app, 'POST', '/api/auth/login', { body: { email: ADMIN_EMAIL, password: 'wrong-password' }, ip: nextIp() }),
       await call(t.app, 'POST', '/api/auth/reset-password', { body: { token: randomToken(), newPassword: 'some-password-1' }, ip: nextIp() }),
       await call(t.app, 'POST', '/api/auth/confirm-email', { body: { token: randomToken() }, ip: nextIp() }),
+      await call(t.app, 'POST', '/api/invitations/accept', { body: { token: randomToken(), password: 'some-password-1' }, ip: nextIp() }),
       await call(t.app, 'POST', '/api/auth/logout', { body: { refreshToken: refreshed.body.data.refreshToken }, ip: nextIp() }),
     ];
     for (const res of answers) expect(res.headers.get('cache-control'), `${res.status} ${JSON.stringify(res.body)}`).toBe('no-store');

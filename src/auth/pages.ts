@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { Hono, type Context } from 'hono';
 
 /**
- * The pages behind the links tailhouse e-mails: choose a new password (reset link) and confirm a
- * new e-mail address. Each is one self-contained HTML document (no external assets) whose script
+ * The pages behind the links tailhouse e-mails: choose a new password (reset link), confirm a
+ * new e-mail address, accept an invitation to a domain (src/domains/invitations.ts). Each is one self-contained HTML document (no external assets) whose script
  * reads the token from its own URL and posts it to the API. Their Content-Security-Policy allows
  * exactly their own inline style and script (by SHA-256) and requests to this origin; the token
  * in the URL is kept out of Referer headers and caches.
@@ -70,6 +70,34 @@ const CONFIRM_SCRIPT = `${PRELUDE}
   });
 `;
 
+const INVITATION_BODY = `<form id="form">
+  <h1>Accept your invitation</h1>
+  <div id="new-account">
+    <p>Choose your name and a password for your new tailhouse account.</p>
+    <label for="name">Name</label>
+    <input id="name" type="text" maxlength="200" autocomplete="name">
+    <label for="password">Password (8 to 128 characters)</label>
+    <input id="password" type="password" minlength="8" maxlength="128" autocomplete="new-password">
+    <label for="confirm">Repeat it</label>
+    <input id="confirm" type="password" minlength="8" maxlength="128" autocomplete="new-password">
+  </div>
+  <button type="submit">Accept</button>
+  <p id="status" role="status"></p>
+</form>`;
+
+// A link to an address that had an account (account=existing) asks nothing: the domain goes to that account.
+const INVITATION_SCRIPT = `${PRELUDE}
+  const existing = new URLSearchParams(location.search).get('account') === 'existing';
+  if (existing) document.getElementById('new-account').hidden = true;
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    if (existing) return post('/api/invitations/accept', { token });
+    const password = document.getElementById('password').value;
+    if (password !== document.getElementById('confirm').value) return show('The two passwords differ.', 'error');
+    post('/api/invitations/accept', { token, name: document.getElementById('name').value, ...(password ? { password } : {}) });
+  });
+`;
+
 const sha256 = (text: string) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`;
 
 export interface Page {
@@ -106,8 +134,9 @@ ${body}
 
 export const RESET_PASSWORD_PAGE = page('choose a new password', RESET_BODY, RESET_SCRIPT);
 export const CONFIRM_EMAIL_PAGE = page('confirm your new e-mail address', CONFIRM_BODY, CONFIRM_SCRIPT);
+export const ACCEPT_INVITATION_PAGE = page('accept your invitation', INVITATION_BODY, INVITATION_SCRIPT);
 
-/** GET /reset-password and GET /confirm-email, the targets of the e-mailed links. */
+/** GET /reset-password, /confirm-email and /accept-invitation, the targets of the e-mailed links. */
 export function linkPages() {
   const app = new Hono();
   const serve = (target: Page) => (c: Context) =>
@@ -119,5 +148,6 @@ export function linkPages() {
     });
   app.get('/reset-password', serve(RESET_PASSWORD_PAGE));
   app.get('/confirm-email', serve(CONFIRM_EMAIL_PAGE));
+  app.get('/accept-invitation', serve(ACCEPT_INVITATION_PAGE));
   return app;
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { recordActivity, type ClientInfo } from '../activity/store.js';
 import type { Principal, Services } from '../context.js';
 import type { Db } from '../../core/db/postgres.js';
-import { ApiError, invalidField, unauthorized } from '../http/errors.js';
+import { ApiError, unauthorized } from '../http/errors.js';
 import { PermissionSet } from '../users/permissions.js';
 import { findUserByEmail, findUserById, findUserWithPermissions, normaliseEmail, recordLogin, setPasswordHash, toUser, type User } from '../users/store.js';
 import { hashPassword, verifyPassword } from './passwords.js';
@@ -19,7 +19,8 @@ import {
   insertApiToken,
   type ApiTokenRow,
 } from './store.js';
-import { addressKey, beginAttempt, checkLink } from './throttle.js';
+import { redeemLink } from './links.js';
+import { addressKey, beginAttempt } from './throttle.js';
 import { ACCESS_TOKEN_TTL_S, PERSONAL_TOKEN_PREFIX, REFRESH_TOKEN_TTL_S, randomToken, signAccessToken, tokenHash, verifyAccessToken } from './tokens.js';
 
 type AuthDeps = Pick<Services, 'db' | 'jwtSecret' | 'log'>;
@@ -112,22 +113,23 @@ export async function logout(deps: AuthDeps, refreshToken: string, client: Clien
 }
 
 /**
- * Sets a new password through a single-use reset link; ends every session of the user and voids
- * its other links. The token is checked (a hash lookup, see checkLink) before the new password is
- * hashed, so junk tokens cost no argon2 work.
+ * Sets a new password through a single-use reset link (links.ts); ends every session of the user
+ * and voids its other links. The token is looked up before the new password is hashed, so junk
+ * tokens cost no argon2 work.
  */
 export async function resetPasswordWithToken(deps: AuthDeps, token: string, newPassword: string, client: ClientInfo): Promise<void> {
-  const hash = tokenHash(token);
-  const invalidToken = () => invalidField('token', 'Reset link is unknown, already used or expired');
-  if (!(await checkLink(deps.db, client.ipAddress, async () => (await isLivePasswordReset(deps.db, hash)) || undefined))) throw invalidToken();
-  const passwordHash = await hashPassword(newPassword);
-  await deps.db.transaction(async (tx) => {
-    // Spent here, atomically: of two concurrent uses of one link, one wins.
-    const userId = await spendPasswordReset(tx, hash);
-    if (userId === undefined) throw invalidToken();
-    await setPasswordHash(tx, userId, passwordHash);
-    await cancelPasswordResets(tx, userId);
-    await recordActivity(tx, { userId, action: 'password.reset', resource: `users/${userId}`, details: 'Password set through a reset link' }, client);
+  await redeemLink(deps.db, client, token, {
+    noun: 'Reset link',
+    find: async (db, hash) => (await isLivePasswordReset(db, hash)) || undefined,
+    prepare: () => hashPassword(newPassword),
+    spend: async (tx, hash, passwordHash) => {
+      const userId = await spendPasswordReset(tx, hash);
+      if (userId === undefined) return undefined;
+      await setPasswordHash(tx, userId, passwordHash);
+      await cancelPasswordResets(tx, userId);
+      await recordActivity(tx, { userId, action: 'password.reset', resource: `users/${userId}`, details: 'Password set through a reset link' }, client);
+      return userId;
+    },
   });
 }
 

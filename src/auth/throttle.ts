@@ -32,12 +32,14 @@ export const THROTTLES = {
   'login-address': { max: 30, onSuccess: 'none' },
   /** many addresses guessing one account (distributed guessing); addresses the owner signed in from are exempt */
   'login-account': { max: 50, onSuccess: 'none' },
-  /** unknown reset and e-mail confirmation links tried from one address (counted after the lookup: see checkLink) */
+  /** unknown reset, e-mail confirmation and invitation links tried from one address (counted after the lookup: see checkLink) */
   'link-address': { max: 10, onSuccess: 'none' },
   /** current-password checks (password and e-mail change) of one signed-in user */
   'current-password': { max: 10, onSuccess: 'clear' },
   /** e-mail change requests of one user: each sends a mail to an address the user typed */
   'email-change': { max: 5, onSuccess: 'count' },
+  /** invitations to domains by one user: each sends a mail to an address the user typed */
+  invitation: { max: 20, onSuccess: 'count' },
 } as const satisfies Record<string, { max: number; onSuccess: 'none' | 'clear' | 'count' }>;
 
 export type ThrottleScope = keyof typeof THROTTLES;
@@ -133,7 +135,7 @@ let linkChecksRunning = 0;
 const linkChecksWaiting: (() => void)[] = [];
 
 /**
- * Checks a token from an e-mailed link (reset, e-mail confirmation): `check` looks it up (and
+ * Checks a token from an e-mailed link (reset, e-mail confirmation, invitation; links.ts): `check` looks it up (and
  * may spend it), returning undefined for an unknown token, which is then counted against the
  * client address; from the address's 11th unknown token in a window on, 429. The lookup costs
  * no more than counting it, so it is counted after (one statement) rather than guarded before,

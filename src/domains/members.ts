@@ -22,7 +22,7 @@ type Deps = Pick<Services, 'db'>;
 export const revealsMembers = (principal: Principal): boolean => principal.user.role === 'admin';
 
 /** The domain if the caller may manage its members: 404 unless it sees the domain, 403 unless it owns it or is an administrator. */
-const managedDomain = (deps: Deps, principal: Principal, domainId: number) => resolveDomain(deps, principal, domainId, undefined, 'owner');
+export const managedDomain = (deps: Deps, principal: Principal, domainId: number) => resolveDomain(deps, principal, domainId, undefined, 'owner');
 
 export async function listDomainMembers(deps: Deps, principal: Principal, domainId: number): Promise<Member[]> {
   const domain = await managedDomain(deps, principal, domainId);

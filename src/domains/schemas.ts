@@ -1,6 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import { HOST_NAME } from '../../core/formats.js';
 import { checkPageDepth, idParam, pageQuery } from '../http/query.js';
+import { emailField, passwordField } from '../users/schemas.js';
 
 /** A host name, lower-cased, without a trailing dot. */
 export const domainNameField = z
@@ -128,7 +129,39 @@ const memberRoleField = z
 
 export const memberParams = z.object({ domainId: idParam('domainId'), userId: idParam('userId') });
 
-export const shareDomainBody = z.strictObject({ userId: userIdField, role: memberRoleField }).openapi('ShareDomain');
+/** Exactly one of `userId` (a user, at once) and `email` (an invitation, src/domains/invitations.ts). */
+export const shareDomainBody = z
+  .strictObject({
+    userId: userIdField.optional(),
+    email: emailField.optional().openapi({ description: 'invite this address instead of naming a user: answered alike whether or not it has an account' }),
+    role: memberRoleField,
+  })
+  .superRefine((body, ctx) => {
+    if (body.userId !== undefined && body.email !== undefined) ctx.addIssue({ code: 'custom', path: ['email'], message: 'give either userId or email, not both' });
+    if (body.userId === undefined && body.email === undefined) ctx.addIssue({ code: 'custom', path: ['userId'], message: 'is required (or email, to invite an address)' });
+  })
+  .openapi('ShareDomain');
+
+export const invitationParams = z.object({ domainId: idParam('domainId'), invitationId: idParam('invitationId') });
+
+export const invitationSchema = z
+  .object({
+    id: z.number().int(),
+    email: z.string().openapi({ description: 'the address invited, as the inviter typed it (lower-cased)' }),
+    role: z.enum(['viewer', 'editor']),
+    invitedBy: z.number().int().nullable().openapi({ description: 'the inviting user; null: deleted since (the invitation is then void)' }),
+    expiresAt: z.string().openapi({ description: 'when its link stops working' }),
+    createdAt: z.string(),
+  })
+  .openapi('DomainInvitation');
+
+export const acceptInvitationBody = z
+  .strictObject({
+    token: z.string({ message: 'is required' }).min(1, { message: 'is required' }).max(512, { message: 'is not a valid token' }),
+    name: z.string({ message: 'must be a string' }).trim().max(200, { message: 'must be at most 200 characters' }).optional().openapi({ description: 'for a new account' }),
+    password: passwordField.optional().openapi({ description: 'required when the address has no account yet: the new account\'s password' }),
+  })
+  .openapi('AcceptInvitation');
 
 export const memberSchema = z
   .object({

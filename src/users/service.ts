@@ -2,8 +2,8 @@ import { recordActivity, listActivity, type ActivityFilter, type ClientInfo } fr
 import { hashPassword, verifyPassword } from '../auth/passwords.js';
 import { issuePersonalToken } from '../auth/service.js';
 import { cancelPasswordResets, insertPasswordReset, listApiTokens, revokeApiToken, type ApiTokenRow } from '../auth/store.js';
-import { beginAttempt, checkLink } from '../auth/throttle.js';
-import { randomToken, tokenHash } from '../auth/tokens.js';
+import { beginAttempt } from '../auth/throttle.js';
+import { newLink, redeemLink } from '../auth/links.js';
 import type { Principal, Services } from '../context.js';
 import { isUniqueViolation, type Db } from '../../core/db/postgres.js';
 import { ApiError, conflict, forbidden, invalidField, notFound } from '../http/errors.js';
@@ -14,6 +14,7 @@ import {
   findUserByEmail,
   findUserById,
   insertEmailChange,
+  isLiveEmailChange,
   insertUser,
   listUsers as listUserRows,
   lockActiveAdmins,
@@ -215,10 +216,10 @@ async function requestEmailChange(deps: Deps, user: User, newEmail: string, clie
       ].join('\r\n'),
     };
   } else {
-    const token = randomToken();
+    const link = newLink(deps.config.baseUrl, '/confirm-email', EMAIL_LINK_TTL_S);
     await deps.db.transaction(async (tx) => {
       await cancelEmailChanges(tx, user.id);
-      await insertEmailChange(tx, { userId: user.id, newEmail, hash: tokenHash(token), expiresAt: new Date(Date.now() + EMAIL_LINK_TTL_S * 1000) });
+      await insertEmailChange(tx, { userId: user.id, newEmail, hash: link.hash, expiresAt: link.expiresAt });
     });
     mail = {
       to: newEmail,
@@ -229,7 +230,7 @@ async function requestEmailChange(deps: Deps, user: User, newEmail: string, clie
         `You asked tailhouse (${deps.config.baseUrl}) to use this address for your account instead of ${user.email}.`,
         'Open this link within one hour to confirm it:',
         '',
-        `${deps.config.baseUrl}/confirm-email?token=${encodeURIComponent(token)}`,
+        link.url,
         '',
         'Until then you sign in with your old address. If you did not ask for this, ignore this message.',
       ].join('\r\n'),
@@ -265,13 +266,15 @@ async function applyEmailChange(tx: Db, hash: string, client: ClientInfo): Promi
 /**
  * Applies a self-service e-mail change through the link mailed to the new address; voids the
  * user's reset links (sent to the old address) and tells the old address. Unknown links are
- * throttled per client address (checkLink).
+ * throttled per client address (links.ts redeemLink).
  */
 export async function confirmEmailChange(deps: Deps, token: string, client: ClientInfo): Promise<string> {
-  const hash = tokenHash(token);
-  const changed = await checkLink(deps.db, client.ipAddress, () => deps.db.transaction((tx) => applyEmailChange(tx, hash, client)));
-  if (!changed) throw invalidField('token', 'Confirmation link is unknown, already used or expired');
-  const { user, newEmail } = changed;
+  const { user, newEmail } = await redeemLink(deps.db, client, token, {
+    noun: 'Confirmation link',
+    find: isLiveEmailChange,
+    prepare: async () => undefined,
+    spend: (tx, hash) => applyEmailChange(tx, hash, client),
+  });
   try {
     await deps.mailer.send({
       to: user.email,
@@ -342,13 +345,12 @@ export async function requestPasswordReset(deps: Deps, principal: Principal, id:
   demandAdmin(principal);
   const target = await existingUser(deps.db, id);
   if (target.email !== email) throw invalidField('email', "does not match the user's e-mail address");
-  const token = randomToken();
+  const link = newLink(deps.config.baseUrl, '/reset-password', RESET_LINK_TTL_S);
   // A newer link voids the older ones: only the latest e-mail works.
   await deps.db.transaction(async (tx) => {
     await cancelPasswordResets(tx, id);
-    await insertPasswordReset(tx, { userId: id, hash: tokenHash(token), expiresAt: new Date(Date.now() + RESET_LINK_TTL_S * 1000) });
+    await insertPasswordReset(tx, { userId: id, hash: link.hash, expiresAt: link.expiresAt });
   });
-  const link = `${deps.config.baseUrl}/reset-password?token=${encodeURIComponent(token)}`;
   try {
     await deps.mailer.send({
       to: target.email,
@@ -358,7 +360,7 @@ export async function requestPasswordReset(deps: Deps, principal: Principal, id:
         '',
         'An administrator asked tailhouse to let you choose a new password. Open this link within one hour:',
         '',
-        link,
+        link.url,
         '',
         'The link works once. If you did not expect this message, you can ignore it; your password stays as it is.',
       ].join('\r\n'),

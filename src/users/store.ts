@@ -202,6 +202,12 @@ export async function cancelEmailChanges(db: Db, userId: number): Promise<void> 
   await db.query(sql`delete from email_changes where user_id = ${userId} and used_at is null`);
 }
 
+/** Whether a confirmation token is live (a lookup, nothing spent): true, or undefined for an unknown, used or expired one. */
+export async function isLiveEmailChange(db: Db, hash: string): Promise<true | undefined> {
+  const rows = await db.query(sql`select 1 from email_changes where token_hash = ${hash} and used_at is null and expires_at > now()`);
+  return rows.length > 0 || undefined;
+}
+
 /** Spends a live confirmation token once; undefined for an unknown, used or expired one. */
 export async function spendEmailChange(db: Db, hash: string): Promise<{ user_id: number; new_email: string } | undefined> {
   const [row] = await db.query<{ user_id: number; new_email: string }>(sql`

@@ -4,7 +4,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { createApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../core/config.js';
-import { createLogger } from '../../core/log.js';
+import { createLogger, type Logger } from '../../core/log.js';
 import { openRuntime, type Runtime } from '../../src/runtime.js';
 
 export const ADMIN_EMAIL = 'admin@example.com';
@@ -44,8 +44,8 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** A real runtime (both stores, migrations, first admin) behind `app.request()`. */
-export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+/** A real runtime (both stores, migrations, first admin) behind `app.request()`; `log`: where its log goes (default: TEST_LOG_LEVEL, silent). */
+export async function startTestApp(env: Record<string, string> = {}, options: { log?: Logger } = {}): Promise<TestApp> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tailhouse-test-'));
   const db = await freshDatabase();
   const config = loadConfig({
@@ -58,7 +58,7 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
     ...(db.url ? { DATABASE_URL: db.url } : {}),
     ...env,
   });
-  const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+  const log = options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const handle: TestApp = {
     runtime: await openRuntime(config, log, () => {}),
     app: undefined as unknown as App,
