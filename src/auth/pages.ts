@@ -11,7 +11,7 @@ import { Hono, type Context } from 'hono';
 
 const STYLE = `
   body { font: 16px/1.5 system-ui, sans-serif; background: #f4f5f7; color: #1d2330; display: grid; place-items: center; min-height: 100vh; margin: 0; }
-  form { background: #fff; padding: 2rem; border-radius: 8px; box-shadow: 0 1px 4px rgba(0,0,0,.12); width: min(22rem, 90vw); }
+  form { box-sizing: border-box; background: #fff; padding: 2rem; border-radius: 8px; box-shadow: 0 1px 4px rgba(0,0,0,.12); width: min(22rem, 92vw); }
   h1 { font-size: 1.25rem; margin-top: 0; }
   label { display: block; margin: 1rem 0 .25rem; }
   input { width: 100%; box-sizing: border-box; padding: .5rem; font: inherit; border: 1px solid #b8bfcc; border-radius: 4px; }
