@@ -14,7 +14,7 @@
  *
  * nginx must be installed (`apt-get install -y nginx`; .ci/run does it): without it this fails.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -25,19 +25,12 @@ import { importFiles, type ImportSummary } from '../ingest/import.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { createLogger } from '../core/log.js';
 import { startTestApp, type TestApp } from './support/app.js';
+import { findNginx, nginxConf } from './support/nginx.js';
 import { freePort } from './support/ports.js';
 import { countRows, newDomain, select, until } from './support/ingest.js';
 import { loggedText, splitRequest } from './support/nginx-logged.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
-
-/** nginx as `NGINX` names it, on PATH, or where Debian puts it; null when there is none. */
-function findNginx(): string | null {
-  for (const candidate of [process.env.NGINX, 'nginx', '/usr/sbin/nginx'].filter((c): c is string => !!c)) {
-    if (spawnSync(candidate, ['-v'], { stdio: 'ignore' }).status === 0) return candidate;
-  }
-  return null;
-}
 
 // ---- what the client sends --------------------------------------------------------------------
 // Byte strings: one character per byte (latin1), as they go on the wire.
@@ -244,26 +237,18 @@ async function startNginx(binary: string): Promise<void> {
   const formats = LOGS.filter((l) => l.conf !== 'combined').map((l, i) => `  log_format f${i} '${l.conf}';\n  access_log ${path.join(work, 'logs', l.file)} f${i};`);
   fs.writeFileSync(
     conf,
-    `worker_processes 1;
-daemon off;
-pid ${work}/nginx.pid;
-error_log ${work}/logs/error.log info;
-events { worker_connections 64; }
-http {
-  client_body_temp_path ${work}/tmp/body;
-  proxy_temp_path ${work}/tmp/proxy;
-  fastcgi_temp_path ${work}/tmp/fastcgi;
-  uwsgi_temp_path ${work}/tmp/uwsgi;
-  scgi_temp_path ${work}/tmp/scgi;
-  access_log ${work}/logs/combined.log combined;
+    nginxConf(work, {
+      errorLog: `${work}/logs/error.log info`,
+      connections: 64,
+      http: `  access_log ${work}/logs/combined.log combined;
 ${formats.join('\n')}
   server {
     listen 127.0.0.1:${port};
     server_name shop.test;
     root ${work}/html;
   }
-}
 `,
+    }),
   );
   const child = spawn(binary, ['-p', work, '-c', conf, '-e', 'stderr'], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';

@@ -14,6 +14,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import autocannon from 'autocannon';
+import { findNginx, nginxConf } from '../../test/support/nginx.js';
+import { freePort } from '../../test/support/ports.js';
 import { shopTraffic } from './access-log.js';
 
 /** The shop's log_format: combined with the request's and the upstream's time. */
@@ -33,19 +35,11 @@ const STATIC_FILES: Record<string, number> = {
   'sitemap.xml': 48_211,
 };
 
-function nginxConf(work: string, port: number, appPort: number): string {
-  return `worker_processes 1;
-daemon off;
-pid ${work}/nginx.pid;
-error_log ${work}/error.log warn;
-events { worker_connections 1024; }
-http {
-  client_body_temp_path ${work}/tmp/body;
-  proxy_temp_path ${work}/tmp/proxy;
-  fastcgi_temp_path ${work}/tmp/fastcgi;
-  uwsgi_temp_path ${work}/tmp/uwsgi;
-  scgi_temp_path ${work}/tmp/scgi;
-  log_format shop '${SHOP_FORMAT}';
+function shopConf(work: string, port: number, appPort: number): string {
+  return nginxConf(work, {
+    errorLog: `${work}/error.log warn`,
+    connections: 1024,
+    http: `  log_format shop '${SHOP_FORMAT}';
   access_log off;
   upstream app { server 127.0.0.1:${appPort}; keepalive 32; }
   # One request in about 200 fails upstream, as an application's do.
@@ -93,26 +87,15 @@ http {
       return 200 '{"path":"$uri","args":"$args","items":[{"sku":1042,"price":89.9},{"sku":2210,"price":129}]}';
     }
   }
-}
-`;
-}
-
-/** nginx on PATH or where Debian puts it; throws when there is none. */
-function nginxBinary(): string {
-  for (const candidate of [process.env.NGINX, 'nginx', '/usr/sbin/nginx'].filter((c): c is string => !!c)) {
-    if (spawnSync(candidate, ['-v']).status === 0) return candidate;
-  }
-  throw new Error('nginx is not installed: apt-get install -y nginx');
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
+`,
   });
+}
+
+/** nginx, or an Error saying how to install it. */
+function nginxBinary(): string {
+  const binary = findNginx();
+  if (binary === null) throw new Error('nginx is not installed: apt-get install -y nginx');
+  return binary;
 }
 
 async function listening(port: number, child: ChildProcess, stderr: () => string): Promise<void> {
@@ -182,7 +165,7 @@ export function countLines(file: string): number {
 
 /** Where the log of `lines` requests is kept: named by what makes it, nginx.conf and the requests sent. */
 export function nginxShopLogPath(cacheDir: string, lines: number): string {
-  const key = createHash('sha256').update(nginxConf('W', 1, 2)).update(shopRequests.toString()).update(variedAgents.toString()).digest('hex').slice(0, 12);
+  const key = createHash('sha256').update(shopConf('W', 1, 2)).update(shopRequests.toString()).update(variedAgents.toString()).digest('hex').slice(0, 12);
   return path.join(cacheDir, `nginx-shop-${lines}-${key}.log`);
 }
 
@@ -204,7 +187,7 @@ export async function nginxShopLog(cacheDir: string, lines: number, progress: (t
 
   const [port, appPort] = [await freePort(), await freePort()];
   const conf = path.join(work, 'nginx.conf');
-  fs.writeFileSync(conf, nginxConf(work, port, appPort));
+  fs.writeFileSync(conf, shopConf(work, port, appPort));
   const child = spawn(nginxBinary(), ['-p', work, '-c', conf, '-e', 'stderr'], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
