@@ -8,27 +8,21 @@
  * clock, logs through the real import path). axe-core finds no serious or critical violation.
  */
 import fs from 'node:fs';
-import type { AddressInfo } from 'node:net';
-import { serve, type ServerType } from '@hono/node-server';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../core/log.js';
 import { recordHistory } from '../src/alerts/store.js';
-import { createApp } from '../src/app.js';
 import { insertDomain } from '../src/domains/store.js';
-import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
-import { buildWebAssets } from '../src/web/assets.js';
 import { evaluatorOf } from './support/alerts.js';
-import { expectAccessible, signIn } from './support/browser.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
+import { expectAccessible, signIn, startBrowserApp, type BrowserApp } from './support/browser.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type TestApp } from './support/app.js';
 import { HOST_FORMAT, importText, timeLocal } from './support/ingest.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const PASSWORD = 'correct horse battery staple';
 const INTERVAL = 30_000;
 
 let t: TestApp;
-let server: ServerType;
+let site: BrowserApp;
 let base: string;
 let browser: Browser;
 let admin: string;
@@ -39,12 +33,8 @@ let context: BrowserContext;
 let foreign: string[] = [];
 
 beforeAll(async () => {
-  t = await startTestApp();
-  const app = createApp(t.runtime, { web: await buildWebAssets() });
-  server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: NODE_SERVER_OPTIONS }, () => resolve(s));
-  });
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  site = await startBrowserApp();
+  ({ t, base, browser } = site);
   admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
   alice = await createUserAndLogin(t.app, admin, { email: 'alice@example.com', password: PASSWORD });
   // On-call staff: the default permissions plus alerts:update, which silences need.
@@ -56,13 +46,10 @@ beforeAll(async () => {
   alice.token = (await login(t.app, 'alice@example.com', PASSWORD)).accessToken;
   for (const key of ['shop', 'blog', 'api'] as const) ids[key] = (await insertDomain(t.runtime.db, { name: names[key], ownerId: alice.id })).id;
   await insertDomain(t.runtime.db, { name: 'not-alices.example', ownerId: null });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
-  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-  await t?.close();
+  await site?.close();
 });
 
 async function newPage(viewport?: { width: number; height: number }): Promise<Page> {

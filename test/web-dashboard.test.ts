@@ -7,28 +7,22 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { AddressInfo } from 'node:net';
-import { serve, type ServerType } from '@hono/node-server';
-import { chromium, type Browser, type BrowserContext, type Page, type Request } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page, type Request } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../core/db/sql.js';
 import { parseIngestConfig } from '../ingest/config.js';
 import { startIngest, type IngestWorker } from '../ingest/worker.js';
 import { createLogger } from '../core/log.js';
-import { createApp } from '../src/app.js';
 import { insertDomain } from '../src/domains/store.js';
-import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
-import { buildWebAssets } from '../src/web/assets.js';
-import { expectAccessible, signIn } from './support/browser.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
+import { expectAccessible, signIn, startBrowserApp, type BrowserApp } from './support/browser.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type TestApp } from './support/app.js';
 import { generateRows, insertRows, HOUR } from './support/query-rows.js';
 import { PANELS } from '../web/src/panels.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const PASSWORD = 'correct horse battery staple';
 
 let t: TestApp;
-let server: ServerType;
+let site: BrowserApp;
 let base: string;
 let browser: Browser;
 let admin: string;
@@ -44,12 +38,8 @@ let context: BrowserContext;
 let foreign: string[] = [];
 
 beforeAll(async () => {
-  t = await startTestApp();
-  const app = createApp(t.runtime, { web: await buildWebAssets() });
-  server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: NODE_SERVER_OPTIONS }, () => resolve(s));
-  });
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  site = await startBrowserApp();
+  ({ t, base, browser } = site);
   admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
   alice = await createUserAndLogin(t.app, admin, { email: 'alice@example.com', password: PASSWORD });
   const ids: number[] = [];
@@ -71,13 +61,10 @@ beforeAll(async () => {
   await t.runtime.db.query(sql`
     insert into alert_states (alert_id, domain_id, state, state_changed_at, last_triggered_at, notified_state, last_notified_at)
     values (${alert.body.data.id}, ${ids[0]!}, 'firing', now(), now(), 'firing', now())`);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
-  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-  await t?.close();
+  await site?.close();
 });
 
 async function newPage(viewport?: { width: number; height: number }): Promise<Page> {

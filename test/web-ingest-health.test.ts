@@ -6,29 +6,23 @@
  * and its rejected lines, whose markup stays text. Accessible (axe-core), and at a phone's width
  * the page does not scroll sideways.
  */
-import type { AddressInfo } from 'node:net';
-import { serve, type ServerType } from '@hono/node-server';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { publishSources } from '../ingest/health-report.js';
 import { newStats } from '../ingest/pipeline.js';
 import { dedupToken, insertRejects, writeRows } from '../ingest/sinks/clickhouse.js';
-import { createApp } from '../src/app.js';
 import { insertDomain } from '../src/domains/store.js';
-import { NODE_SERVER_OPTIONS } from '../src/http/node-server.js';
-import { buildWebAssets } from '../src/web/assets.js';
-import { expectAccessible, signIn } from './support/browser.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
+import { expectAccessible, signIn, startBrowserApp, type BrowserApp } from './support/browser.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type TestApp } from './support/app.js';
 import { accessRow } from './support/ingest.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const PASSWORD = 'correct horse battery staple';
 /** Small enough to wait for, large enough for a page to load well within it on a loaded machine. */
 const STALE_S = 15;
 const SCRIPT = '<script>window.__hacked=1</script><img src=x onerror="window.__hacked=1">';
 
 let t: TestApp;
-let server: ServerType;
+let site: BrowserApp;
 let base: string;
 let browser: Browser;
 let context: BrowserContext;
@@ -36,12 +30,8 @@ let ops: { id: number; token: string };
 const domains: Record<'fresh' | 'never' | 'broken', { id: number; name: string }> = {} as never;
 
 beforeAll(async () => {
-  t = await startTestApp({ INGEST_STALE_S: String(STALE_S) });
-  const app = createApp(t.runtime, { web: await buildWebAssets() });
-  server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: NODE_SERVER_OPTIONS }, () => resolve(s));
-  });
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  site = await startBrowserApp({ INGEST_STALE_S: String(STALE_S) });
+  ({ t, base, browser } = site);
   const admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
   ops = await createUserAndLogin(t.app, admin, { email: 'ops@example.com', password: PASSWORD });
   const grant = await call(t.app, 'PUT', `/api/users/${ops.id}/permissions`, {
@@ -53,13 +43,10 @@ beforeAll(async () => {
     const name = `${key}.ops.example`;
     domains[key] = { id: (await insertDomain(t.runtime.db, { name, ownerId: ops.id })).id, name };
   }
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
-  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
-  await t?.close();
+  await site?.close();
 });
 
 afterEach(async () => {

@@ -1,8 +1,46 @@
-/** What the browser tests (web-*.test.ts) share: signing in through the page, and axe-core over it. */
+/** What the browser tests (web-*.test.ts) share: the app served with its dashboard and a browser, signing in through the page, and axe-core over it. */
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import type { Page } from 'playwright-core';
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { expect } from 'vitest';
+import { createApp } from '../../src/app.js';
+import { NODE_SERVER_OPTIONS } from '../../src/http/node-server.js';
+import { buildWebAssets } from '../../src/web/assets.js';
+import { startTestApp, type TestApp } from './app.js';
+
+/** Debian's Chromium; CHROMIUM_PATH overrides where it is. */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+/** A test app served over HTTP on 127.0.0.1 with the dashboard's assets, and a headless Chromium. */
+export interface BrowserApp {
+  t: TestApp;
+  /** The server's origin, `http://127.0.0.1:PORT`. */
+  base: string;
+  browser: Browser;
+  /** Closes the browser, the server and the app. */
+  close(): Promise<void>;
+}
+
+export async function startBrowserApp(env?: Parameters<typeof startTestApp>[0]): Promise<BrowserApp> {
+  const t = await startTestApp(env);
+  const app = createApp(t.runtime, { web: await buildWebAssets() });
+  const server = await new Promise<ServerType>((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: NODE_SERVER_OPTIONS }, () => resolve(s));
+  });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  return {
+    t,
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    browser,
+    async close() {
+      await browser.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await t.close();
+    },
+  };
+}
 
 const AXE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
