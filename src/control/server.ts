@@ -42,7 +42,7 @@ export function serveCommands(runtime: Runtime): CommandServer {
       if (frame.type === 'stdin-end') return void stdin?.push(null);
       if (started) return void socket.destroy();
       started = true;
-      const entry = { abort, done: runForClient(socket, frame, runtime, abort.signal, (resolve) => (answer = resolve), () => (stdin ??= operatorStdin(socket, abort.signal))).finally(() => running.delete(entry)) };
+      const entry = { abort, done: runForClient({ socket, run: frame, runtime, signal: abort.signal, awaitAnswer: (resolve) => (answer = resolve), stdin: () => (stdin ??= operatorStdin(socket, abort.signal)) }).finally(() => running.delete(entry)) };
       running.add(entry);
     });
   });
@@ -68,14 +68,18 @@ function operatorStdin(socket: net.Socket, signal: AbortSignal): Readable {
   return stream;
 }
 
-async function runForClient(
-  socket: net.Socket,
-  run: RunFrame,
-  runtime: Runtime,
-  signal: AbortSignal,
-  awaitAnswer: (resolve: (yes: boolean) => void) => void,
-  stdin: () => Readable,
-): Promise<void> {
+/** One command a CLI asked the server to run: its connection and frame, and how it is interrupted, asked and fed. */
+interface ClientRun {
+  socket: net.Socket;
+  run: RunFrame;
+  runtime: Runtime;
+  signal: AbortSignal;
+  awaitAnswer: (resolve: (yes: boolean) => void) => void;
+  stdin: () => Readable;
+}
+
+async function runForClient(client: ClientRun): Promise<void> {
+  const { socket, run, runtime } = client;
   let code: number;
   if (!runsBesideServer(run.argv)) {
     send(socket, { type: 'err', text: `tailhouse: \`${run.argv[0]}\` does not run through a server; stop the server to run it\n` });
@@ -84,7 +88,7 @@ async function runForClient(
     const started = performance.now();
     // Logged by its name only: the arguments may hold a password.
     let command = '(none)';
-    code = await runCommand(run.argv, remoteHost(socket, run, runtime, signal, awaitAnswer, stdin), undefined, (name) => (command = name));
+    code = await runCommand(run.argv, remoteHost(client), undefined, (name) => (command = name));
     runtime.log.info({ component: 'control', command, code, ms: Math.round(performance.now() - started) }, 'command from the control socket');
   }
   send(socket, { type: 'exit', code });
@@ -92,14 +96,7 @@ async function runForClient(
 }
 
 /** The host of a command run for a CLI: its output and questions travel back as frames. */
-function remoteHost(
-  socket: net.Socket,
-  run: RunFrame,
-  runtime: Runtime,
-  signal: AbortSignal,
-  awaitAnswer: (resolve: (yes: boolean) => void) => void,
-  stdin: () => Readable,
-): CommandHost {
+function remoteHost({ socket, run, runtime, signal, awaitAnswer, stdin }: ClientRun): CommandHost {
   return {
     out: (text) => send(socket, { type: 'out', text }),
     err: (text) => send(socket, { type: 'err', text }),
