@@ -3,17 +3,23 @@
  * a group's grant on domains, or on every domain, makes its members see them in its role, at once
  * and no longer once the group, the grant or the membership ends (the next request, an open live
  * tail, a fleet rule's pending notification); hostile names and ids are refused or stored as text.
- * The walk of every per-domain route with group members is in domains-members.test.ts.
+ * The walk of every per-domain route with group members is in domains-members.test.ts; the
+ * command line (`tailhouse groups`) last.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP_WAIT_MS } from '../src/alerts/evaluator.js';
 import { createApp } from '../src/app.js';
 import { createLogger } from '../core/log.js';
+import { openPglite } from '../core/db/postgres.js';
 import { sql } from '../core/db/sql.js';
 import { createTailHub } from '../src/logs/tail/service.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
 import { evaluatorOf } from './support/alerts.js';
 import { activityOf, expectValidation } from './support/auth.js';
+import { run } from './support/child.js';
 import { HOST_FORMAT, importText, timeLocal } from './support/ingest.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -307,4 +313,58 @@ describe('a group change that takes domains away takes effect at once', () => {
     expect(named).toContain(own.name);
     expect(named).not.toContain(granted.name);
   });
+});
+
+describe('tailhouse groups', () => {
+  it('creates a group, fills it, grants it every domain or some, lists, revokes and removes it; --as records it; refuses what is wrong with one line', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-groups-cli-'));
+    const vars = { DATA_DIR: dataDir };
+    try {
+      const ok = async (args: string[]) => {
+        const res = await run(args, vars);
+        expect(res.code, `${args.join(' ')}: ${res.stderr}`).toBe(0);
+        return res.stdout;
+      };
+      const fails = async (args: string[], stderr: RegExp) => {
+        const res = await run(args, vars);
+        expect(res.code, args.join(' ')).not.toBe(0);
+        expect(res.stderr).toMatch(stderr);
+      };
+      await ok(['users', 'create', '--email', 'boss@example.com', '--password', 'boss-password-1', '--role', 'admin']);
+      await ok(['users', 'create', '--email', 'help@example.com', '--password', 'help-password-1']);
+      await ok(['domains', 'add', 'cli-group.example.com']);
+      expect(await ok(['groups', 'create', 'Support', '--as', 'boss@example.com'])).toMatch(/^created group \d+ Support\n$/);
+      expect(await ok(['groups', 'add-member', 'Support', 'help@example.com'])).toBe('help@example.com is now in group Support\n');
+      expect(await ok(['groups', 'grant', 'Support', '--all', '--role', 'viewer', '--as', 'boss@example.com'])).toBe('group Support sees all (viewer)\n');
+      expect(await ok(['groups', 'grant', 'Support', 'cli-group.example.com', '--role', 'editor'])).toBe('group Support sees all (viewer), cli-group.example.com (editor)\n');
+      const [listed] = JSON.parse(await ok(['groups', 'list', '--json']));
+      expect(listed).toMatchObject({ name: 'Support', members: [{ email: 'help@example.com' }], domains: [{ domainId: null, role: 'viewer' }, { name: 'cli-group.example.com', role: 'editor' }] });
+
+      await fails(['groups', 'grant', 'Support', '--role', 'viewer'], /give either domains or --all/);
+      await fails(['groups', 'grant', 'Nobody', '--all', '--role', 'viewer'], /no group has the name or id Nobody/);
+      await fails(['groups', 'create', 'Support'], /Group already exists/);
+      expect(await ok(['groups', 'revoke', 'Support', '--all', '--as', 'boss@example.com'])).toBe('group Support no longer holds a role on every domain\n');
+      await fails(['groups', 'revoke', 'Support', '--all'], /group Support holds no role on every domain/);
+      expect(await ok(['groups', 'remove-member', 'Support', 'help@example.com'])).toBe('help@example.com is no longer in group Support\n');
+      await fails(['groups', 'remove-member', 'Support', 'help@example.com'], /help@example\.com is not in group Support/);
+      expect(await ok(['groups', 'remove', 'Support', '--yes', '--as', 'boss@example.com'])).toMatch(/^removed group \d+ Support\n$/);
+      expect(JSON.parse(await ok(['groups', 'list', '--json']))).toEqual([]);
+
+      const db = await openPglite(path.join(dataDir, 'postgres'));
+      try {
+        const rows = await db.query<{ action: string; ip_address: string }>(sql`
+          select a.action, a.ip_address from activity a join users u on u.id = a.user_id where u.email = 'boss@example.com' and a.action like 'group.%' order by a.id`);
+        expect(rows.map((r) => [r.action, r.ip_address])).toEqual([
+          ['group.create', 'command line'],
+          ['group.grant', 'command line'],
+          ['group.revoke', 'command line'],
+          ['group.delete', 'command line'],
+        ]);
+      } finally {
+        await db.close();
+      }
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
