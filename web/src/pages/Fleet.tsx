@@ -1,7 +1,8 @@
 /**
  * The fleet overview: every domain the user sees with its last 24 hours (requests, visitors, error
  * rate, p95, bandwidth), when its last log line was stored (marked stale past INGEST_STALE_S), a
- * sparkline of requests per hour and its alerts firing now. One query gives the figures of all
+ * sparkline of requests per hour and its alerts firing now; a domain shared with the user is marked
+ * with its role there. One query gives the figures of all
  * domains, the domain listing their last lines; sorting, the name search and paging happen here,
  * and only the page's domains ask for their sparklines. Sort, direction, search and page are in the URL.
  */
@@ -18,6 +19,8 @@ import { linkClick, navigate, withQuery, type Location } from '../router.js';
 interface Domain {
   id: number;
   name: string;
+  /** Only on a domain shared with the user (a membership, a group): its role there. */
+  role?: 'viewer' | 'editor';
 }
 /** A domain's last log line as the listing gives it with `ingest=true`. */
 interface LastLine {
@@ -274,6 +277,11 @@ export function Fleet({ location }: { location: Location }) {
                           <a href={`/domains/${r.id}`} onClick={(e) => linkClick(e, `/domains/${r.id}`)}>
                             {r.name}
                           </a>
+                          {r.role && (
+                            <span class="shared" title={r.role === 'editor' ? 'Shared with you: you read it and change its alerts' : 'Shared with you: you read it'}>
+                              {r.role}
+                            </span>
+                          )}
                         </th>
                       ) : c.key === 'sinceLastLine' ? (
                         <td class="last-line">{c.show(r, now)}</td>
