@@ -19,7 +19,7 @@
  *      reused): one viewer, then BENCH_VIEWERS viewers opening the same view at once (views per
  *      second ≥ 5× one viewer's), then one viewer opening the ten biggest domains in turn against
  *      ten viewers opening them at once (≥ 1.5×); p99 ÷ median of each view's time (≤ 3).
- *   5. with BENCH_SCREENSHOTS=DIR, the fleet and a dashboard with a filter as PNGs (the README's).
+ *   5. with BENCH_SCREENSHOTS=DIR, the fleet and a dashboard with a filter as PNGs (the README's and docs/dashboard.md's).
  *   BENCH_QUERY_CACHE_MB sets the server's QUERY_CACHE_MB (0: no answer kept, every load computed).
  *
  * Nothing is asserted; figures are printed beside their targets.

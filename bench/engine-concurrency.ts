@@ -11,7 +11,7 @@
  *      (an administrator, for the fair queue a different id each) looking at one of the 10 domains:
  *      a view is the domain dashboard's 14 POST /api/logs/query bodies (web/src/pages/Domain.tsx,
  *      web/src/panels.ts; default period BENCH_RANGE, 24h), the three of the headline at once, then
- *      the eleven panels at once (web/src/stages.ts), each through the real service (queryLogs:
+ *      the eleven panels at once (web/src/view.ts), each through the real service (queryLogs:
  *      the domains from Postgres, parse, the fair queue, run, shape);
  *   4. per round, for 1, 2, 4 and 10 viewers (BENCH_VIEWERS), each viewer doing BENCH_VIEWS views
  *      in turn, the paths one after the other, each round starting with the next one:

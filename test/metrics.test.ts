@@ -1,5 +1,5 @@
 /**
- * GET /metrics (README, "Metrics (Prometheus)"): off by default, behind METRICS_TOKEN on the API
+ * GET /metrics (docs/reference/http.md, "Metrics"): off by default, behind METRICS_TOKEN on the API
  * port, and its figures moving with real requests through the app, a real file followed by the
  * ingest worker, alert rounds and deliveries, rollup rounds; METRICS_LISTEN through a real `serve`.
  */

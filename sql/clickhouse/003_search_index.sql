@@ -5,7 +5,7 @@
 -- expression these indexes are built on. A `text` index (GA since ClickHouse 26.2; chDB 3.4 is
 -- 26.7) with the `ngrams(3)` tokenizer maps each 3-gram of the lower-cased text to its rows, and
 -- serves LIKE patterns of 4 or more characters: granules that lack one of the needle's 3-grams
--- are skipped. Measured on 3 million generated access rows (README "Reading logs"): a rare URL
+-- are skipped. Measured on 3 million generated access rows (bench/README, "Figures behind the reads' design"): a rare URL
 -- substring counted in about 15 ms instead of about 115 ms; the old ngrambf_v1 Bloom filter (3,
 -- 8192, 3) skipped nothing there and was no faster than a scan, so it is not used.
 --

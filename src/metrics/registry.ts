@@ -1,11 +1,11 @@
 /**
- * The Prometheus metrics of one process (README, "Metrics (Prometheus)"). Each server or ingest
+ * The Prometheus metrics of one process (docs/reference/http.md, "Metrics"). Each server or ingest
  * worker has its own Metrics and registry, passed to what it instruments: prom-client's global
  * registry would make the apps a test process creates collide. Counters a component keeps anyway
  * (the ingest worker's, which `ingest stats` logs) are read at each scrape, never counted twice.
  *
- * The ingest worker takes a Metrics as its IngestMetrics (ingest/pipeline.ts) by shape: src/ and
- * ingest/ import each other only through the entry points.
+ * The ingest worker takes a Metrics as its IngestMetrics (ingest/pipeline.ts) by shape: ingest/
+ * imports nothing of src/ (docs/architecture.md).
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 

@@ -25,7 +25,8 @@
  * are the per-user cap of downloads and the reader's pace.
  *
  * The limits go in the statement's own SETTINGS clause, never in `clickhouse_settings`: chDB
- * turns those into SET statements that stay on the process's session (README, "Two modes").
+ * turns those into SET statements that stay on the process's session (docs/architecture.md, "One
+ * trap of the embedded engine").
  */
 import type { QueryParams } from '@clickhouse/client';
 import type { Config } from '../../core/config.js';

@@ -24,7 +24,7 @@ export function registerImportCommand(program: Command, host: CommandHost): void
       // let grow to 230 MB of them before a full collection (48 MB live after it): the peak RSS of
       // a 1M-line import in embedded mode about 730 → 570 MB at the same rate (bench/README, "The
       // import's memory"). The flag holds for the rest of the process, a server running the
-      // command for the shell (README, "Beside a running server") included.
+      // command for the shell (docs/cli.md, "Beside a running server") included.
       v8.setFlagsFromString(`--heap-growing-percent=${IMPORT_HEAP_GROWING_PERCENT}`);
       await host.withRuntime(async (runtime) => {
         const signal = host.interruption();

@@ -21,7 +21,7 @@ const route = createRoute({
   path: '/domains/{domainId}/tail',
   summary: "Follow a domain's access and error entries as they are stored (Server-Sent Events)",
   description:
-    'A `text/event-stream` of the entries stored from now on (README "Live tail"): `event: access` and `event: error`, `data:` the entry ' +
+    'A `text/event-stream` of the entries stored from now on (docs/reference/logs.md, "Live tail"): `event: access` and `event: error`, `data:` the entry ' +
     'exactly as the listings return it, `id:` the place in the stream (send it back as `Last-Event-ID` to resume without loss or repeat). ' +
     'Filters as the access listing (`statusCode`, `ipAddress`, `url`, `method`) and the error listing (`level`). New entries are read once ' +
     `a second; an entry dated more than ${TAIL_LIMITS.windowMs / 60_000} minutes before it is stored (a backfill) is not sent. ` +

@@ -12,7 +12,7 @@
  * held), at once on its domain when a member's role there is revoked or changed (recheckDomains),
  * and its stream ends when its access token expires; `close` ends every stream (shutdown).
  *
- * What a tail sends (README "Live tail"): each entry stored while the stream is open whose time is
+ * What a tail sends (docs/reference/logs.md, "Live tail"): each entry stored while the stream is open whose time is
  * within `windowMs` of the moment it is read, exactly once, access entries as `event: access`
  * and error entries as `event: error`, `data:` the entry as the listings return it.
  */

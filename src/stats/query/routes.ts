@@ -7,7 +7,7 @@ import { validationFailed } from '../../http/errors.js';
 import { isBatch, queryBatchBody, queryBatchResultSchema, queryBody, queryRequestBody, queryResultSchema } from './schemas.js';
 import { queryLogs, queryLogsBatch } from './service.js';
 
-// The README's series and drill-down, with the answers a server gave them.
+// The series and drill-down of docs/reference/logs.md (Queries, Examples), with the answers a server gave them.
 const series = {
   domains: [1],
   metrics: ['requests', 'errorRate', 'p95ResponseTime', 'bandwidth'],
