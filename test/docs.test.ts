@@ -83,3 +83,35 @@ describe('the project cites its own reference', () => {
     expect(pages.filter((page) => page !== 'README.md' && !index.includes(`](${page})`))).toEqual([]);
   });
 });
+
+describe('the guide', () => {
+  /** The README, the guides beside the reference (docs/*.md) and the tests' README. */
+  const GUIDE = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`), 'test/README.md'];
+
+  it('links to files and headings that exist', () => {
+    const broken = GUIDE.flatMap((file) => {
+      const text = readFileSync(path.join(ROOT, file), 'utf8');
+      const dir = path.dirname(path.join(ROOT, file));
+      const targets = [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!).filter((target) => !/^[a-z]+:/.test(target));
+      return targets.flatMap((target) => {
+        const problem = target.startsWith('#') ? brokenLink(dir, `${path.basename(file)}${target}`) : brokenLink(dir, target);
+        return problem ? [`${file}: ${target}: ${problem}`] : [];
+      });
+    });
+    expect(GUIDE.length).toBeGreaterThan(5);
+    expect(broken).toEqual([]);
+  });
+
+  it('keeps the README within 300 lines, a guide read in ten minutes', () => {
+    expect(readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n').length).toBeLessThanOrEqual(301);
+  });
+
+  it("names every dependency of package.json in the README's table of dependencies", () => {
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as Record<string, Record<string, string> | undefined>;
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const table = readme.slice(readme.indexOf('## Dependencies and why'));
+    const named = (name: string) => table.includes(`\`${name}\``) || (name.startsWith('@types/') && table.includes('`@types/…`'));
+    const missing = [...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.devDependencies ?? {})].filter((name) => !named(name));
+    expect(missing).toEqual([]);
+  });
+});
