@@ -74,7 +74,7 @@ function useBatch(bodies: Record<string, unknown>[]): Answered[] {
   const key = JSON.stringify(bodies);
   const [state, setState] = useState<{ key: string; answers: Answered[] }>({ key: '', answers: [] });
   // A layout effect sends the request before the browser paints, not after: the page's requests
-  // (session, name, queries) follow one another, and each paint they waited for cost 15–30 ms.
+  // (session, name, queries) follow one another, and each would otherwise wait for a paint.
   useLayoutEffect(() => {
     let stale = false;
     api<{ answers: BatchItem[] }>('POST', '/api/logs/query', { queries: bodies }).then(
