@@ -301,8 +301,14 @@ export const mergedStates = (a: PartialStates, b: PartialStates): PartialStates 
 // Metrics
 // ---------------------------------------------------------------------------------------------
 
-/** integer: a count or a sum; fraction4: a share, 4 decimals; ms2: milliseconds, 2 decimals; ms: milliseconds as logged. */
-export type MetricKind = 'integer' | 'fraction4' | 'ms2' | 'ms';
+/** What the values of each kind of metric are (docs/reference/metrics.md). */
+export const METRIC_KINDS = {
+  integer: 'a count or a sum',
+  fraction4: 'a share, 4 decimals',
+  ms2: 'milliseconds, 2 decimals',
+  ms: 'milliseconds as logged',
+} as const;
+export type MetricKind = keyof typeof METRIC_KINDS;
 
 /** A partial's merged state in JavaScript, for a metric's `value`: of the type its JsMerge gives. */
 export type StateOf = <S>(x: AnyPartial & { js: JsMerge<S> }) => S;
