@@ -111,7 +111,11 @@ export async function may(resource: string, action: string): Promise<boolean> {
 /** The Authorization header of the current session (none when signed out). */
 export const authorization = (): Record<string, string> => (accessToken ? { authorization: `Bearer ${accessToken}` } : {});
 
-/** An API call with the access token; one renewal through the cookie when it has expired. */
+/**
+ * An API call with the access token; one renewal through the cookie when it has expired. Its
+ * answer is the envelope's `data`, or `{message}` for an answer that is only a message (a 202
+ * "Invitation sent", a deletion), so that the page can show the server's words.
+ */
 export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
   const send = () =>
     fetch(path, {
@@ -127,5 +131,6 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
       throw new ApiError(401, 'Your session has ended: sign in again');
     }
   }
-  return (await parse(res)).data as T;
+  const answer = await parse(res);
+  return ('data' in answer ? answer.data : { message: answer.message }) as T;
 }
