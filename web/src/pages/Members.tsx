@@ -191,29 +191,39 @@ export function Members({ id, domain, me }: { id: number; domain: string; me: nu
   const [invitations, setInvitations] = useState<Invitation[] | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [notice, setNotice] = useState<string | null>(null);
-  const load = () =>
-    Promise.all([
-      api<{ members: Member[]; groups?: GroupGrant[] }>('GET', `/api/domains/${id}/members`).then(setMembers),
-      api<{ invitations: Invitation[] }>('GET', `/api/domains/${id}/invitations`).then((data) => setInvitations(data.invitations)),
-    ]).catch(setError);
+  const read = () =>
+    Promise.all([api<{ members: Member[]; groups?: GroupGrant[] }>('GET', `/api/domains/${id}/members`), api<{ invitations: Invitation[] }>('GET', `/api/domains/${id}/invitations`)]);
+  const show = ([listed, pending]: Awaited<ReturnType<typeof read>>) => {
+    setMembers(listed);
+    setInvitations(pending.invitations);
+  };
   useEffect(() => {
     setMembers(null);
     setInvitations(null);
     setError(null);
     setNotice(null);
-    load();
+    read().then(show, setError);
   }, [id]);
-  /** After a change made by `work` (or by a form, which shows its own errors): the lists as stored and `done`, or the change's error. */
+  /**
+   * After a change made by `work` (or by a form, which shows its own errors): the lists as stored
+   * and `done`, or the error. Nothing changes on the page before the lists are read again: a
+   * render in between would put a role's select back to the role it showed before.
+   */
   const act = async (done: string, work?: () => Promise<unknown>) => {
+    let failure: unknown = null;
     try {
       await work?.();
-      setNotice(done);
-      setError(null);
     } catch (err) {
-      setError(err);
-      setNotice(null);
+      failure = err;
     }
-    await load();
+    // Read after a refusal too: the select shows the stored role again.
+    try {
+      show(await read());
+    } catch (err) {
+      failure ??= err;
+    }
+    setError(failure);
+    setNotice(failure === null ? done : null);
   };
   const path = `/api/domains/${id}`;
   return (
