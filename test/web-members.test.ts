@@ -25,7 +25,9 @@ let admin: string;
 let olivia: { id: number; token: string };
 let bob: { id: number; token: string };
 let carol: { id: number; token: string };
+/** Olivia's: the first test manages shop's members, the second reads blog's. */
 let shop: number;
+let blog: number;
 let context: BrowserContext;
 /** Requests of the current test's pages to anywhere but the server, and loads their CSP refused. */
 let foreign: string[] = [];
@@ -39,6 +41,7 @@ beforeAll(async () => {
   bob = await createUserAndLogin(t.app, admin, { email: 'bob@example.com', password: PASSWORD, name: 'Bob Stone' });
   carol = await createUserAndLogin(t.app, admin, { email: 'carol@example.com', password: PASSWORD });
   shop = (await insertDomain(t.runtime.db, { name: 'shop.members.example', ownerId: olivia.id })).id;
+  blog = (await insertDomain(t.runtime.db, { name: 'blog.members.example', ownerId: olivia.id })).id;
 }, 120_000);
 
 afterAll(async () => {
@@ -136,19 +139,19 @@ describe("a domain's Members tab", { timeout: 90_000 }, () => {
   });
 
   it('a member (a viewer) is offered no Members tab, and the page says why; an administrator sees it, with the names and addresses', async () => {
-    expect((await call(t.app, 'POST', `/api/domains/${shop}/members`, { token: olivia.token, body: { userId: carol.id, role: 'viewer' } })).status).toBe(201);
-    expect((await call(t.app, 'POST', `/api/domains/${shop}/members`, { token: olivia.token, body: { userId: bob.id, role: 'editor' } })).status).toBe(201);
+    expect((await call(t.app, 'POST', `/api/domains/${blog}/members`, { token: olivia.token, body: { userId: carol.id, role: 'viewer' } })).status).toBe(201);
+    expect((await call(t.app, 'POST', `/api/domains/${blog}/members`, { token: olivia.token, body: { userId: bob.id, role: 'editor' } })).status).toBe(201);
     const page = await newPage();
-    await page.goto(`${base}/domains/${shop}`);
+    await page.goto(`${base}/domains/${blog}`);
     await signIn(page, 'carol@example.com', PASSWORD);
     await expect.poll(() => sectionLinks(page)).toEqual(['Dashboard', 'Logs', 'Alerts', 'Ingest']);
-    await page.goto(`${base}/domains/${shop}/members`);
+    await page.goto(`${base}/domains/${blog}/members`);
     await expect.poll(() => page.getByRole('alert').textContent()).toBe('The members of a domain are managed by its owner and administrators.');
     expect(await page.locator('table').count()).toBe(0);
 
     await context.close();
     const other = await newPage();
-    await other.goto(`${base}/domains/${shop}/members`);
+    await other.goto(`${base}/domains/${blog}/members`);
     await signIn(other, ADMIN_EMAIL, ADMIN_PASSWORD);
     await expect.poll(() => rowNames(other, 'members')).toEqual(['bob@example.com · Bob Stone', 'carol@example.com']);
     expect(await other.getByLabel('Role of bob@example.com').inputValue()).toBe('editor');
