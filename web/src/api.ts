@@ -134,3 +134,11 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
   const answer = await parse(res);
   return ('data' in answer ? answer.data : { message: answer.message }) as T;
 }
+
+/** Every entry of a paged listing (the array `key` of its answers), by pages of 100: the first, then the others together. */
+export async function allPages<T>(path: string, key: string): Promise<T[]> {
+  const page = (n: number) => api<{ pagination: { pages: number } } & Record<string, unknown>>('GET', `${path}${path.includes('?') ? '&' : '?'}limit=100&page=${n}`);
+  const first = await page(1);
+  const rest = await Promise.all(Array.from({ length: Math.max(0, first.pagination.pages - 1) }, (_, i) => page(i + 2)));
+  return [first, ...rest].flatMap((answer) => answer[key] as T[]);
+}

@@ -6,13 +6,12 @@
  * the API gives an owner their user ids (docs/reference/domains.md#members).
  */
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError } from '../api.js';
-import { ErrorMessage, FieldError, FormErrors, invalid } from '../components/ErrorMessage.js';
+import { api } from '../api.js';
+import { ErrorMessage } from '../components/ErrorMessage.js';
+import { FieldForm } from '../components/FieldForm.js';
+import { RoleSelect, roleName, type Role } from '../components/RoleSelect.js';
 import { Scroll } from '../components/Scroll.js';
 import { utcTime } from '../format.js';
-
-export type Role = 'viewer' | 'editor';
-export const ROLES: Role[] = ['viewer', 'editor'];
 
 interface Member {
   userId: number;
@@ -42,52 +41,6 @@ interface Invitation {
 /** Who gave a role or sent an invitation: null when unknown (the command line, a user deleted since). */
 const giver = (id: number | null, me: number) => (id === null ? '–' : id === me ? 'you' : `user ${id}`);
 const who = (m: Member) => m.email ?? `user ${m.userId}`;
-const roleName = (role: Role) => (role === 'editor' ? 'an editor' : 'a viewer');
-
-/** A role `<select>`'s options. */
-export const roleOptions = () => ROLES.map((role) => <option value={role}>{role}</option>);
-
-/**
- * Invites an address (`email`) or adds a user by id (`userId`): one field and a role. The API's
- * message for the field is shown at it; `onDone` gets what to tell the user.
- */
-function ShareForm({ id, by, onDone }: { id: number; by: 'email' | 'userId'; onDone: (text: string) => Promise<void> }) {
-  const [value, setValue] = useState('');
-  const [role, setRole] = useState<Role>('viewer');
-  const [error, setError] = useState<unknown>(null);
-  const field = `share-${by}`;
-  const label = by === 'email' ? 'E-mail' : 'User id';
-  const message = error instanceof ApiError ? error.details[by] : undefined;
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    try {
-      // A user id that is no number goes as null, which the API refuses at the field.
-      const answer = await api<Member & { message: string }>('POST', `/api/domains/${id}/members`, by === 'email' ? { email: value, role } : { userId: Number(value), role });
-      setValue('');
-      setError(null);
-      await onDone(by === 'email' ? answer.message : `${who(answer)} is now ${roleName(answer.role)}`);
-    } catch (err) {
-      setError(err);
-    }
-  };
-  return (
-    <form class="inline-form fields" onSubmit={submit} noValidate aria-label={by === 'email' ? 'Invite by e-mail' : 'Add by user id'}>
-      <div class="field">
-        <label for={field}>{label}</label>
-        <input id={field} {...(by === 'email' ? { type: 'email' } : { inputMode: 'numeric' })} value={value} onInput={(e) => setValue(e.currentTarget.value)} {...invalid(field, message)} />
-      </div>
-      <div class="field">
-        <label for={`${field}-role`}>Role</label>
-        <select id={`${field}-role`} value={role} onChange={(e) => setRole(e.currentTarget.value as Role)}>
-          {roleOptions()}
-        </select>
-      </div>
-      <button type="submit">{by === 'email' ? 'Send invitation' : 'Add member'}</button>
-      <FieldError id={field} label={label} message={message} />
-      <FormErrors error={error} atFields={[by]} />
-    </form>
-  );
-}
 
 function MembersTable({ members, me, onRole, onRemove }: { members: Member[]; me: number; onRole: (m: Member, role: Role) => void; onRemove: (m: Member) => void }) {
   return (
@@ -113,9 +66,7 @@ function MembersTable({ members, me, onRole, onRemove }: { members: Member[]; me
                 {m.name && <span class="hint"> · {m.name}</span>}
               </th>
               <td>
-                <select aria-label={`Role of ${who(m)}`} value={m.role} onChange={(e) => onRole(m, e.currentTarget.value as Role)}>
-                  {roleOptions()}
-                </select>
+                <RoleSelect label={`Role of ${who(m)}`} value={m.role} onChange={(role) => onRole(m, role)} />
               </td>
               <td>{giver(m.grantedBy, me)}</td>
               <td class="nowrap">{utcTime(m.updatedAt).replace(' UTC', '')}</td>
@@ -250,9 +201,31 @@ export function Members({ id, domain, me }: { id: number; domain: string; me: nu
 
       <h2>Invite</h2>
       <p class="hint">A link valid 7 days is e-mailed to the address; it makes the address's account a member, creating one when there is none.</p>
-      <ShareForm id={id} by="email" onDone={act} />
+      <FieldForm
+        name="Invite by e-mail"
+        id="share-email"
+        field="email"
+        label="E-mail"
+        input={{ type: 'email' }}
+        role="viewer"
+        button="Send invitation"
+        onSubmit={async (email, role) => act((await api<{ message: string }>('POST', `${path}/members`, { email, role })).message)}
+      />
       <h2>Add by user id</h2>
-      <ShareForm id={id} by="userId" onDone={act} />
+      <FieldForm
+        name="Add by user id"
+        id="share-userId"
+        field="userId"
+        label="User id"
+        input={{ inputMode: 'numeric' }}
+        role="viewer"
+        button="Add member"
+        // A user id that is no number goes as null, which the API refuses at the field.
+        onSubmit={async (userId, role) => {
+          const member = await api<Member>('POST', `${path}/members`, { userId: Number(userId), role });
+          await act(`${who(member)} is now ${roleName(member.role)}`);
+        }}
+      />
 
       <h2>Pending invitations</h2>
       {invitations === null && error === null && <p aria-live="polite">Loading…</p>}
