@@ -9,6 +9,7 @@ import { docsRoutes } from './docs/routes.js';
 import { alertsRoutes } from './alerts/routes.js';
 import { silencesRoutes } from './alerts/silences/routes.js';
 import { domainsRoutes, invitationsRoutes } from './domains/routes.js';
+import { groupsRoutes } from './groups/routes.js';
 import { downloadRoutes, exportRoutes } from './exports/routes.js';
 import type { ExportLimits } from './exports/service.js';
 import { healthRoutes } from './health/routes.js';
@@ -70,6 +71,7 @@ export function createApp(services: Services, options: AppOptions = {}) {
   const tail = options.tail ?? createTailHub(services);
   app.route('/api/domains', domainsRoutes(services, tail));
   app.route('/api/invitations', invitationsRoutes(services));
+  app.route('/api/groups', groupsRoutes(services, tail));
   app.route('/api/logs', exportRoutes(services));
   app.route('/api/downloads', downloadRoutes(services, options.exportLimits));
   app.route('/api/logs', alertsRoutes(services));

@@ -1,7 +1,8 @@
 /**
- * Members of a domain (issue 33, parts 1 and 4; docs/reference/domains.md#members): the members
+ * Members of a domain (issue 33, parts 1, 2 and 4; docs/reference/domains.md#members): the members
  * API, then a hostile walk of every per-domain route by an owner, a viewer, an editor, a revoked
- * member, a stranger and an administrator, each answer held to the role (404 for what one does not
+ * member, a group's member (editor through the group), a support group's member (viewer of every
+ * domain), a user taken out of that group, a stranger and an administrator, each answer held to the role (404 for what one does not
  * see, 403 beyond the role or the user's own permissions, no leak in lists, the fleet, queries,
  * alerts), and a revocation taking effect at once: the next request, an open live tail, a download
  * link, a fleet rule and its pending notification.
@@ -33,7 +34,7 @@ const BROAD = [
   { resource: 'alerts', actions: ['read', 'create', 'update', 'delete'] },
 ];
 
-type Who = 'admin' | 'owner' | 'editor' | 'viewer' | 'revoked' | 'stranger';
+type Who = 'admin' | 'owner' | 'editor' | 'viewer' | 'revoked' | 'grouped' | 'support' | 'ungrouped' | 'stranger';
 interface Person {
   id: number;
   token: string;
@@ -75,6 +76,20 @@ async function unshare(domainId: number, by: Person, userId: number, status = 20
   return res;
 }
 
+async function adminCall(method: string, path: string, body: unknown, status: number) {
+  const res = await call(t.app, method, path, { token: admin.token, ...(body !== undefined ? { body } : {}) });
+  expect(res.status, JSON.stringify(res.body)).toBe(status);
+  return res;
+}
+
+/** A group (its id) of `members`, given `grant`. */
+async function group(tag: string, members: Person[], grant: { domains: number[] | 'all'; role: string }): Promise<number> {
+  const id: number = (await adminCall('POST', '/api/groups', { name: unique(tag) }, 201)).body.data.id;
+  for (const member of members) await adminCall('POST', `/api/groups/${id}/members`, { userId: member.id }, 201);
+  await adminCall('POST', `/api/groups/${id}/domains`, grant, 200);
+  return id;
+}
+
 /** 5xx lines a second before `at` on each domain, through the real import path ($host routes them). */
 async function ingest(domains: { name: string }[], count: number, status: number, at = Date.now()): Promise<void> {
   const batch = unique('req');
@@ -103,7 +118,7 @@ beforeAll(async () => {
   t = await startTestApp();
   const session = await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD);
   admin = { id: session.user.id, token: session.accessToken, email: ADMIN_EMAIL };
-  for (const who of ['owner', 'editor', 'viewer', 'revoked', 'stranger'] as const) people[who] = await person(who);
+  for (const who of ['owner', 'editor', 'viewer', 'revoked', 'grouped', 'support', 'ungrouped', 'stranger'] as const) people[who] = await person(who);
   people.admin = admin;
   shared = await domainOf(people.owner);
   theirs = await domainOf(people.stranger);
@@ -111,6 +126,10 @@ beforeAll(async () => {
   await share(shared.id, people.owner, people.editor.id, 'editor');
   await share(shared.id, people.owner, people.revoked.id, 'editor');
   await unshare(shared.id, people.owner, people.revoked.id);
+  // A group of developers given the shared domain as editors; the support team reads every domain.
+  const developers = await group('developers', [people.grouped, people.ungrouped], { domains: [shared.id], role: 'editor' });
+  await group('support', [people.support], { domains: 'all', role: 'viewer' });
+  await adminCall('DELETE', `/api/groups/${developers}/members/${people.ungrouped.id}`, undefined, 200);
   await ingest([shared, theirs], 5, 200);
 });
 
@@ -209,7 +228,7 @@ interface Step {
   skip?: Who;
 }
 
-const RANK = { stranger: 0, revoked: 0, viewer: 1, editor: 2, owner: 3, admin: 4 } as const;
+const RANK = { stranger: 0, revoked: 0, ungrouped: 0, viewer: 1, support: 1, editor: 2, grouped: 2, owner: 3, admin: 4 } as const;
 const sinceHour = () => new Date(Date.now() - 3_600_000).toISOString();
 
 const STEPS: Step[] = [
@@ -274,6 +293,8 @@ describe('a hostile walk of the per-domain routes', () => {
         want[who] = !sees ? (method === 'HEAD' ? 404 : { status: 404, body: notFound }) : RANK[who] < RANK[step.least] ? (method === 'HEAD' ? 403 : { status: 403, body: FORBIDDEN }) : step.ok;
       }
       expect(got).toEqual(want);
+      // The steps' alerts go, so that the next steps and tests stay under a domain's cap of alerts.
+      await t.runtime.db.query(sql`delete from alerts where domain_id = ${shared.id}`);
     });
   }
 });
@@ -289,8 +310,34 @@ describe('no leak in lists, the fleet, queries and alerts', () => {
     expect(await names('editor')).toEqual([shared.name]);
     expect(await names('owner')).toEqual([shared.name]);
     expect(await names('revoked')).toEqual([]);
+    expect(await names('grouped')).toEqual([shared.name]);
+    expect(await names('ungrouped')).toEqual([]);
     expect(await names('stranger')).toEqual([theirs.name]);
+    expect((await names('support')).sort()).toEqual([shared.name, theirs.name].sort());
     expect((await names('admin')).sort()).toEqual([shared.name, theirs.name].sort());
+  });
+
+  it('a shared domain shows the caller its role, the best of its grants; the answers of owners and administrators have no role', async () => {
+    const roleIn = async (who: Who, id: number) => {
+      const listed = (await call(t.app, 'GET', '/api/domains?limit=100', { token: people[who].token })).body.data.domains.find((d: { id: number }) => d.id === id);
+      const got = (await call(t.app, 'GET', `/api/domains/${id}`, { token: people[who].token })).body.data;
+      expect(listed).toEqual(got);
+      return 'role' in got ? got.role : 'none';
+    };
+    expect(await roleIn('viewer', shared.id)).toBe('viewer');
+    expect(await roleIn('editor', shared.id)).toBe('editor');
+    expect(await roleIn('grouped', shared.id)).toBe('editor');
+    expect(await roleIn('support', theirs.id)).toBe('viewer');
+    expect(await roleIn('owner', shared.id)).toBe('none');
+    expect(await roleIn('admin', shared.id)).toBe('none');
+    expect(await roleIn('stranger', theirs.id)).toBe('none');
+    // A viewer by membership who is an editor through a group holds the better role.
+    const both = await person('both');
+    await share(shared.id, people.owner, both.id, 'viewer');
+    await group('both', [both], { domains: [shared.id], role: 'editor' });
+    expect((await call(t.app, 'GET', `/api/domains/${shared.id}`, { token: both.token })).body.data.role).toBe('editor');
+    const created = await call(t.app, 'POST', `/api/logs/domains/${shared.id}/alerts`, { token: both.token, body: alertBody() });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
   });
 
   it("a query over every domain one sees counts the shared domain's lines for a member, never the stranger's; naming the stranger's is 404", async () => {
@@ -301,6 +348,9 @@ describe('no leak in lists, the fleet, queries and alerts', () => {
     };
     expect(await byDomain('viewer')).toEqual({ [shared.name]: 5 });
     expect(await byDomain('revoked')).toEqual({});
+    expect(await byDomain('grouped')).toEqual({ [shared.name]: 5 });
+    expect(await byDomain('ungrouped')).toEqual({});
+    expect(await byDomain('support')).toMatchObject({ [shared.name]: 5, [theirs.name]: 5 });
     expect(await byDomain('stranger')).toEqual({ [theirs.name]: 5 });
     const named = await call(t.app, 'POST', '/api/logs/query', { token: people.viewer.token, body: { metrics: ['requests'], domains: [shared.id, theirs.id] } });
     expect({ status: named.status, body: named.body }).toEqual({ status: 404, body: NOT_FOUND });
@@ -320,6 +370,8 @@ describe('no leak in lists, the fleet, queries and alerts', () => {
       expect(await ids(who)).not.toContain(strangers.body.data.id);
     }
     expect(await ids('revoked')).not.toContain(mine);
+    expect(await ids('grouped')).toContain(mine);
+    expect(await ids('ungrouped')).not.toContain(mine);
     expect(await ids('stranger')).not.toContain(mine);
   });
 });

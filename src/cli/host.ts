@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { z } from 'zod';
+import { ApiError } from '../http/errors.js';
 import type { Runtime } from '../runtime.js';
 
 /** Progress of a long command (an import), drawn as a bar where the operator's terminal allows. */
@@ -41,6 +42,14 @@ export interface CommandHost {
 
 /** Fails with one clear line, the way every CLI error should read. */
 export class CliError extends Error {}
+
+/** For a service call's catch: its 404 becomes the operator's line `message`; anything else goes on as it is. */
+export const whenNotFound =
+  (message: string) =>
+  (err: unknown): never => {
+    if (err instanceof ApiError && err.status === 404) throw new CliError(message);
+    throw err;
+  };
 
 export function parseWith<T extends z.ZodTypeAny>(schema: T, value: unknown, what: string): z.output<T> {
   const result = schema.safeParse(value);

@@ -8,6 +8,7 @@ import { ConfigError } from '../../core/config.js';
 import { ApiError } from '../http/errors.js';
 import { registerAlertCommands } from './commands/alerts.js';
 import { registerDomainCommands } from './commands/domains.js';
+import { registerGroupCommands } from './commands/groups.js';
 import { registerImportCommand } from './commands/import.js';
 import { registerIngestValidateCommand } from './commands/ingest-validate.js';
 import { registerStatsCommand } from './commands/stats.js';
@@ -40,6 +41,7 @@ export function buildProgram(host: CommandHost, more?: CommandSet): Command {
   registerImportCommand(program, host);
   registerUserCommands(program, host);
   registerDomainCommands(program, host);
+  registerGroupCommands(program, host);
   registerTokenCommands(program, host);
   registerStatsCommand(program, host);
   registerAlertCommands(program, host);

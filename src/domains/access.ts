@@ -21,7 +21,8 @@ export function roleNeeded(resource: Resource, action: Action): DomainRole {
 /** Whether `role` is at least `least`. */
 export const atLeast = (role: DomainRole, least: DomainRole): boolean => rankOf(role) >= rankOf(least);
 
-/** What holds access that must be checked again when a role on a domain ends or changes: the live tails (TailHub). */
+/** What holds access that must be checked again when a role on domains ends or changes: the live tails (TailHub). */
 export interface AccessWatchers {
-  recheckDomain(domainId: number): Promise<void>;
+  /** `all`: every domain (a group's grant on every domain ended). */
+  recheckDomains(domainIds: readonly number[] | 'all'): Promise<void>;
 }

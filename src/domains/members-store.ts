@@ -3,7 +3,7 @@ import type { Db } from '../../core/db/postgres.js';
 import { sql } from '../../core/db/sql.js';
 import { dropPendingEvents } from '../alerts/outbox.js';
 import { holdEvaluatorApply } from '../alerts/store.js';
-import { findDomainAccess, type MemberRole } from './store.js';
+import { visibleToUser, type MemberRole } from './store.js';
 
 export interface MemberRow {
   user_id: number;
@@ -73,28 +73,55 @@ export async function deleteMember(db: Db, domainId: number, userId: number): Pr
   return row?.role ?? null;
 }
 
+/** A group that sees a domain (src/groups): through a grant on it, or on every domain (`allDomains`). */
+export interface GroupSeeing {
+  groupId: number;
+  name: string;
+  role: MemberRole;
+  allDomains: boolean;
+}
+
+/** The groups holding a grant on the domain, directly or on every domain: for its members' page. */
+export async function groupsSeeing(db: Db, domainId: number): Promise<GroupSeeing[]> {
+  return db.query(sql`
+    select g.id as "groupId", g.name, gd.role, gd.domain_id is null as "allDomains"
+    from group_domains gd join groups g on g.id = gd.group_id
+    where gd.domain_id = ${domainId} or gd.domain_id is null
+    order by g.name collate "C", gd.domain_id nulls first`);
+}
+
 /**
- * When `userId` may have lost the domain (its membership ended, or it handed the domain over): if
- * it no longer sees it (grantsOf; an administrator sees every domain), the events about the domain
- * of its rules (alerts over many domains) leave the pending notifications, so that the next one no
- * longer names it. Its rules stop covering the domain at the next evaluation by themselves.
+ * When `userIds` may have lost domains (a membership ended, a group lost a member or a grant, a
+ * domain was handed over): the events of their rules over many domains (alerts without a domain)
+ * about a domain their creator no longer sees (grantsOf; an administrator sees every domain)
+ * leave the pending notifications, so that the next one no longer names it. Their rules stop
+ * covering the domain at the next evaluation by themselves.
  */
-export async function forgetLostDomain(tx: Db, domainId: number, userId: number): Promise<void> {
-  const [user] = await tx.query<{ role: string }>(sql`select role from users where id = ${userId}`);
-  if (!user || user.role === 'admin' || (await findDomainAccess(tx, domainId, { all: false, userId }))) return;
+export async function forgetLostDomains(tx: Db, userIds: readonly number[]): Promise<void> {
+  if (userIds.length === 0) return;
   // A round being applied now finishes first (its notifications are then taken out below); the next sees the grant gone.
   await holdEvaluatorApply(tx);
-  const rules = await tx.query<{ id: number }>(sql`select id from alerts where created_by = ${userId} and domain_id is null`);
-  await dropPendingEvents(tx, { domainId, alertIds: rules.map((r) => r.id) });
+  const lost = await tx.query<{ domain_id: number; alert_ids: number[] }>(sql`
+    select d.id as domain_id, array_agg(distinct a.id) as alert_ids
+    from alerts a
+    join users u on u.id = a.created_by and u.role <> 'admin'
+    join alert_notifications n on n.status = 'pending' and a.id = any(n.alert_ids)
+    cross join jsonb_array_elements(n.events) event
+    join domains d on d.id = (event->'domain'->>'id')::int
+    where a.domain_id is null and (event->'alert'->>'id')::int = a.id
+      and a.created_by in (select jsonb_array_elements_text(${JSON.stringify(userIds)}::text::jsonb)::int)
+      and not ${visibleToUser(sql`u`, sql`d`)}
+    group by d.id order by d.id`);
+  for (const { domain_id, alert_ids } of lost) await dropPendingEvents(tx, { domainId: domain_id, alertIds: alert_ids.map(Number) });
 }
 
 /**
  * After an owner change (applyDomainPatch, in its transaction): the new owner's membership, now
  * redundant, ends (the change itself is recorded by the caller), and the previous owner loses the
- * domain as a revoked member does (forgetLostDomain).
+ * domain as a revoked member does (forgetLostDomains).
  */
 export async function afterOwnerChange(tx: Db, domainId: number, previousOwner: number | null, newOwner: number | null): Promise<void> {
   if (previousOwner === newOwner) return;
   if (newOwner !== null) await deleteMember(tx, domainId, newOwner);
-  if (previousOwner !== null) await forgetLostDomain(tx, domainId, previousOwner);
+  if (previousOwner !== null) await forgetLostDomains(tx, [previousOwner]);
 }

@@ -11,7 +11,7 @@ import { recordActivity, type ClientInfo } from '../activity/store.js';
 import type { Principal, Services } from '../context.js';
 import { invalidField, notFound } from '../http/errors.js';
 import { findUserById } from '../users/store.js';
-import { deleteMember, findMember, forgetLostDomain, listMembers, toMember, upsertMember, type Member } from './members-store.js';
+import { deleteMember, findMember, forgetLostDomains, groupsSeeing, listMembers, toMember, upsertMember, type GroupSeeing, type Member } from './members-store.js';
 import type { AccessWatchers } from './access.js';
 import { resolveDomain } from './service.js';
 import type { DomainRow, MemberRole } from './store.js';
@@ -24,9 +24,11 @@ export const revealsMembers = (principal: Principal): boolean => principal.user.
 /** The domain if the caller may manage its members: 404 unless it sees the domain, 403 unless it owns it or is an administrator. */
 export const managedDomain = (deps: Deps, principal: Principal, domainId: number) => resolveDomain(deps, principal, domainId, undefined, 'owner');
 
-export async function listDomainMembers(deps: Deps, principal: Principal, domainId: number): Promise<Member[]> {
+/** GET /api/domains/:domainId/members: its members, and the groups that see it (src/groups). */
+export async function listDomainMembers(deps: Deps, principal: Principal, domainId: number): Promise<{ members: Member[]; groups: GroupSeeing[] }> {
   const domain = await managedDomain(deps, principal, domainId);
-  return (await listMembers(deps.db, domain.id)).map((row) => toMember(row, revealsMembers(principal)));
+  const members = (await listMembers(deps.db, domain.id)).map((row) => toMember(row, revealsMembers(principal)));
+  return { members, groups: await groupsSeeing(deps.db, domain.id) };
 }
 
 /**
@@ -58,7 +60,7 @@ export async function grantRole(
     }
     return before;
   });
-  if (before !== null && before !== grant.role) await watchers?.recheckDomain(domain.id);
+  if (before !== null && before !== grant.role) await watchers?.recheckDomains([domain.id]);
   return { member: toMember((await findMember(deps.db, domain.id, user.id))!, reveal), created: before === null };
 }
 
@@ -84,13 +86,13 @@ export async function revokeRole(deps: Deps, domain: DomainRow, userId: number, 
   await deps.db.transaction(async (tx) => {
     const before = await deleteMember(tx, domain.id, userId);
     if (before === null) throw notFound('Member');
-    await forgetLostDomain(tx, domain.id, userId);
+    await forgetLostDomains(tx, [userId]);
     if (actorId === null) return;
     const email = (reveal ? (await findUserById(tx, userId))?.email : undefined) ?? `user ${userId}`;
     const details = actorId === userId ? `Left domain ${domain.name} (was ${before})` : `Removed ${email} (${before}) from domain ${domain.name}`;
     await recordActivity(tx, { userId: actorId, action: 'domain.member_remove', resource: `domains/${domain.id}/members/${userId}`, details }, client);
   });
-  await watchers?.recheckDomain(domain.id);
+  await watchers?.recheckDomains([domain.id]);
 }
 
 /**

@@ -6,7 +6,7 @@ import { bearerSecurity, createRouter } from '../http/router.js';
 import type { AccessWatchers } from './access.js';
 import * as invitations from './invitations.js';
 import * as members from './members.js';
-import { bulkCreateDomainsBody, bulkDomainsResultSchema, createDomainBody, domainIdParams, domainSchema, ingestHealthSchema, invitationParams, invitationSchema, listDomainsQuery, listedDomainSchema, acceptInvitationBody, memberParams, memberSchema, shareDomainBody, updateDomainBody } from './schemas.js';
+import { bulkCreateDomainsBody, bulkDomainsResultSchema, createDomainBody, domainIdParams, domainSchema, groupSeeingSchema, ingestHealthSchema, invitationParams, invitationSchema, listDomainsQuery, listedDomainSchema, acceptInvitationBody, memberParams, memberSchema, shareDomainBody, updateDomainBody } from './schemas.js';
 import * as domains from './service.js';
 
 const base = { tags: ['Domains'], security: bearerSecurity };
@@ -53,9 +53,9 @@ const routes = {
   }),
   members: createRoute({
     ...base, method: 'get', path: '/{domainId}/members', summary: "A domain's members and their roles (its owner, administrators)",
-    description: 'The users besides its owner who see the domain, by user id. 404 for a domain the caller does not see; 403 for a member (viewer or editor).',
+    description: 'The users besides its owner who see the domain, by user id, and the groups that see it (docs/reference/groups.md): through a grant on it, or on every domain (`allDomains`). 404 for a domain the caller does not see; 403 for a member (viewer or editor).',
     request: { params: domainIdParams },
-    responses: { 200: jsonContent(dataEnvelope(z.object({ members: z.array(memberSchema) })), 'The members, by user id'), ...commonErrors, ...domainNotFound },
+    responses: { 200: jsonContent(dataEnvelope(z.object({ members: z.array(memberSchema), groups: z.array(groupSeeingSchema) })), 'The members, by user id, and the groups that see the domain, by name'), ...commonErrors, ...domainNotFound },
   }),
   share: createRoute({
     ...base, method: 'post', path: '/{domainId}/members', summary: "Give a user a role on a domain, change a member's role, or invite an address (its owner, administrators)",
@@ -126,7 +126,7 @@ export function domainsRoutes(services: Services, watchers?: AccessWatchers) {
   app.openapi(routes.update, async (c) =>
     c.json(ok(await domains.updateDomain(services, c.var.principal, c.req.valid('param').domainId, c.req.valid('json'), c.var.client, watchers)), 200),
   );
-  app.openapi(routes.members, async (c) => c.json(ok({ members: await members.listDomainMembers(services, c.var.principal, c.req.valid('param').domainId) }), 200));
+  app.openapi(routes.members, async (c) => c.json(ok(await members.listDomainMembers(services, c.var.principal, c.req.valid('param').domainId)), 200));
   app.openapi(routes.share, async (c) => {
     const { domainId } = c.req.valid('param');
     const { userId, email, role } = c.req.valid('json');

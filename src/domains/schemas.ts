@@ -27,6 +27,10 @@ export const domainSchema = z
     ownerId: z.number().int().nullable(),
     createdAt: z.string(),
     updatedAt: z.string(),
+    role: z
+      .enum(['viewer', 'editor'])
+      .optional()
+      .openapi({ description: "Only on a domain shared with the caller, through a membership or a group: the caller's role on it (the best of its grants). Absent for its owner and administrators." }),
   })
   .openapi('Domain');
 
@@ -116,14 +120,14 @@ export const bulkDomainsResultSchema = z
 export const updateDomainBody = z.strictObject({ name: domainNameField.optional(), ownerId: ownerIdField.optional() }).openapi('UpdateDomain');
 
 /** A user's id, as ownerIdField but never null. */
-const userIdField = z
+export const userIdField = z
   .number({ message: 'must be a user id' })
   .int({ message: 'must be a user id' })
   .positive({ message: 'must be a user id' })
   .max(2 ** 31 - 1, { message: 'must be a user id' })
   .openapi({ example: 7 });
 
-const memberRoleField = z
+export const memberRoleField = z
   .enum(['viewer', 'editor'], { message: 'must be viewer or editor' })
   .openapi({ description: 'viewer: sees the domain, reads its logs, statistics and alerts; editor: also creates, changes and deletes its alerts and silences' });
 
@@ -174,3 +178,12 @@ export const memberSchema = z
     updatedAt: z.string().openapi({ description: 'when the role last changed' }),
   })
   .openapi('DomainMember');
+
+export const groupSeeingSchema = z
+  .object({
+    groupId: z.number().int(),
+    name: z.string(),
+    role: z.enum(['viewer', 'editor']),
+    allDomains: z.boolean().openapi({ description: "true: the group's grant on every domain" }),
+  })
+  .openapi('DomainGroup');

@@ -141,7 +141,8 @@ export async function getIngestHealth(deps: IngestDeps, principal: Principal, do
 }
 
 export async function getDomain(deps: Deps, principal: Principal, domainId: number): Promise<Domain> {
-  return toDomain(await resolveDomain(deps, principal, domainId));
+  const domain = await resolveDomain(deps, principal, domainId);
+  return toDomain(domain, domain.role);
 }
 
 /** Admins create any domain, owned by anyone or no one; `domains:create` creates one's own. */
@@ -286,7 +287,7 @@ export async function updateDomain(
   const newOwner = principal.user.role === 'admin' ? (await findUserById(deps.db, row.owner_id!))?.email : undefined;
   const details = handOver ? `Handed domain ${row.name} over to ${newOwner ?? `user ${row.owner_id}`}` : `Changed ${changed} of domain ${row.name}`;
   await recordActivity(deps.db, { userId: principal.user.id, action: 'domain.update', resource: `domains/${domainId}`, details }, client);
-  if (domain.owner_id !== row.owner_id) await watchers?.recheckDomain(domainId);
+  if (domain.owner_id !== row.owner_id) await watchers?.recheckDomains([domainId]);
   return toDomain(row);
 }
 

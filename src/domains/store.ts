@@ -17,14 +17,21 @@ export interface Domain {
   ownerId: number | null;
   createdAt: string;
   updatedAt: string;
+  /** Only on a domain shared with the caller (a membership, a group): its role there. */
+  role?: MemberRole;
 }
 
-export const toDomain = (row: DomainRow): Domain => ({
+/**
+ * A domain as the API gives it; `role`, the caller's, is shown only when it is a member's
+ * (viewer, editor), so that the answers of owners and administrators stay as the spec has them.
+ */
+export const toDomain = (row: DomainRow, role?: DomainRole): Domain => ({
   id: row.id,
   name: row.name,
   ownerId: row.owner_id,
   createdAt: new Date(row.created_at).toISOString(),
   updatedAt: new Date(row.updated_at).toISOString(),
+  ...(role === 'viewer' || role === 'editor' ? { role } : {}),
 });
 
 /**
@@ -48,16 +55,26 @@ export type Visibility = { all: true } | { all: false; userId: number };
 /**
  * THE rule of who sees what: every grant of a domain to the user whose id is `userId` (an SQL
  * expression: a bound id, or a column of the query around it), as rows (domain_id, rank): the
- * domains it owns (owner), those it is a member of (the member's role). A group's grant is one
- * more branch here and nowhere else. Everything that decides whether a user sees a domain, and in
- * which role, reads these rows: visibleTo and findDomainAccess for the caller of a request,
- * visibleToUser for the user a rule or silence belongs to (evaluation, notifications), the
- * download links (src/exports/store.ts).
+ * domains it owns (owner), those it is a member of (the member's role), those its groups were
+ * given (the group's role; a group's grant on all domains gives every domain). A user holding
+ * several grants on a domain holds the best of them (callers compare or take the max of `rank`).
+ * Everything that decides whether a user sees a domain, and in which role, reads these rows:
+ * visibleTo and findDomainAccess for the caller of a request, visibleToUser for the user a rule or
+ * silence belongs to (evaluation, notifications), the download links (src/exports/store.ts).
  */
 const grantsOf = (userId: SqlFragment): SqlFragment => sql`(
   select o.id as domain_id, 3 as rank from domains o where o.owner_id = ${userId}
   union all
-  select m.domain_id, case m.role when 'editor' then 2 else 1 end from domain_members m where m.user_id = ${userId})`;
+  select m.domain_id, ${memberRank(sql`m.role`)} from domain_members m where m.user_id = ${userId}
+  union all
+  select gd.domain_id, ${memberRank(sql`gd.role`)} from group_members gm join group_domains gd on gd.group_id = gm.group_id
+  where gm.user_id = ${userId} and gd.domain_id is not null
+  union all
+  select every_domain.id, ${memberRank(sql`gd.role`)} from group_members gm join group_domains gd on gd.group_id = gm.group_id cross join domains every_domain
+  where gm.user_id = ${userId} and gd.domain_id is null)`;
+
+/** A member's or a group's role (viewer, editor) as its rank. */
+const memberRank = (role: SqlFragment) => sql`case ${role} when 'editor' then 2 else 1 end`;
 
 /** The rank of the least role that still counts (`viewer`: seeing the domain at all). */
 const leastRank = (least: DomainRole) => sql`${rankOf(least)}::int`;
@@ -133,8 +150,9 @@ export async function listDomains(
   const conditions = [visibleTo(visibility)];
   // Byte order (collate "C"), so the listing is the same on every server whatever its locale.
   if (filter.search) conditions.push(sql`strpos(name, lower(${filter.search})) > 0`);
-  const { rows, total } = await selectPage<DomainRow>(db, { columns: sql`*`, table: sql`domains`, where: join(conditions, sql` and `), orderBy: sql`name collate "C"`, ...filter });
-  return { domains: rows.map(toDomain), total };
+  const columns = sql`*, ${rankSql(visibility)}::int as rank`;
+  const { rows, total } = await selectPage<DomainRow & { rank: number }>(db, { columns, table: sql`domains`, where: join(conditions, sql` and `), orderBy: sql`name collate "C"`, ...filter });
+  return { domains: rows.map((row) => toDomain(row, roleOfRank(Number(row.rank)))), total };
 }
 
 /** Throws a unique violation when the name is taken. */

@@ -19,7 +19,7 @@ export class ApiError extends Error {
 
 export const unauthorized = () => new ApiError(401, 'Authentication required', undefined, { 'WWW-Authenticate': 'Bearer' });
 export const forbidden = () => new ApiError(403, 'Insufficient permissions');
-export const notFound = (what: 'User' | 'Domain' | 'Member' | 'Invitation' | 'Alert' | 'Silence' | 'Route') => new ApiError(404, `${what} not found`);
+export const notFound = (what: 'User' | 'Domain' | 'Group' | 'Member' | 'Invitation' | 'Grant' | 'Alert' | 'Silence' | 'Route') => new ApiError(404, `${what} not found`);
 export const conflict = (message: string) => new ApiError(409, message);
 /** A 422 for one field, for rules that a schema alone cannot check (wrong current password, …). */
 export const invalidField = (field: string, message: string) => new ApiError(422, 'Validation failed', { [field]: message });

@@ -1,17 +1,15 @@
 /** `tailhouse domains …`: the registered domains, from the shell, with administrator rights. */
 import { Option, type Command } from 'commander';
-import { ApiError } from '../../http/errors.js';
 import type { Db } from '../../../core/db/postgres.js';
 import { domainNameField, MAX_BULK_NAMES } from '../../domains/schemas.js';
 import { applyDomainPatch, checkDomainNames, registerDomains, removeDomain } from '../../domains/service.js';
 import { findDomainByName, findVisibleDomain, insertDomain, listDomains, toDomain, type DomainRow } from '../../domains/store.js';
-import { findUserById, listUsers, type UserRow } from '../../users/store.js';
+import { findUserById, listUsers } from '../../users/store.js';
 import { grantRole, revokeRole } from '../../domains/members.js';
 import { listMembers, toMember } from '../../domains/members-store.js';
-import type { ClientInfo } from '../../activity/store.js';
-import { CliError, confirmOr, everyPage, parseWith, readOperatorText, type CommandHost } from '../host.js';
+import { CliError, confirmOr, everyPage, parseWith, readOperatorText, whenNotFound, type CommandHost } from '../host.js';
 import { formatJson, formatTable } from '../table.js';
-import { findUser } from './users.js';
+import { actingAdmin, asAdminOption, CLI_CLIENT, findUser } from './users.js';
 
 /** A domain named on the command line by host name or id. */
 export async function findDomain(db: Db, given: string): Promise<DomainRow> {
@@ -20,16 +18,6 @@ export async function findDomain(db: Db, given: string): Promise<DomainRow> {
   const domain = byId ? await findVisibleDomain(db, Number(given), { all: true }) : await findDomainByName(db, parseWith(domainNameField, given, 'domain name'));
   if (!domain) throw new CliError(`no domain has the ${byId ? 'id' : 'name'} ${given}`);
   return domain;
-}
-
-/** Who acted, in the activity of a change made from the shell. */
-const CLI_CLIENT: ClientInfo = { ipAddress: 'command line', userAgent: 'tailhouse cli' };
-
-/** `--as`: the active administrator in whose activity a change from the shell is recorded. */
-async function actingAdmin(db: Db, given: string): Promise<UserRow> {
-  const user = await findUser(db, given);
-  if (user.role !== 'admin' || !user.active) throw new CliError(`--as ${user.email} is not an active administrator`);
-  return user;
 }
 
 /** A domain's owner as shown: '-' for none, the address, or the id of a user that is gone. */
@@ -192,7 +180,7 @@ export function registerDomainCommands(program: Command, host: CommandHost): voi
     .argument('<domain>', 'name or id')
     .argument('<user>', 'e-mail or id of the user')
     .addOption(new Option('--role <role>', 'the role').choices(['viewer', 'editor']).makeOptionMandatory())
-    .option('--as <admin>', "e-mail or id of the active administrator in whose activity the grant is recorded (default: none, the server's log only)")
+    .addOption(asAdminOption('grant'))
     .action(async (given: string, userGiven: string, opts: { role: 'viewer' | 'editor'; as?: string }) => {
       await host.withRuntime(async (runtime) => {
         const domain = await findDomain(runtime.db, given);
@@ -209,18 +197,13 @@ export function registerDomainCommands(program: Command, host: CommandHost): voi
     .description("take a member off a domain: at once, its requests about the domain answer 404 (a live tail on a running server ends within 5 s)")
     .argument('<domain>', 'name or id')
     .argument('<user>', 'e-mail or id of the member')
-    .option('--as <admin>', "e-mail or id of the active administrator in whose activity the revocation is recorded (default: none, the server's log only)")
+    .addOption(asAdminOption('revocation'))
     .action(async (given: string, userGiven: string, opts: { as?: string }) => {
       await host.withRuntime(async (runtime) => {
         const domain = await findDomain(runtime.db, given);
         const user = await findUser(runtime.db, userGiven);
         const actor = opts.as === undefined ? null : await actingAdmin(runtime.db, opts.as);
-        try {
-          await revokeRole(runtime, domain, user.id, actor?.id ?? null, CLI_CLIENT, true);
-        } catch (err) {
-          if (err instanceof ApiError && err.status === 404) throw new CliError(`${user.email} is not a member of ${domain.name}`);
-          throw err;
-        }
+        await revokeRole(runtime, domain, user.id, actor?.id ?? null, CLI_CLIENT, true).catch(whenNotFound(`${user.email} is not a member of ${domain.name}`));
         runtime.log.info({ domainId: domain.id, userId: user.id, actorId: actor?.id ?? null, via: 'cli' }, 'domain unshared');
         host.out(`${user.email} is no longer a member of ${domain.name}\n`);
       });

@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { Option, type Command } from 'commander';
 import { z } from 'zod';
+import type { ClientInfo } from '../../activity/store.js';
 import type { Db } from '../../../core/db/postgres.js';
 import { emailField, passwordField } from '../../users/schemas.js';
 import { applyUserPatch, createUserRecord, removeUser, replacePassword } from '../../users/service.js';
@@ -15,6 +16,20 @@ export async function findUser(db: Db, given: string): Promise<UserRow> {
   if (!user) throw new CliError(`no user has the ${/^\d+$/.test(given) ? 'id' : 'e-mail'} ${given}`);
   return user;
 }
+
+/** Who acted, in the activity of a change made from the shell. */
+export const CLI_CLIENT: ClientInfo = { ipAddress: 'command line', userAgent: 'tailhouse cli' };
+
+/** `--as`: the active administrator in whose activity a change from the shell is recorded. */
+export async function actingAdmin(db: Db, given: string): Promise<UserRow> {
+  const user = await findUser(db, given);
+  if (user.role !== 'admin' || !user.active) throw new CliError(`--as ${user.email} is not an active administrator`);
+  return user;
+}
+
+/** The `--as` option of a change (`what`: the grant, the revocation, …) recorded in an administrator's activity. */
+export const asAdminOption = (what: string) =>
+  new Option('--as <admin>', `e-mail or id of the active administrator in whose activity the ${what} is recorded (default: none, the server's log only)`);
 
 const roleOption = () => new Option('--role <role>', 'role').choices(['admin', 'user']);
 const yesNo = z.enum(['true', 'false', 'yes', 'no'], { message: 'must be true or false' }).transform((v) => v === 'true' || v === 'yes');

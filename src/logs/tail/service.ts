@@ -9,7 +9,7 @@
  *
  * A client's right to its stream is checked again every `recheckMs` with its own credential (the
  * token still valid and its session live, the user active, the domain visible, `logs: read`
- * held), at once on its domain when a member's role there is revoked or changed (recheckDomain),
+ * held), at once on its domain when a member's role there is revoked or changed (recheckDomains),
  * and its stream ends when its access token expires; `close` ends every stream (shutdown).
  *
  * What a tail sends (README "Live tail"): each entry stored while the stream is open whose time is
@@ -126,11 +126,11 @@ export interface TailHub {
   /** 404/403 as for a listing; 429 when the process has `maxClients` already, or the user `maxPerUser`; else the SSE body (null for `headOnly`). */
   open(request: TailRequest): Promise<ReadableStream<Uint8Array> | null>;
   /**
-   * Checks the access of every open stream on `domainId` now, not at its next re-check: a
-   * membership revoked or lowered in this process ends its tails at once (other processes' within
-   * `recheckMs`). Resolves when those checks are done.
+   * Checks the access of every open stream on `domainIds` (`all`: on any domain) now, not at its
+   * next re-check: a membership or a group's grant revoked or lowered in this process ends its
+   * tails at once (other processes' within `recheckMs`). Resolves when those checks are done.
    */
-  recheckDomain(domainId: number): Promise<void>;
+  recheckDomains(domainIds: readonly number[] | 'all'): Promise<void>;
   /** Tailing clients now. */
   readonly clients: number;
   /** Ends every stream (`event: end`, reason `shutdown`) and stops the pollers; new tails get 503. */
@@ -142,7 +142,7 @@ export function createTailHub(deps: Deps, overrides: Partial<TailLimits> = {}): 
   const limits: TailLimits = { ...TAIL_LIMITS, maxPerUser: deps.config.tailPerUser, ...overrides };
   const pollers = new Map<number, DomainPoller>();
   const streams = new Set<TailStream>();
-  // Each open stream's re-check of its access, by domain, for recheckDomain.
+  // Each open stream's re-check of its access, by domain, for recheckDomains.
   const rechecks = new Map<TailStream, { domainId: number; now: () => Promise<void> }>();
   // Places taken: open streams, and tails still being opened.
   const places = createPlaces(limits);
@@ -220,7 +220,7 @@ export function createTailHub(deps: Deps, overrides: Partial<TailLimits> = {}): 
 
     const end = (reason: EndReason) => stream.end(reason);
     if (principal.expiresAt) expiryTimer = setTimeout(() => end('token-expired'), Math.min(MAX_TIMER_MS, Math.max(0, principal.expiresAt.getTime() - Date.now()))).unref();
-    // One check at a time, in order: one asked for by recheckDomain while a periodic one is under
+    // One check at a time, in order: one asked for by recheckDomains while a periodic one is under
     // way runs after it (which may have read the access from before the change), and each check
     // leaves one timer for the next.
     let checking: Promise<void> = Promise.resolve();
@@ -248,8 +248,9 @@ export function createTailHub(deps: Deps, overrides: Partial<TailLimits> = {}): 
 
   return {
     open,
-    async recheckDomain(domainId) {
-      await Promise.all([...rechecks.values()].filter((r) => r.domainId === domainId).map((r) => r.now()));
+    async recheckDomains(domainIds) {
+      const concerned = (r: { domainId: number }) => domainIds === 'all' || domainIds.includes(r.domainId);
+      await Promise.all([...rechecks.values()].filter(concerned).map((r) => r.now()));
     },
     get clients() {
       return places.taken;
