@@ -137,13 +137,12 @@ function Groups({ groups }: { groups: GroupGrant[] }) {
 
 /** `me`: the signed-in user's id. */
 export function Members({ id, domain, me }: { id: number; domain: string; me: number }) {
-  // `groups` comes with the groups of issue 33 (absent from older servers' answers).
-  const [members, setMembers] = useState<{ members: Member[]; groups?: GroupGrant[] } | null>(null);
+  const [members, setMembers] = useState<{ members: Member[]; groups: GroupGrant[] } | null>(null);
   const [invitations, setInvitations] = useState<Invitation[] | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const read = () =>
-    Promise.all([api<{ members: Member[]; groups?: GroupGrant[] }>('GET', `/api/domains/${id}/members`), api<{ invitations: Invitation[] }>('GET', `/api/domains/${id}/invitations`)]);
+    Promise.all([api<{ members: Member[]; groups: GroupGrant[] }>('GET', `/api/domains/${id}/members`), api<{ invitations: Invitation[] }>('GET', `/api/domains/${id}/invitations`)]);
   const show = ([listed, pending]: Awaited<ReturnType<typeof read>>) => {
     setMembers(listed);
     setInvitations(pending.invitations);
@@ -240,13 +239,9 @@ export function Members({ id, domain, me }: { id: number; domain: string; me: nu
         />
       )}
 
-      {members?.groups && (
-        <>
-          <h2>Groups</h2>
-          <p class="hint">Their members see the domain in the group's role. Administrators manage groups on the administration page.</p>
-          <Groups groups={members.groups} />
-        </>
-      )}
+      <h2>Groups</h2>
+      <p class="hint">Their members see the domain in the group's role. Administrators manage groups on the administration page.</p>
+      {members !== null && <Groups groups={members.groups} />}
     </section>
   );
 }
