@@ -158,3 +158,92 @@ describe("a domain's Members tab", { timeout: 90_000 }, () => {
     await expectAccessible(other, 'the Members tab of an administrator');
   });
 });
+
+describe('groups on the administration page', { timeout: 90_000 }, () => {
+  it('an administrator creates a group (after refused names), adds a member, grants it all domains, changes and revokes the grant, removes the member, renames and deletes the group', async () => {
+    const groups = async () => (await apiGet('/api/groups', admin)).groups;
+    const carolSees = async () => (await call(t.app, 'GET', `/api/domains/${shop}`, { token: carol.token })).status;
+    const page = await newPage();
+    await page.goto(`${base}/admin`);
+    await signIn(page, ADMIN_EMAIL, ADMIN_PASSWORD);
+    await page.getByRole('button', { name: 'Groups' }).click();
+    await page.waitForURL(`${base}/admin?tab=groups`);
+    await expect.poll(() => page.getByText('No group yet.').count()).toBe(1);
+
+    const create = page.getByRole('form', { name: 'New group' });
+    await create.getByLabel('Group name').fill('x'.repeat(101));
+    await create.getByRole('button', { name: 'Create group' }).click();
+    await expect.poll(() => create.locator('#new-group-error').textContent()).toBe('Group name: must be at most 100 characters');
+    expect(await create.getByLabel('Group name').getAttribute('aria-invalid')).toBe('true');
+    await create.getByLabel('Group name').fill('Support');
+    await create.getByRole('button', { name: 'Create group' }).click();
+    await expect.poll(() => page.locator('.notice').textContent()).toBe('Group Support created');
+    const [made] = await groups();
+    expect(made).toMatchObject({ name: 'Support', members: [], domains: [] });
+    await page.waitForURL(`${base}/admin?tab=groups&group=${made.id}`);
+    expect(await rowNames(page, 'groups')).toEqual(['Support']);
+    // A name taken: the API's 409, said under the form.
+    await create.getByLabel('Group name').fill('Support');
+    await create.getByRole('button', { name: 'Create group' }).click();
+    await expect.poll(() => create.getByRole('alert').textContent()).toBe('Group already exists');
+
+    const detail = page.getByRole('region', { name: 'Support' });
+    const add = detail.getByRole('form', { name: 'Add a member' });
+    await add.getByLabel('User').selectOption({ label: 'carol@example.com' });
+    await add.getByRole('button', { name: 'Add to the group' }).click();
+    await expect.poll(() => page.locator('.notice').textContent()).toBe('carol@example.com added to Support');
+    expect((await groups())[0].members).toMatchObject([{ userId: carol.id, email: 'carol@example.com' }]);
+    expect(await rowNames(page, 'group-members')).toEqual(['carol@example.com']);
+    // A member is no longer offered.
+    expect(await add.getByLabel('User').locator('option').allTextContents()).not.toContain('carol@example.com');
+
+    // No domain chosen: the API's message at the picker; then every domain.
+    const grant = detail.getByRole('form', { name: 'Grant a role' });
+    await grant.getByRole('button', { name: 'Grant' }).click();
+    await expect.poll(() => grant.locator('#grant-domains-error').textContent()).toBe('Grant a role on: must name at least one domain');
+    await expectAccessible(page, 'administration: a group, with an error at its grant');
+    expect(await carolSees()).toBe(404);
+    await grant.getByLabel('All domains, those added later too').check();
+    await grant.getByRole('button', { name: 'Grant' }).click();
+    await expect.poll(() => page.locator('.notice').textContent()).toBe('Support is viewer on all domains');
+    expect((await groups())[0].domains).toMatchObject([{ domainId: null, name: null, role: 'viewer' }]);
+    expect(await rowNames(page, 'grants')).toEqual(['All domains']);
+    expect(await page.locator('table.groups tbody td').allTextContents()).toEqual(['carol@example.com', 'All domains (viewer)']);
+    expect(await carolSees()).toBe(200);
+    await detail.getByLabel('Role on All domains').selectOption('editor');
+    await expect.poll(() => page.locator('.notice').textContent()).toBe('Support is editor on all domains');
+    expect((await groups())[0].domains).toMatchObject([{ domainId: null, role: 'editor' }]);
+    await expectAccessible(page, 'administration: a group with a member and a grant');
+
+    await detail.getByRole('button', { name: 'Revoke All domains' }).click();
+    await expect.poll(() => page.locator('.notice').textContent()).toBe('All domains revoked');
+    expect((await groups())[0].domains).toEqual([]);
+    expect(await carolSees()).toBe(404);
+    await detail.getByRole('button', { name: 'Remove carol@example.com from Support' }).click();
+    await expect.poll(() => page.locator('.notice').textContent()).toBe('carol@example.com removed from Support');
+    expect((await groups())[0].members).toEqual([]);
+
+    const rename = detail.getByRole('form', { name: 'Rename the group' });
+    await rename.getByLabel('Name').fill('Support team');
+    await rename.getByRole('button', { name: 'Rename' }).click();
+    await expect.poll(() => rowNames(page, 'groups')).toEqual(['Support team']);
+    expect(await groups()).toMatchObject([{ id: made.id, name: 'Support team' }]);
+
+    await page.getByRole('region', { name: 'Support team' }).getByRole('button', { name: 'Delete the group' }).click();
+    await expect.poll(() => page.locator('.notice').textContent()).toBe('Group Support team deleted');
+    expect(await groups()).toEqual([]);
+    await page.waitForURL(`${base}/admin?tab=groups`);
+    await expect.poll(() => page.getByText('No group yet.').count()).toBe(1);
+  });
+
+  it("a domain's Members tab lists the groups that see it", async () => {
+    const made = (await call(t.app, 'POST', '/api/groups', { token: admin, body: { name: 'Developers' } })).body.data;
+    expect((await call(t.app, 'POST', `/api/groups/${made.id}/domains`, { token: admin, body: { domains: [blog], role: 'editor' } })).status).toBe(200);
+    const all = (await call(t.app, 'POST', '/api/groups', { token: admin, body: { name: 'Night shift' } })).body.data;
+    expect((await call(t.app, 'POST', `/api/groups/${all.id}/domains`, { token: admin, body: { domains: 'all', role: 'viewer' } })).status).toBe(200);
+    const page = await newPage();
+    await page.goto(`${base}/domains/${blog}/members`);
+    await signIn(page, 'olivia@example.com', PASSWORD);
+    await expect.poll(() => page.locator('ul.groups li').allTextContents()).toEqual(['Developers: editor', 'Night shift: viewer, on every domain']);
+  });
+});

@@ -245,7 +245,7 @@ function GroupDetail({ group, users, domains, act, onDeleted }: DetailProps) {
                     <RoleSelect
                       label={`Role on ${grantName(grant)}`}
                       value={grant.role}
-                      onChange={(role) => act(`${group.name} is ${role} on ${grantName(grant)}`, () => api('POST', `${path}/domains`, { domains: grant.domainId === null ? 'all' : [grant.domainId], role }))}
+                      onChange={(role) => act(`${group.name} is ${role} on ${grant.name ?? 'all domains'}`, () => api('POST', `${path}/domains`, { domains: grant.domainId === null ? 'all' : [grant.domainId], role }))}
                     />
                   </td>
                   <td class="nowrap">{utcTime(grant.grantedAt).replace(' UTC', '')}</td>
