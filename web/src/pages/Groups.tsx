@@ -6,6 +6,7 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import { allPages, api, ApiError, type User } from '../api.js';
+import { useChanges } from '../changes.js';
 import { DomainPicker, type Domain } from '../components/DomainPicker.js';
 import { ErrorMessage, FormErrors } from '../components/ErrorMessage.js';
 import { FieldForm } from '../components/FieldForm.js';
@@ -133,7 +134,7 @@ interface DetailProps {
   group: Group;
   users: User[] | null;
   domains: Domain[] | null;
-  /** Runs a change, then reads the groups again and says `done` (or shows the change's error). */
+  /** useChanges's: a change, then the groups as stored. */
   act: (done: string, work?: () => Promise<unknown>) => Promise<void>;
   onDeleted: () => void;
 }
@@ -270,31 +271,13 @@ export function Groups({ location }: { location: Location }) {
   const [groups, setGroups] = useState<Group[] | null>(null);
   const [users, setUsers] = useState<User[] | null>(null);
   const [domains, setDomains] = useState<Domain[] | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [notice, setNotice] = useState<string | null>(null);
   const read = () => api<{ groups: Group[] }>('GET', '/api/groups').then((data) => data.groups);
+  const { act, error, setError, notice } = useChanges(async () => setGroups(await read()));
   useEffect(() => {
     read().then(setGroups, setError);
     allPages<User>('/api/users', 'users').then(setUsers, setError);
     allDomains().then(setDomains, setError);
   }, []);
-  // As on the Members tab: nothing changes on the page before the groups are read again, so that a
-  // render in between does not put a role's select back to the role it showed.
-  const act = async (done: string, work?: () => Promise<unknown>) => {
-    let failure: unknown = null;
-    try {
-      await work?.();
-    } catch (err) {
-      failure = err;
-    }
-    try {
-      setGroups(await read());
-    } catch (err) {
-      failure ??= err;
-    }
-    setError(failure);
-    setNotice(failure === null ? done : null);
-  };
   const group = groups?.find((g) => g.id === selected) ?? null;
   return (
     <>

@@ -7,6 +7,7 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.js';
+import { useChanges } from '../changes.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { FieldForm } from '../components/FieldForm.js';
 import { RoleSelect, roleName, type Role } from '../components/RoleSelect.js';
@@ -139,14 +140,13 @@ function Groups({ groups }: { groups: GroupGrant[] }) {
 export function Members({ id, domain, me }: { id: number; domain: string; me: number }) {
   const [members, setMembers] = useState<{ members: Member[]; groups: GroupGrant[] } | null>(null);
   const [invitations, setInvitations] = useState<Invitation[] | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [notice, setNotice] = useState<string | null>(null);
   const read = () =>
     Promise.all([api<{ members: Member[]; groups: GroupGrant[] }>('GET', `/api/domains/${id}/members`), api<{ invitations: Invitation[] }>('GET', `/api/domains/${id}/invitations`)]);
   const show = ([listed, pending]: Awaited<ReturnType<typeof read>>) => {
     setMembers(listed);
     setInvitations(pending.invitations);
   };
+  const { act, error, setError, notice, setNotice } = useChanges(async () => show(await read()));
   useEffect(() => {
     setMembers(null);
     setInvitations(null);
@@ -154,27 +154,6 @@ export function Members({ id, domain, me }: { id: number; domain: string; me: nu
     setNotice(null);
     read().then(show, setError);
   }, [id]);
-  /**
-   * After a change made by `work` (or by a form, which shows its own errors): the lists as stored
-   * and `done`, or the error. Nothing changes on the page before the lists are read again: a
-   * render in between would put a role's select back to the role it showed before.
-   */
-  const act = async (done: string, work?: () => Promise<unknown>) => {
-    let failure: unknown = null;
-    try {
-      await work?.();
-    } catch (err) {
-      failure = err;
-    }
-    // Read after a refusal too: the select shows the stored role again.
-    try {
-      show(await read());
-    } catch (err) {
-      failure ??= err;
-    }
-    setError(failure);
-    setNotice(failure === null ? done : null);
-  };
   const path = `/api/domains/${id}`;
   return (
     <section class="members" aria-label="Members">
