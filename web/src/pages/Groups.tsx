@@ -301,7 +301,8 @@ export function Groups({ location }: { location: Location }) {
       {groups === null && error === null && <p aria-live="polite">Loading…</p>}
       {groups !== null && groups.length === 0 && <p class="hint">No group yet.</p>}
       {groups !== null && groups.length > 0 && <GroupsTable groups={groups} selected={selected} location={location} />}
-      {group && <GroupDetail group={group} users={users} domains={domains} act={act} onDeleted={() => navigate(withQuery(location, { group: null }))} />}
+      {/* Keyed: another group's forms start empty. */}
+      {group && <GroupDetail key={group.id} group={group} users={users} domains={domains} act={act} onDeleted={() => navigate(withQuery(location, { group: null }))} />}
     </>
   );
 }
