@@ -132,6 +132,19 @@ async function newMember(domainId: number): Promise<number> {
   return member.id;
 }
 
+/** A fresh group with a fresh member and a grant on a fresh domain (by the administrator); their ids. */
+async function newGroup(): Promise<{ groupId: number; userId: number; domainId: number }> {
+  const as = (method: string, path: string, body: unknown) => call(t.app, method, path, { token: admin.token, body, ip: nextIp() });
+  const group = await as('POST', '/api/groups', { name: unique('hostile-group') });
+  if (group.status !== 201) throw new Error(`create group: ${group.status} ${JSON.stringify(group.body)}`);
+  const [userId, domainId, groupId] = [(await newUser()).id, await newDomain(), group.body.data.id as number];
+  for (const [path, body] of [[`/api/groups/${groupId}/members`, { userId }], [`/api/groups/${groupId}/domains`, { domains: [domainId], role: 'viewer' }]] as const) {
+    const res = await as('POST', path, body);
+    if (res.status >= 300) throw new Error(`fill group: ${res.status} ${JSON.stringify(res.body)}`);
+  }
+  return { groupId, userId, domainId };
+}
+
 const alertBody = () => ({ name: 'hostile', condition: 'errorRate', operator: 'greaterThan', threshold: 0.5, duration: 300, notificationMethod: 'email', notificationTarget: 'ops@example.com' });
 
 async function newAlert(domainId: number): Promise<number> {
@@ -647,10 +660,13 @@ async function contextsOf(op: Operation): Promise<Context[]> {
     let actor = kind === 'admin' ? admin : plain;
     const ids: Record<string, string> = {};
     let targetEmail = plain.email;
+    // A group's operations name the group, then one of its members or the domain it was granted.
+    const group = names[0] === 'groupId' ? await newGroup() : undefined;
     for (const name of names) {
       const fresh = changes && name === last;
+      if (group && (name === 'groupId' || name === 'userId' || name === 'domainId')) ids[name] = String(group[name]);
       // An alert's operations get a domain of their own: creating alerts fills the seeded one up to its cap.
-      if (name === 'domainId') ids[name] = String(fresh || names.includes('alertId') ? await newDomain() : seeded.domain.id);
+      else if (name === 'domainId') ids[name] = String(fresh || names.includes('alertId') ? await newDomain() : seeded.domain.id);
       else if (name === 'alertId') ids[name] = String(ids.domainId === undefined ? await newRule() : await newAlert(Number(ids.domainId)));
       else if (name === 'silenceId') ids[name] = String(await newSilence());
       // A member of the domain, to remove.

@@ -66,6 +66,8 @@ describe('the CLI beside a running server', () => {
       [['domains', 'set-owner', 'blog.example.com', 'ops@example.com'], 0, 'domain blog.example.com is now owned by ops@example.com\n'],
       [['domains', 'list'], 0, /^ID\s+NAME\s+OWNER\s+CREATED\n\d+\s+blog.example.com\s+ops@example.com\s+\S+\n\d+\s+shop.example.com\s+ops@example.com\s+\S+\n$/],
       [['domains', 'show', 'blog.example.com'], 0, /name\s+blog.example.com\nowner\s+ops@example.com\n/],
+      [['groups', 'create', 'Support'], 0, /^created group \d+ Support\n$/],
+      [['groups', 'grant', 'Support', '--all', '--role', 'viewer'], 0, 'group Support sees all (viewer)\n'],
       [['users', 'update', 'ops@example.com', '--name', 'Operations', '--role', 'admin'], 0, /^updated user \d+ ops@example.com: name, role\n$/],
       [['users', 'list', '--role', 'admin'], 0, /^ID\s+E-MAIL\s+NAME\s+ROLE\s+STATE\s+LAST LOGIN\n1\s+admin@localhost\s+Administrator\s+admin\s+active\s+\S+\n\d+\s+ops@example.com\s+Operations\s+admin\s+active\s+never\n$/],
       [['users', 'show', 'ops@example.com'], 0, /permissions\s+all \(administrator\)\n/],

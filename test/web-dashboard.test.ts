@@ -197,8 +197,10 @@ describe('the dashboard', { timeout: 90_000 }, () => {
       [`/domains/${id}`, '.panel table'],
       [`/domains/${id}/logs`, 'table.entries tbody tr'],
       [`/domains/${id}/alerts`, 'table.alerts tbody tr'],
+      [`/domains/${id}/members`, 'form[aria-label="Invite by e-mail"]'],
       ['/admin', 'table.entries tbody tr'],
       ['/admin?tab=domains', 'table.entries tbody tr'],
+      ['/admin?tab=groups', 'form[aria-label="New group"]'],
       ['/account', 'form'],
     ];
     for (const [path, drawn] of pages) {

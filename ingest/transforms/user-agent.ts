@@ -1,7 +1,7 @@
 /**
  * What a user agent is: browser, operating system, device class, and for bots their name and kind.
  * Stored with each access row (sql/clickhouse/008_user_agent_classes.sql); the libraries and why
- * these in the README's dependencies and ingest/README.md.
+ * these in docs/architecture.md (Dependencies and why) and ingest/README.md.
  *
  * - isbot takes the first look: one expression, microseconds. What it does not take for a bot is
  *   none; this spares the bot list below, a scan of about 900 expressions, for the browsers.

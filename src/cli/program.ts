@@ -20,7 +20,7 @@ import { CliError, type CommandHost } from './host.js';
 export function runsBesideServer(argv: readonly string[]): boolean {
   const [first, second] = argv;
   if (first === 'ingest') return second === 'validate';
-  return ['users', 'domains', 'tokens', 'import', 'stats', 'alerts', 'silence'].includes(first ?? '');
+  return ['users', 'domains', 'groups', 'tokens', 'import', 'stats', 'alerts', 'silence'].includes(first ?? '');
 }
 
 /** Adds commands to the program; `ingest` is the ingest command, whose `validate` every program has. */

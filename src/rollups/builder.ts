@@ -50,59 +50,48 @@ const EVERYTHING_S = 100 * 365 * 86_400;
 const candidateTops = (span: 'hour' | 'day', column: string) =>
   `SELECT domain_id, bucket AS ${column}, version FROM (${topsVersions('domain_id, bucket', `span = '${span}' AND (domain_id, bucket) IN (SELECT domain_id, ${column} FROM candidates)`)})`;
 
-// Candidate buckets: written to lately (or recent), complete for `settle` seconds, inside the
-// retention; compared with what access_rollups holds for them.
-const DIRTY_HOURS = `
-WITH candidates AS (
-  SELECT domain_id, hour, sum(rows) AS counted
-  FROM access_hour_rows
-  WHERE hour >= toStartOfHour(now() - toIntervalDay({retentionDays:UInt32}))
-  GROUP BY domain_id, hour
-  HAVING hour + 3600 <= now() - {settleS:UInt32}
-     AND (max(last_insert) >= now64(3) - toIntervalSecond({lookbackS:UInt32}) OR hour >= now() - toIntervalHour(3))
-)
-SELECT c.domain_id AS domain_id, toUnixTimestamp(c.hour) AS bucket, c.counted AS counted, b.requests AS built, count() OVER () AS unbuilt
-FROM candidates AS c
-LEFT JOIN (
-  SELECT domain_id, bucket AS hour, sum(requests) AS requests
+/**
+ * The built requests of `span`'s buckets among the candidates, summed by `key` (the candidate's
+ * bucket: a bucket's own start, or the day its hours fall in).
+ */
+const builtRequests = (span: 'hour' | 'day', keyOf: string, key: string) => `
+  SELECT domain_id, ${keyOf} AS ${key}, sum(requests) AS requests
   FROM access_rollups
-  WHERE span = 'hour' AND dim = 'total' AND (domain_id, bucket) IN (SELECT domain_id, hour FROM candidates)
-  GROUP BY domain_id, hour
-) AS b USING (domain_id, hour)
-LEFT JOIN (${candidateTops('hour', 'hour')}) AS v USING (domain_id, hour)
-WHERE c.counted != b.requests OR c.counted != v.version
-ORDER BY c.hour DESC, c.domain_id
-LIMIT ${BATCH}`;
+  WHERE span = '${span}' AND dim = 'total' AND (domain_id, ${keyOf}) IN (SELECT domain_id, ${key} FROM candidates)
+  GROUP BY domain_id, ${key}`;
 
-// A day is built from its hours once every hour of it is built (hours = counted), and its short
-// top lists with it (a bucket built but without them, or with older ones, is listed again).
-const DIRTY_DAYS = `
+/**
+ * The dirty buckets of a span, newest first. Candidates are buckets written to lately (or recent),
+ * complete for `settle` seconds, inside the retention; a candidate is dirty when its rows counted
+ * differ from its built total or from its short lists' version. A day is built from its hours once every hour of it is
+ * built (hours = counted), and its short top lists with it (a bucket built but without them, or
+ * with older ones, is listed again); the hours' query also says how many it found beyond its LIMIT.
+ */
+function dirtyQuery(span: 'hour' | 'day'): string {
+  const hour = span === 'hour';
+  const [start, seconds, recent] = hour ? ['toStartOfHour', 3600, 'toIntervalHour(3)'] : ['toStartOfDay', 86400, 'toIntervalDay(2)'];
+  return `
 WITH candidates AS (
-  SELECT domain_id, toStartOfDay(hour) AS day, sum(rows) AS counted
+  SELECT domain_id, ${hour ? 'hour' : 'toStartOfDay(hour) AS day'}, sum(rows) AS counted
   FROM access_hour_rows
-  WHERE hour >= toStartOfDay(now() - toIntervalDay({retentionDays:UInt32}))
-  GROUP BY domain_id, day
-  HAVING day + 86400 <= now() - {settleS:UInt32}
-     AND (max(last_insert) >= now64(3) - toIntervalSecond({lookbackS:UInt32}) OR day >= now() - toIntervalDay(2))
+  WHERE hour >= ${start}(now() - toIntervalDay({retentionDays:UInt32}))
+  GROUP BY domain_id, ${span}
+  HAVING ${span} + ${seconds} <= now() - {settleS:UInt32}
+     AND (max(last_insert) >= now64(3) - toIntervalSecond({lookbackS:UInt32}) OR ${span} >= now() - ${recent})
 )
-SELECT c.domain_id AS domain_id, toUnixTimestamp(c.day) AS bucket, c.counted AS counted, b.requests AS built
-FROM candidates AS c
-LEFT JOIN (
-  SELECT domain_id, toStartOfDay(bucket) AS day, sum(requests) AS requests
-  FROM access_rollups
-  WHERE span = 'hour' AND dim = 'total' AND (domain_id, toStartOfDay(bucket)) IN (SELECT domain_id, day FROM candidates)
-  GROUP BY domain_id, day
-) AS h USING (domain_id, day)
-LEFT JOIN (
-  SELECT domain_id, bucket AS day, sum(requests) AS requests
-  FROM access_rollups
-  WHERE span = 'day' AND dim = 'total' AND (domain_id, bucket) IN (SELECT domain_id, day FROM candidates)
-  GROUP BY domain_id, day
-) AS b USING (domain_id, day)
-LEFT JOIN (${candidateTops('day', 'day')}) AS v USING (domain_id, day)
-WHERE (c.counted != b.requests OR c.counted != v.version) AND c.counted = h.requests
-ORDER BY c.day DESC, c.domain_id
+SELECT c.domain_id AS domain_id, toUnixTimestamp(c.${span}) AS bucket, c.counted AS counted, b.requests AS built${hour ? ', count() OVER () AS unbuilt' : ''}
+FROM candidates AS c${hour ? '' : `
+LEFT JOIN (${builtRequests('hour', 'toStartOfDay(bucket)', 'day')}
+) AS h USING (domain_id, day)`}
+LEFT JOIN (${builtRequests(span, 'bucket', span)}
+) AS b USING (domain_id, ${span})
+LEFT JOIN (${candidateTops(span, span)}) AS v USING (domain_id, ${span})
+WHERE ${hour ? 'c.counted != b.requests OR c.counted != v.version' : '(c.counted != b.requests OR c.counted != v.version) AND c.counted = h.requests'}
+ORDER BY c.${span} DESC, c.domain_id
 LIMIT ${BATCH}`;
+}
+
+const DIRTY = { hour: dirtyQuery('hour'), day: dirtyQuery('day') } as const;
 
 /**
  * The two kinds of rows a bucket has: its total row, holding every partial state of the
@@ -286,7 +275,7 @@ interface DirtyBucket {
   bucket: number;
   counted: string | number;
   built: string | number;
-  /** DIRTY_HOURS only: how many it found, beyond its LIMIT. */
+  /** The hours' query only: how many it found, beyond its LIMIT. */
   unbuilt?: string | number;
 }
 
@@ -412,7 +401,7 @@ async function buildRound(clickhouse: ClickHouseClient, options: RollupOptions):
     // A bucket still unbuilt after its build (rows arriving meanwhile) waits for the next round.
     const attempted = new Set<string>();
     for (;;) {
-      const listed = await dirtyBuckets(clickhouse, span === 'hour' ? DIRTY_HOURS : DIRTY_DAYS, options);
+      const listed = await dirtyBuckets(clickhouse, DIRTY[span], options);
       if (span === 'hour') unbuiltHours = Number(listed[0]?.unbuilt ?? 0);
       const dirty = listed.filter((b) => !attempted.has(`${b.domain_id}:${b.bucket}`));
       for (const group of buildGroups(span, dirty)) {

@@ -78,7 +78,7 @@ const keptDomains = new WeakMap<ClickHouseClient, BoundedCache<{ found: DomainsB
  * The build state of several domains' window (queryDomainsBuildState) for a query endpoint's
  * plan. The state read for the same domains and buckets less than REFRESH_MS ago is used again when
  * the rows counted per hour, summed over the domains, are what they were: a light query instead of
- * the state's join (30–60 ms for a fleet's day or a domain's month). The sums are as good as each
+ * the state's join (tens of ms for a fleet's day or a domain's month; bench/README, "Figures behind the code's choices"). The sums are as good as each
  * domain's counts because counts only grow (a late line adds to one; nothing takes away inside the
  * retention), and while the counts stay, what is built stays (see above).
  *

@@ -11,7 +11,7 @@ export const unionAll = (selects: (string | null | false)[]) => selects.filter((
 /**
  * `column` is one of the bucket starts (seconds) of the Array(UInt32) parameter `param`. The range
  * around the IN lets the primary key narrow the read: ClickHouse does not derive one from an IN
- * over an array expression (measured: 71 of 302 granules read instead of 3).
+ * over an array expression (bench/README, "Figures behind the code's choices").
  */
 export const inBuckets = (column: string, param: string) =>
   `(${column} >= toDateTime(arrayMin({${param}:Array(UInt32)}), 'UTC') AND ${column} <= toDateTime(arrayMax({${param}:Array(UInt32)}), 'UTC')` +
@@ -44,10 +44,8 @@ export interface CountedList {
  * `groups` (alias → SQL over the rows) and key: the columns `groups`' aliases, `list` (Int8),
  * `key` (String), `requests` and `sums`' aliases (alias → an aggregate over the rows), without the
  * empty keys of the lists that skip them. One read and
- * one GROUPING SETS aggregation, a hash table per list. An ARRAY JOIN of a (list, key) tuple per
- * list copied each row once per list into one table: 480 ms against 372 for the builder's six
- * lists over a day of 330,000 rows, 1,908 against 1,295 for the stats' four over 1.7 million
- * (bench/README, "Issue 14").
+ * one GROUPING SETS aggregation, a hash table per list: an ARRAY JOIN of a (list, key) tuple per
+ * list, copying each row once per list into one table, was slower (bench/README, "Issue 14").
  */
 export function countedPerList(lists: readonly CountedList[], groups: Readonly<Record<string, string>>, rows: string, sums: Readonly<Record<string, string>> = {}): string {
   const aliases = Object.keys(groups);

@@ -82,8 +82,8 @@ export interface PartialState<Rollup extends RollupColumn | null = RollupColumn>
   /**
    * Read from raw rows by key first (src/stats/query/sql.ts): the rows of `rows` counted per group
    * and `key` (column c, Int64, beside k), then `collect` over those counts per group. Counting
-   * per key is a plain GROUP BY; a map state per group (sumMap) cost 5× as much for one group of
-   * 10M rows and 2× for 720 groups.
+   * per key is a plain GROUP BY, several times cheaper than a map state per group (sumMap;
+   * bench/README, "Figures behind the code's choices").
    */
   byKey?: { key: string; rows: string; collect: string };
   js: JsMerge<unknown>;
@@ -199,9 +199,9 @@ const histogramKey = `toUInt16(if(${rt} < ${EXACT_BELOW_MS}, ${rt}, ${EXACT_BELO
 /**
  * A group's sources' keys and counts concatenated, the counts put in key order, as (key, cumulative
  * count) at the last of each key: what every percentile reads, computed once per group (a
- * percentile over the sorted pairs made its own cumulative sums, 10 ms of a 30-day stats query for
- * three of them). Keys and counts stay two arrays until then: concatenating arrays of tuples cost
- * 120 ms for a fleet's 1,000 domains × 23 hours, two arrays of numbers 15.
+ * percentile over the sorted pairs would make its own cumulative sums each). Keys and counts stay
+ * two arrays until then: concatenating arrays of tuples costs several times as much (bench/README,
+ * "Figures behind the code's choices").
  */
 const mergedHistogram = (column: string) => {
   const keys = `groupArrayArray(tupleElement(${column}, 1))`;
@@ -244,8 +244,8 @@ export const PARTIALS = {
   // Stored as Tuple(Array(UInt16), Array(Int64)): keys ascending, each with its count of rows
   // (signed, so that a rebuild can write the per-key difference). A query's sources give it in the
   // same form, keys not necessarily distinct nor sorted (the rollup rows' arrays concatenated), and
-  // groups merge them by concatenation, sorted by key once merged: sumMap per group (a map of
-  // Fields) took 70 ms per level for a 720-hour series, concatenation 15. Merged, it is (key,
+  // groups merge them by concatenation, sorted by key once merged, which is several times cheaper
+  // than sumMap per group (a map of Fields; bench/README, "Figures behind the code's choices"). Merged, it is (key,
   // cumulative count) at the last pair of each key, where the cumulative count is the whole of the
   // keys up to it (mergedHistogram).
   rtHistogram: {
@@ -301,8 +301,14 @@ export const mergedStates = (a: PartialStates, b: PartialStates): PartialStates 
 // Metrics
 // ---------------------------------------------------------------------------------------------
 
-/** integer: a count or a sum; fraction4: a share, 4 decimals; ms2: milliseconds, 2 decimals; ms: milliseconds as logged. */
-export type MetricKind = 'integer' | 'fraction4' | 'ms2' | 'ms';
+/** What the values of each kind of metric are (docs/reference/metrics.md). */
+export const METRIC_KINDS = {
+  integer: 'a count or a sum',
+  fraction4: 'a share, 4 decimals',
+  ms2: 'milliseconds, 2 decimals',
+  ms: 'milliseconds as logged',
+} as const;
+export type MetricKind = keyof typeof METRIC_KINDS;
 
 /** A partial's merged state in JavaScript, for a metric's `value`: of the type its JsMerge gives. */
 export type StateOf = <S>(x: AnyPartial & { js: JsMerge<S> }) => S;

@@ -111,7 +111,11 @@ export async function may(resource: string, action: string): Promise<boolean> {
 /** The Authorization header of the current session (none when signed out). */
 export const authorization = (): Record<string, string> => (accessToken ? { authorization: `Bearer ${accessToken}` } : {});
 
-/** An API call with the access token; one renewal through the cookie when it has expired. */
+/**
+ * An API call with the access token; one renewal through the cookie when it has expired. Its
+ * answer is the envelope's `data`, or `{message}` for an answer that is only a message (a 202
+ * "Invitation sent", a deletion), so that the page can show the server's words.
+ */
 export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
   const send = () =>
     fetch(path, {
@@ -127,5 +131,14 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
       throw new ApiError(401, 'Your session has ended: sign in again');
     }
   }
-  return (await parse(res)).data as T;
+  const answer = await parse(res);
+  return ('data' in answer ? answer.data : { message: answer.message }) as T;
+}
+
+/** Every entry of a paged listing (the array `key` of its answers), by pages of 100: the first, then the others together. */
+export async function allPages<T>(path: string, key: string): Promise<T[]> {
+  const page = (n: number) => api<{ pagination: { pages: number } } & Record<string, unknown>>('GET', `${path}${path.includes('?') ? '&' : '?'}limit=100&page=${n}`);
+  const first = await page(1);
+  const rest = await Promise.all(Array.from({ length: Math.max(0, first.pagination.pages - 1) }, (_, i) => page(i + 2)));
+  return [first, ...rest].flatMap((answer) => answer[key] as T[]);
 }

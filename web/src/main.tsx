@@ -16,7 +16,7 @@ import { SignIn } from './pages/SignIn.js';
 import { linkClick, navigate, useLocation } from './router.js';
 
 const SIGN_IN = '/signin';
-const DOMAIN_PATH = /^\/domains\/(\d{1,9})(?:\/(logs|alerts|ingest))?$/;
+const DOMAIN_PATH = /^\/domains\/(\d{1,9})(?:\/(logs|alerts|ingest|members))?$/;
 
 /** Where to go after signing in: a path of this site only. */
 const nextOf = (query: URLSearchParams) => {
@@ -118,6 +118,7 @@ function App() {
           id={Number(DOMAIN_PATH.exec(location.path)![1])}
           section={(DOMAIN_PATH.exec(location.path)![2] ?? 'dashboard') as DomainSection}
           location={location}
+          user={user}
         />
       ) : (
         <main>

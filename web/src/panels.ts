@@ -24,8 +24,8 @@ export const PANELS: PanelSpec[] = [
   { id: 'not-found', title: 'Not found (404)', dimensions: ['path'], metrics: [REQUESTS], filters: [['is', 'statusCode', [404]]] },
   { id: 'status', title: 'Status codes', dimensions: ['statusCode'], metrics: [REQUESTS] },
   // Ordered by the time spent: by the mean, URLs of one request each (hashed assets, searches) fill the
-  // panel. Sums and means, not percentiles: a histogram per URL cost 10.9 s over 30 days of the 10M-row
-  // bench (URLs carrying ids), the mean 2.5 s.
+  // panel. Sums and means, not percentiles: a histogram per URL costs several times the mean over a
+  // month of URLs carrying ids (bench/README, "Figures behind the code's choices").
   {
     id: 'time-spent',
     title: 'Time spent, by path',

@@ -21,10 +21,9 @@ export const MAX_FILTER_VALUES = 1000;
 /**
  * What a request's filters may cost, checked before any SQL is built. Each `contains`, `glob` and
  * `cidr` value is a condition of its own that every row is tested against, and ClickHouse compiles
- * the text patterns together into one automaton first: 1,000 globs of 300 characters took 15–30 s
- * over a day of rows, and 14 of 65,536 characters exceeded the pattern compiler's limit, where
- * 10,000 characters in any number of patterns up to 100 compile in a fraction of a second
- * (bench/README, "bench/fair-reads"). An `is` value is one entry of a hash set, cheap by the thousand,
+ * the text patterns together into one automaton first: a thousand long globs took seconds over a
+ * day of rows and a few very long ones exceeded the pattern compiler's limit, where the bounds
+ * below compile in a fraction of a second (bench/README, "bench/fair-reads"). An `is` value is one entry of a hash set, cheap by the thousand,
  * but all the values travel with the statement (in its URL for a ClickHouse server).
  */
 export const FILTER_COST = {

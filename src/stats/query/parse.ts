@@ -96,10 +96,15 @@ function intervalOf(dimension: Dimension, window: Window): Interval {
   return INTERVALS.find((i) => i.count(window.start, window.end) <= AUTO_MAX_POINTS) ?? INTERVALS[INTERVALS.length - 1]!;
 }
 
+/** Whether rollup rows of the kind `rows` hold every partial of `metric`. */
+export const holdsMetric = (rows: RollupRows, metric: Metric) => metric.partials.every((x) => rows.partials.some((held) => held === x));
+/** Whether rollup rows of the kind `rows` give the values of `dimension` (time by their bucket, whatever its width). */
+export const holdsDimension = (rows: RollupRows, dimension: Dimension) => dimension.kind === 'time' || dimension.name in rows.columns;
+
 /** Whether rollup rows of the kind `rows` hold what the query asks (its time buckets aside). */
 const servedBy = (rows: RollupRows, metrics: Metric[], dimensions: Dimension[], filters: QueryFilter[]) =>
-  metrics.every((m) => m.partials.every((x) => rows.partials.some((held) => held === x))) &&
-  dimensions.every((d) => d.kind === 'time' || d.name in rows.columns) &&
+  metrics.every((m) => holdsMetric(rows, m)) &&
+  dimensions.every((d) => holdsDimension(rows, d)) &&
   filters.every((f) => f.dimension in rows.columns) &&
   rows.covers(filters);
 

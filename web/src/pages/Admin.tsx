@@ -1,8 +1,8 @@
 /**
  * Administration (administrators only; the navigation hides it from others and the API refuses
  * them anyway): users (create, edit, deactivate, reset password by e-mail, delete), a user's
- * permissions and activity, and domains (add, change the owner, delete after typing its name).
- * The tab, the user shown and the pages are in the URL.
+ * permissions and activity, domains (add, change the owner, delete after typing its name), and
+ * groups (pages/Groups.tsx). The tab, the user or group shown and the pages are in the URL.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { api, type User } from '../api.js';
@@ -11,6 +11,7 @@ import { Pager } from '../components/Pager.js';
 import { Scroll } from '../components/Scroll.js';
 import { utcTime } from '../format.js';
 import { navigate, withQuery, type Location } from '../router.js';
+import { Groups } from './Groups.js';
 
 interface FullUser extends User {
   active: boolean;
@@ -360,8 +361,12 @@ function Domains({ location }: { location: Location }) {
   );
 }
 
+const TABS = { users: 'Users', domains: 'Domains', groups: 'Groups' };
+type Tab = keyof typeof TABS;
+
 export function Admin({ user, location }: { user: User; location: Location }) {
-  const tab = location.query.get('tab') === 'domains' ? 'domains' : 'users';
+  const asked = location.query.get('tab') ?? '';
+  const tab: Tab = Object.hasOwn(TABS, asked) ? (asked as Tab) : 'users';
   if (user.role !== 'admin') {
     return (
       <main>
@@ -376,13 +381,15 @@ export function Admin({ user, location }: { user: User; location: Location }) {
     <main>
       <h1>Administration</h1>
       <div class="tabs" role="group" aria-label="What to administer">
-        {(['users', 'domains'] as const).map((t) => (
+        {(Object.keys(TABS) as Tab[]).map((t) => (
           <button type="button" aria-pressed={tab === t} onClick={() => navigate(t === 'users' ? location.path : `${location.path}?tab=${t}`)}>
-            {t === 'users' ? 'Users' : 'Domains'}
+            {TABS[t]}
           </button>
         ))}
       </div>
-      {tab === 'users' ? <Users location={location} /> : <Domains location={location} />}
+      {tab === 'users' && <Users location={location} />}
+      {tab === 'domains' && <Domains location={location} />}
+      {tab === 'groups' && <Groups location={location} />}
     </main>
   );
 }

@@ -5,7 +5,7 @@
  * "exclude" adds the negation). Period, comparison and filters are in the URL.
  */
 import { useLayoutEffect, useMemo, useState } from 'preact/hooks';
-import { api, ApiError } from '../api.js';
+import { api, ApiError, type User } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { TimeChart, type ChartSeries } from '../components/TimeChart.js';
 import { apiFilters, DIMENSION_LABELS, filterLabel, filterParam, filtersOf, shownValue, type Filter } from '../filters.js';
@@ -16,6 +16,7 @@ import { TILE_METRICS, viewQueries } from '../view.js';
 import { Alerts } from './Alerts.js';
 import { Ingest } from './Ingest.js';
 import { Logs } from './Logs.js';
+import { Members } from './Members.js';
 
 type Value = string | number | boolean;
 interface QueryRow {
@@ -74,7 +75,7 @@ function useBatch(bodies: Record<string, unknown>[]): Answered[] {
   const key = JSON.stringify(bodies);
   const [state, setState] = useState<{ key: string; answers: Answered[] }>({ key: '', answers: [] });
   // A layout effect sends the request before the browser paints, not after: the page's requests
-  // (session, name, queries) follow one another, and each paint they waited for cost 15–30 ms.
+  // (session, name, queries) follow one another, and each would otherwise wait for a paint.
   useLayoutEffect(() => {
     let stale = false;
     api<{ answers: BatchItem[] }>('POST', '/api/logs/query', { queries: bodies }).then(
@@ -254,24 +255,27 @@ function withFilters(location: Location, filters: Filter[]): string {
   return search ? `${location.path}?${search}` : location.path;
 }
 
-export type DomainSection = 'dashboard' | 'logs' | 'alerts' | 'ingest';
-const SECTIONS: { section: DomainSection; label: string; suffix: string }[] = [
+export type DomainSection = 'dashboard' | 'logs' | 'alerts' | 'ingest' | 'members';
+/** `managers`: offered only to those who manage the domain's members (its owner, administrators). */
+const SECTIONS: { section: DomainSection; label: string; suffix: string; managers?: true }[] = [
   { section: 'dashboard', label: 'Dashboard', suffix: '' },
   { section: 'logs', label: 'Logs', suffix: '/logs' },
   { section: 'alerts', label: 'Alerts', suffix: '/alerts' },
   { section: 'ingest', label: 'Ingest', suffix: '/ingest' },
+  { section: 'members', label: 'Members', suffix: '/members', managers: true },
 ];
 
 /** A domain's pages: its name, the links between its sections, and the section asked. */
-export function DomainPage({ id, section, location }: { id: number; section: DomainSection; location: Location }) {
-  const [domain, setDomain] = useState<{ name: string } | null>(null);
+export function DomainPage({ id, section, location, user }: { id: number; section: DomainSection; location: Location; user: User }) {
+  const [domain, setDomain] = useState<{ name: string; ownerId: number | null } | null>(null);
   const [error, setError] = useState<unknown>(null);
   // Before the paint, as useBatch's requests (above).
   useLayoutEffect(() => {
     setDomain(null);
     setError(null);
-    api<{ name: string }>('GET', `/api/domains/${id}`).then(setDomain, setError);
+    api<{ name: string; ownerId: number | null }>('GET', `/api/domains/${id}`).then(setDomain, setError);
   }, [id]);
+  const manages = user.role === 'admin' || domain?.ownerId === user.id;
   return (
     <main class="dashboard">
       <p class="crumbs">
@@ -286,7 +290,7 @@ export function DomainPage({ id, section, location }: { id: number; section: Dom
         <>
           <h1>{domain.name}</h1>
           <nav class="sections" aria-label={`Pages of ${domain.name}`}>
-            {SECTIONS.map((s) => {
+            {SECTIONS.filter((s) => !s.managers || manages).map((s) => {
               const to = `/domains/${id}${s.suffix}`;
               return (
                 <a href={to} aria-current={s.section === section ? 'page' : undefined} onClick={(e) => linkClick(e, to)}>
@@ -299,6 +303,14 @@ export function DomainPage({ id, section, location }: { id: number; section: Dom
           {section === 'logs' && <Logs id={id} location={location} />}
           {section === 'alerts' && <Alerts id={id} location={location} />}
           {section === 'ingest' && <Ingest id={id} location={location} />}
+          {section === 'members' &&
+            (manages ? (
+              <Members id={id} domain={domain.name} me={user.id} />
+            ) : (
+              <p class="error" role="alert">
+                The members of a domain are managed by its owner and administrators.
+              </p>
+            ))}
         </>
       )}
     </main>

@@ -8,7 +8,7 @@
  */
 import type { ComponentChild } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { api, ApiError } from '../api.js';
+import { allPages, api, ApiError } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Pager } from '../components/Pager.js';
 import { Scroll } from '../components/Scroll.js';
@@ -55,7 +55,6 @@ interface FleetRow extends Domain {
 
 const PAGE_SIZE = 50;
 const HOUR_MS = 3_600_000;
-const DOMAINS_PAGE = 100;
 
 /**
  * Seconds since the row's last line at `now` (Date.now()): the age the server gave, grown by the
@@ -100,13 +99,8 @@ const COLUMNS: Column[] = [
   { key: 'sinceLastLine', label: 'Last log line', show: (r: FleetRow, now: number) => <LastLineCell row={r} now={now} /> },
 ];
 
-/** Every domain the user sees, by name (the API's pages of 100, fetched together after the first); with `ingest`, each with its last log line. */
-export async function allDomains(ingest = false): Promise<ListedDomain[]> {
-  const path = (page: number) => `/api/domains?limit=${DOMAINS_PAGE}&page=${page}${ingest ? '&ingest=true' : ''}`;
-  const first = await api<{ domains: ListedDomain[]; pagination: { pages: number } }>('GET', path(1));
-  const rest = await Promise.all(Array.from({ length: Math.max(0, first.pagination.pages - 1) }, (_, i) => api<{ domains: ListedDomain[] }>('GET', path(i + 2))));
-  return [first, ...rest].flatMap((p) => p.domains);
-}
+/** Every domain the user sees, by name; with `ingest`, each with its last log line. */
+export const allDomains = (ingest = false): Promise<ListedDomain[]> => allPages<ListedDomain>(ingest ? '/api/domains?ingest=true' : '/api/domains', 'domains');
 
 /** The alerts firing now, by domain; null without alerts:read. */
 async function firingAlerts(): Promise<Map<number, string[]> | null> {

@@ -1,0 +1,226 @@
+/**
+ * Who sees a domain, for those who manage it (its owner, administrators): its members, whose role
+ * changes here or who are removed (confirmed); inviting an address, or adding a user by id; the
+ * invitations not used yet, withdrawn here; and the groups that see it (administrators manage
+ * those on the administration page). Only an administrator learns members' names and addresses:
+ * the API gives an owner their user ids (docs/reference/domains.md#members).
+ */
+import { useEffect, useState } from 'preact/hooks';
+import { api } from '../api.js';
+import { useChanges } from '../changes.js';
+import { ErrorMessage } from '../components/ErrorMessage.js';
+import { FieldForm } from '../components/FieldForm.js';
+import { RoleSelect, roleName, type Role } from '../components/RoleSelect.js';
+import { Scroll } from '../components/Scroll.js';
+import { utcTime } from '../format.js';
+
+interface Member {
+  userId: number;
+  name: string | null;
+  email: string | null;
+  role: Role;
+  grantedBy: number | null;
+  createdAt: string;
+  updatedAt: string;
+}
+/** A group that sees the domain: given a role on it, or on every domain (`allDomains`). */
+interface GroupGrant {
+  groupId: number;
+  name: string;
+  role: Role;
+  allDomains: boolean;
+}
+interface Invitation {
+  id: number;
+  email: string;
+  role: Role;
+  invitedBy: number | null;
+  expiresAt: string;
+  createdAt: string;
+}
+
+/** Who gave a role or sent an invitation: null when unknown (the command line, a user deleted since). */
+const giver = (id: number | null, me: number) => (id === null ? '–' : id === me ? 'you' : `user ${id}`);
+const who = (m: Member) => m.email ?? `user ${m.userId}`;
+
+function MembersTable({ members, me, onRole, onRemove }: { members: Member[]; me: number; onRole: (m: Member, role: Role) => void; onRemove: (m: Member) => void }) {
+  return (
+    <Scroll label="Members">
+      <table class="entries members">
+        <caption>{members.length === 1 ? '1 member' : `${members.length} members`}, besides the owner</caption>
+        <thead>
+          <tr>
+            <th scope="col">Member</th>
+            <th scope="col">Role</th>
+            <th scope="col">Given by</th>
+            <th scope="col">Since (UTC)</th>
+            <th scope="col">
+              <span class="visually-hidden">Remove</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {members.map((m) => (
+            <tr>
+              <th scope="row" class="name">
+                {who(m)}
+                {m.name && <span class="hint"> · {m.name}</span>}
+              </th>
+              <td>
+                <RoleSelect label={`Role of ${who(m)}`} value={m.role} onChange={(role) => onRole(m, role)} />
+              </td>
+              <td>{giver(m.grantedBy, me)}</td>
+              <td class="nowrap">{utcTime(m.updatedAt).replace(' UTC', '')}</td>
+              <td>
+                <button type="button" aria-label={`Remove ${who(m)}`} onClick={() => onRemove(m)}>
+                  Remove
+                </button>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </Scroll>
+  );
+}
+
+function InvitationsTable({ invitations, me, onWithdraw }: { invitations: Invitation[]; me: number; onWithdraw: (i: Invitation) => void }) {
+  return (
+    <Scroll label="Pending invitations">
+      <table class="entries invitations">
+        <caption>{invitations.length === 1 ? '1 invitation' : `${invitations.length} invitations`} not used yet</caption>
+        <thead>
+          <tr>
+            <th scope="col">Address</th>
+            <th scope="col">Role</th>
+            <th scope="col">Invited by</th>
+            <th scope="col">Link valid until (UTC)</th>
+            <th scope="col">
+              <span class="visually-hidden">Withdraw</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {invitations.map((i) => (
+            <tr>
+              <th scope="row" class="name">
+                {i.email}
+              </th>
+              <td>{i.role}</td>
+              <td>{giver(i.invitedBy, me)}</td>
+              <td class="nowrap">{utcTime(i.expiresAt).replace(' UTC', '')}</td>
+              <td>
+                <button type="button" aria-label={`Withdraw the invitation of ${i.email}`} onClick={() => onWithdraw(i)}>
+                  Withdraw
+                </button>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </Scroll>
+  );
+}
+
+function Groups({ groups }: { groups: GroupGrant[] }) {
+  if (groups.length === 0) return <p class="hint">No group sees this domain.</p>;
+  return (
+    <ul class="plain groups">
+      {groups.map((g) => (
+        <li>
+          <strong class="name">{g.name}</strong>: {g.role}
+          {g.allDomains ? ', on every domain' : ''}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** `me`: the signed-in user's id. */
+export function Members({ id, domain, me }: { id: number; domain: string; me: number }) {
+  const [members, setMembers] = useState<{ members: Member[]; groups: GroupGrant[] } | null>(null);
+  const [invitations, setInvitations] = useState<Invitation[] | null>(null);
+  const read = () =>
+    Promise.all([api<{ members: Member[]; groups: GroupGrant[] }>('GET', `/api/domains/${id}/members`), api<{ invitations: Invitation[] }>('GET', `/api/domains/${id}/invitations`)]);
+  const show = ([listed, pending]: Awaited<ReturnType<typeof read>>) => {
+    setMembers(listed);
+    setInvitations(pending.invitations);
+  };
+  const { act, error, setError, notice, setNotice } = useChanges(async () => show(await read()));
+  useEffect(() => {
+    setMembers(null);
+    setInvitations(null);
+    setError(null);
+    setNotice(null);
+    read().then(show, setError);
+  }, [id]);
+  const path = `/api/domains/${id}`;
+  return (
+    <section class="members" aria-label="Members">
+      <p class="hint">A viewer reads the domain's logs, statistics and alerts; an editor also changes its alerts and silences.</p>
+      <p class="notice" aria-live="polite">
+        {notice}
+      </p>
+      {error !== null && <ErrorMessage error={error} />}
+
+      <h2>Members</h2>
+      {members === null && error === null && <p aria-live="polite">Loading…</p>}
+      {members !== null && members.members.length === 0 && <p class="hint">No member yet: only the owner and administrators see {domain}.</p>}
+      {members !== null && members.members.length > 0 && (
+        <MembersTable
+          members={members.members}
+          me={me}
+          onRole={(m, role) => act(`${who(m)} is now ${roleName(role)}`, () => api('POST', `${path}/members`, { userId: m.userId, role }))}
+          onRemove={(m) => {
+            if (window.confirm(`Remove ${who(m)} from ${domain}? They stop seeing it at once.`)) act(`${who(m)} removed`, () => api('DELETE', `${path}/members/${m.userId}`));
+          }}
+        />
+      )}
+
+      <h2>Invite</h2>
+      <p class="hint">A link valid 7 days is e-mailed to the address; it makes the address's account a member, creating one when there is none.</p>
+      <FieldForm
+        name="Invite by e-mail"
+        id="share-email"
+        field="email"
+        label="E-mail"
+        input={{ type: 'email' }}
+        role="viewer"
+        button="Send invitation"
+        onSubmit={async (email, role) => act((await api<{ message: string }>('POST', `${path}/members`, { email, role })).message)}
+      />
+      <h2>Add by user id</h2>
+      <FieldForm
+        name="Add by user id"
+        id="share-userId"
+        field="userId"
+        label="User id"
+        input={{ inputMode: 'numeric' }}
+        role="viewer"
+        button="Add member"
+        // A user id that is no number goes as null, which the API refuses at the field.
+        onSubmit={async (userId, role) => {
+          const member = await api<Member>('POST', `${path}/members`, { userId: Number(userId), role });
+          await act(`${who(member)} is now ${roleName(member.role)}`);
+        }}
+      />
+
+      <h2>Pending invitations</h2>
+      {invitations === null && error === null && <p aria-live="polite">Loading…</p>}
+      {invitations !== null && invitations.length === 0 && <p class="hint">No invitation waiting.</p>}
+      {invitations !== null && invitations.length > 0 && (
+        <InvitationsTable
+          invitations={invitations}
+          me={me}
+          onWithdraw={(i) => {
+            if (window.confirm(`Withdraw the invitation of ${i.email}? Its link stops working.`)) act(`Invitation of ${i.email} withdrawn`, () => api('DELETE', `${path}/invitations/${i.id}`));
+          }}
+        />
+      )}
+
+      <h2>Groups</h2>
+      <p class="hint">Their members see the domain in the group's role. Administrators manage groups on the administration page.</p>
+      {members !== null && <Groups groups={members.groups} />}
+    </section>
+  );
+}
