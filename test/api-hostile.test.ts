@@ -272,7 +272,9 @@ const variantsFor = (op: Operation) =>
       : op.path.includes('/alerts')
         ? ALERT_VARIANTS
         : op.path.endsWith('/members') && op.method === 'POST'
-          ? memberVariants()
+          ? op.path.startsWith('/api/groups')
+            ? { userId: [admin.id] }
+            : memberVariants()
           : VARIANTS;
 const variantsOf = (op: Operation) => Math.max(1, ...Object.keys(op.body?.properties ?? {}).map((k) => variantsFor(op)[k]?.length ?? 1));
 
