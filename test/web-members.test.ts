@@ -148,6 +148,9 @@ describe("a domain's Members tab", { timeout: 90_000 }, () => {
     await page.goto(`${base}/domains/${blog}/members`);
     await expect.poll(() => page.getByRole('alert').textContent()).toBe('The members of a domain are managed by its owner and administrators.');
     expect(await page.locator('table').count()).toBe(0);
+    // The fleet marks the shared domain with the viewer's role there.
+    await page.goto(`${base}/`);
+    await expect.poll(() => page.locator('table.fleet th[scope=row]').allTextContents()).toContain('blog.members.exampleviewer');
 
     await context.close();
     const other = await newPage();
