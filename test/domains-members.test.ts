@@ -17,9 +17,9 @@ import { createLogger } from '../core/log.js';
 import { openPglite } from '../core/db/postgres.js';
 import { sql } from '../core/db/sql.js';
 import { createTailHub, type TailHub } from '../src/logs/tail/service.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { evaluatorOf } from './support/alerts.js';
-import { activityOf } from './support/auth.js';
+import { activityOf, freshUser } from './support/auth.js';
 import { run } from './support/child.js';
 import { HOST_FORMAT, importText, timeLocal } from './support/ingest.js';
 
@@ -50,13 +50,7 @@ let theirs: { id: number; name: string };
 let seq = 0;
 const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
-async function person(tag: string, permissions = BROAD): Promise<Person> {
-  const email = `${unique(tag)}@example.com`;
-  const user = await createUserAndLogin(t.app, admin.token, { email, name: tag });
-  const res = await call(t.app, 'PUT', `/api/users/${user.id}/permissions`, { token: admin.token, body: { permissions } });
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return { id: user.id, token: user.token, email };
-}
+const person = (tag: string, permissions = BROAD): Promise<Person> => freshUser(t.app, admin.token, tag, { name: tag, permissions });
 
 async function domainOf(owner: Person | null): Promise<{ id: number; name: string }> {
   const res = await call(t.app, 'POST', '/api/domains', { token: admin.token, body: { name: `${unique('members')}.example.com`, ownerId: owner?.id ?? null } });

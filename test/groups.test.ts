@@ -16,9 +16,9 @@ import { createLogger } from '../core/log.js';
 import { openPglite } from '../core/db/postgres.js';
 import { sql } from '../core/db/sql.js';
 import { createTailHub } from '../src/logs/tail/service.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from './support/app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { evaluatorOf } from './support/alerts.js';
-import { activityOf, expectValidation } from './support/auth.js';
+import { activityOf, expectValidation, freshUser } from './support/auth.js';
 import { run } from './support/child.js';
 import { HOST_FORMAT, importText, timeLocal } from './support/ingest.js';
 
@@ -37,12 +37,12 @@ let admin: Person;
 let seq = 0;
 const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
-async function person(tag: string, permissions = [{ resource: 'domains', actions: ['read', 'create'] }, { resource: 'logs', actions: ['read'] }, { resource: 'alerts', actions: ['read', 'create', 'update', 'delete'] }]): Promise<Person> {
-  const email = `${unique(tag)}@example.com`;
-  const user = await createUserAndLogin(t.app, admin.token, { email, name: tag });
-  expect((await call(t.app, 'PUT', `/api/users/${user.id}/permissions`, { token: admin.token, body: { permissions } })).status).toBe(200);
-  return { id: user.id, token: user.token, email };
-}
+const BROAD = [
+  { resource: 'domains', actions: ['read', 'create'] },
+  { resource: 'logs', actions: ['read'] },
+  { resource: 'alerts', actions: ['read', 'create', 'update', 'delete'] },
+];
+const person = (tag: string, permissions = BROAD): Promise<Person> => freshUser(t.app, admin.token, tag, { name: tag, permissions });
 
 async function as(who: Person, method: string, path: string, body?: unknown) {
   return call(t.app, method, path, { token: who.token, ...(body !== undefined ? { body } : {}) });
@@ -366,5 +366,5 @@ describe('tailhouse groups', () => {
     } finally {
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
-  }, 120_000);
+  }, 240_000);
 });

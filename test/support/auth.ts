@@ -30,10 +30,19 @@ export async function adminToken(app: App): Promise<string> {
   return (await login(app, ADMIN_EMAIL, ADMIN_PASSWORD, nextIp())).accessToken;
 }
 
-/** A new `user` through the API, signed in once. */
-export async function freshUser(app: App, admin: string, tag = 'user', extra: { password?: string; name?: string; role?: 'admin' | 'user' } = {}) {
+/** A new `user` through the API, signed in once; with `permissions`, those instead of the default ones. */
+export async function freshUser(
+  app: App,
+  admin: string,
+  tag = 'user',
+  { permissions, ...extra }: { password?: string; name?: string; role?: 'admin' | 'user'; permissions?: { resource: string; actions: string[] }[] } = {},
+) {
   const email = freshEmail(tag);
   const created = await createUserAndLogin(app, admin, { email, ...extra });
+  if (permissions) {
+    const res = await call(app, 'PUT', `/api/users/${created.id}/permissions`, { token: admin, body: { permissions } });
+    if (res.status !== 200) throw new Error(`set permissions: ${res.status} ${JSON.stringify(res.body)}`);
+  }
   return { ...created, email };
 }
 
