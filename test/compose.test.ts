@@ -181,7 +181,7 @@ describe('compose.yaml', () => {
 
 describe('Dockerfile', () => {
   /** Top-level entries of the repository the image does not need, and why. */
-  const NOT_SHIPPED = new Set(['.ci', '.dockerignore', '.gitignore', 'bench', 'compose.yaml', 'deploy', 'docs', 'Dockerfile', 'README.md', 'test', 'vitest.config.ts']);
+  const NOT_SHIPPED = new Set(['.ci', '.dockerignore', '.gitignore', 'bench', 'compose.yaml', 'deploy', 'docs', 'Dockerfile', 'README.md', 'scripts', 'test', 'vitest.config.ts']);
 
   it('copies every part of the repository that the program runs from', () => {
     const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
