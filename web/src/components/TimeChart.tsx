@@ -62,7 +62,8 @@ export function TimeChart({ title, times, series, format, axis, stacked = false 
         // Ticks on UTC hours and days; utcTicks labels them.
         tzDate: (seconds) => uPlot.tzDate(new Date(seconds * 1000), 'Etc/UTC'),
         axes: [
-          { values: (_u, splits, _axis, _space, step) => utcTicks(splits, step) },
+          // Ticks far enough apart for the dates under them (YYYY-MM-DD) not to meet.
+          { values: (_u, splits, _axis, _space, step) => utcTicks(splits, step), space: 80 },
           { values: (_u, ticks) => ticks.map(axis), font: AXIS_FONT, size: (_u, values) => axisWidth(values) },
         ],
         series: [
