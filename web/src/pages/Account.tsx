@@ -45,7 +45,7 @@ function PasswordForm({ user, onChanged }: { user: User; onChanged: () => void }
 function Tokens({ user }: { user: User }) {
   const [name, setName] = useState('');
   const [secret, setSecret] = useState<{ name: string; token: string } | null>(null);
-  const [changeError, setError] = useState<unknown>(null);
+  const [changeError, setChangeError] = useState<unknown>(null);
   const path = `/api/users/${user.id}/tokens`;
   const read = useData([user.id], (signal) => api<{ tokens: PersonalToken[] }>('GET', path, undefined, signal));
   const tokens = read.data?.tokens ?? null;
@@ -56,19 +56,19 @@ function Tokens({ user }: { user: User }) {
       const made = await api<CreatedToken>('POST', path, { name });
       setSecret({ name: made.name, token: made.token });
       setName('');
-      setError(null);
+      setChangeError(null);
       await read.reload();
     } catch (err) {
-      setError(err);
+      setChangeError(err);
     }
   };
   const revoke = async (token: PersonalToken) => {
     if (!window.confirm(`Revoke the token "${token.name}"? What uses it stops working.`)) return;
     try {
       await api('DELETE', `${path}/${token.id}`);
-      setError(null);
+      setChangeError(null);
     } catch (err) {
-      setError(err);
+      setChangeError(err);
     }
     await read.reload();
   };

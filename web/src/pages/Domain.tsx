@@ -34,31 +34,31 @@ export function DomainPage({ id, section, location, user }: { id: number; sectio
         {(domain) => {
           const manages = user.role === 'admin' || domain.ownerId === user.id;
           return (
-        <>
-          <h1>{domain.name}</h1>
-          <nav class="sections" aria-label={`Pages of ${domain.name}`}>
-            {SECTIONS.filter((s) => !s.managers || manages).map((s) => {
-              const to = `/domains/${id}${s.suffix}`;
-              return (
-                <a href={to} aria-current={s.section === section ? 'page' : undefined} onClick={(e) => linkClick(e, to)}>
-                  {s.label}
-                </a>
-              );
-            })}
-          </nav>
-          {section === 'dashboard' && <Dashboard id={id} location={location} />}
-          {section === 'logs' && <Logs id={id} location={location} />}
-          {section === 'alerts' && <Alerts id={id} location={location} />}
-          {section === 'ingest' && <Ingest id={id} location={location} />}
-          {section === 'members' &&
-            (manages ? (
-              <Members id={id} domain={domain.name} me={user.id} />
-            ) : (
-              <p class="error" role="alert">
-                The members of a domain are managed by its owner and administrators.
-              </p>
-            ))}
-        </>
+            <>
+              <h1>{domain.name}</h1>
+              <nav class="sections" aria-label={`Pages of ${domain.name}`}>
+                {SECTIONS.filter((s) => !s.managers || manages).map((s) => {
+                  const to = `/domains/${id}${s.suffix}`;
+                  return (
+                    <a href={to} aria-current={s.section === section ? 'page' : undefined} onClick={(e) => linkClick(e, to)}>
+                      {s.label}
+                    </a>
+                  );
+                })}
+              </nav>
+              {section === 'dashboard' && <Dashboard id={id} location={location} />}
+              {section === 'logs' && <Logs id={id} location={location} />}
+              {section === 'alerts' && <Alerts id={id} location={location} />}
+              {section === 'ingest' && <Ingest id={id} location={location} />}
+              {section === 'members' &&
+                (manages ? (
+                  <Members id={id} domain={domain.name} me={user.id} />
+                ) : (
+                  <p class="error" role="alert">
+                    The members of a domain are managed by its owner and administrators.
+                  </p>
+                ))}
+            </>
           );
         }}
       </Loaded>

@@ -83,6 +83,7 @@ const COLUMNS: Column[] = [
   { key: 'sinceLastLine', label: 'Last log line', show: (r: FleetRow, now: number) => <LastLineCell row={r} now={now} /> },
 ];
 
+/** The figures of every domain's row, asked and read by these names. */
 const FLEET_METRICS = ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'] as const;
 
 async function loadFleet(signal: AbortSignal): Promise<FleetRow[]> {
@@ -91,17 +92,7 @@ async function loadFleet(signal: AbortSignal): Promise<FleetRow[]> {
   const [{ domains, answeredAt }, firing, figures] = await Promise.all([
     listed,
     firingAlerts(signal),
-    api<QueryAnswer>(
-      'POST',
-      '/api/logs/query',
-      {
-        metrics: [...FLEET_METRICS],
-        dimensions: ['domain'],
-        dateRange: '24h',
-        limit: 10_000,
-      },
-      signal,
-    ),
+    api<QueryAnswer>('POST', '/api/logs/query', { metrics: [...FLEET_METRICS], dimensions: ['domain'], dateRange: '24h', limit: 10_000 }, signal),
   ]);
   const byDomain = new Map(namedRows(FLEET_METRICS, figures.results).map((r) => [String(r.dimensions[0]), r.metrics]));
   return domains.map(({ ingest, ...d }) => {
@@ -196,7 +187,7 @@ export function Fleet({ location }: { location: Location }) {
     },
     { keep: true },
   );
-  const lines = sparklines.data ?? new Map<string, number[]>();
+  const hourly = sparklines.data ?? new Map<string, number[]>();
 
   const sortBy = (key: SortKey) => navigate(withQuery(location, { sort: key, dir: key === sort ? (desc ? 'asc' : 'desc') : key === 'name' ? 'asc' : 'desc', page: null }));
 
@@ -217,67 +208,67 @@ export function Fleet({ location }: { location: Location }) {
       {sparklines.error !== null && <ErrorMessage error={sparklines.error} />}
       <Loaded read={fleet}>
         {(rows) => (
-        <>
-          <Scroll label="Domains">
-            <table class="fleet">
-              <caption>
-                {matching.length === rows.length ? `${count(rows.length)} domains` : `${count(matching.length)} of ${count(rows.length)} domains`}
-              </caption>
-              <thead>
-                <tr>
-                  {COLUMNS.map((c) => (
-                    <th scope="col" aria-sort={c.key === sort ? (desc ? 'descending' : 'ascending') : 'none'} class={c.key === 'name' || c.key === 'sinceLastLine' ? '' : 'number'}>
-                      <button type="button" onClick={() => sortBy(c.key)}>
-                        {c.label}
-                        {c.key === sort ? (desc ? ' ▼' : ' ▲') : ''}
-                      </button>
-                    </th>
-                  ))}
-                  <th scope="col">Requests per hour</th>
-                  <th scope="col">Firing alerts</th>
-                </tr>
-              </thead>
-              <tbody>
-                {shown.map((r) => (
-                  <tr key={r.id}>
-                    {COLUMNS.map((c) =>
-                      c.key === 'name' ? (
-                        <th scope="row">
-                          <a href={`/domains/${r.id}`} onClick={(e) => linkClick(e, `/domains/${r.id}`)}>
-                            {r.name}
-                          </a>
-                          {r.role && (
-                            <span class="shared" title={r.role === 'editor' ? 'Shared with you: you read it and change its alerts' : 'Shared with you: you read it'}>
-                              {r.role}
-                            </span>
-                          )}
-                        </th>
-                      ) : c.key === 'sinceLastLine' ? (
-                        <td class="last-line">{c.show(r, now)}</td>
-                      ) : (
-                        <td class="number">{c.show(r, now)}</td>
-                      ),
-                    )}
-                    <td>{lines.has(r.name) ? <Sparkline values={lines.get(r.name)!} label={`Requests per hour of ${r.name}, the current hour so far last`} /> : null}</td>
-                    <td class="firing">
-                      {r.firing === null ? (
-                        '–'
-                      ) : r.firing.length === 0 ? (
-                        <span class="hint">none</span>
-                      ) : (
-                        <a href={`/domains/${r.id}/alerts`} onClick={(e) => linkClick(e, `/domains/${r.id}/alerts`)}>
-                          {r.firing.join(', ')}
-                        </a>
-                      )}
-                    </td>
+          <>
+            <Scroll label="Domains">
+              <table class="fleet">
+                <caption>
+                  {matching.length === rows.length ? `${count(rows.length)} domains` : `${count(matching.length)} of ${count(rows.length)} domains`}
+                </caption>
+                <thead>
+                  <tr>
+                    {COLUMNS.map((c) => (
+                      <th scope="col" aria-sort={c.key === sort ? (desc ? 'descending' : 'ascending') : 'none'} class={c.key === 'name' || c.key === 'sinceLastLine' ? '' : 'number'}>
+                        <button type="button" onClick={() => sortBy(c.key)}>
+                          {c.label}
+                          {c.key === sort ? (desc ? ' ▼' : ' ▲') : ''}
+                        </button>
+                      </th>
+                    ))}
+                    <th scope="col">Requests per hour</th>
+                    <th scope="col">Firing alerts</th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
-          </Scroll>
-          {rows.length === 0 && <p class="hint">No domains yet: an administrator adds them under Administration, or with `tailhouse domains add`.</p>}
-          <Pager page={page} pages={pages} location={location} />
-        </>
+                </thead>
+                <tbody>
+                  {shown.map((r) => (
+                    <tr key={r.id}>
+                      {COLUMNS.map((c) =>
+                        c.key === 'name' ? (
+                          <th scope="row">
+                            <a href={`/domains/${r.id}`} onClick={(e) => linkClick(e, `/domains/${r.id}`)}>
+                              {r.name}
+                            </a>
+                            {r.role && (
+                              <span class="shared" title={r.role === 'editor' ? 'Shared with you: you read it and change its alerts' : 'Shared with you: you read it'}>
+                                {r.role}
+                              </span>
+                            )}
+                          </th>
+                        ) : c.key === 'sinceLastLine' ? (
+                          <td class="last-line">{c.show(r, now)}</td>
+                        ) : (
+                          <td class="number">{c.show(r, now)}</td>
+                        ),
+                      )}
+                      <td>{hourly.has(r.name) ? <Sparkline values={hourly.get(r.name)!} label={`Requests per hour of ${r.name}, the current hour so far last`} /> : null}</td>
+                      <td class="firing">
+                        {r.firing === null ? (
+                          '–'
+                        ) : r.firing.length === 0 ? (
+                          <span class="hint">none</span>
+                        ) : (
+                          <a href={`/domains/${r.id}/alerts`} onClick={(e) => linkClick(e, `/domains/${r.id}/alerts`)}>
+                            {r.firing.join(', ')}
+                          </a>
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </Scroll>
+            {rows.length === 0 && <p class="hint">No domains yet: an administrator adds them under Administration, or with `tailhouse domains add`.</p>}
+            <Pager page={page} pages={pages} location={location} />
+          </>
         )}
       </Loaded>
     </main>
