@@ -9,7 +9,7 @@
  *   2. a `serve` child on it until it is idle (the stats rollups built, chDB's merges done), stopped;
  *   3. in this process, the stores opened as `serve` opens them, and each viewer a user of its own
  *      (an administrator, for the fair queue a different id each) looking at one of the 10 domains:
- *      a view is the domain dashboard's 14 POST /api/logs/query bodies (web/src/pages/Domain.tsx,
+ *      a view is the domain dashboard's 14 POST /api/logs/query bodies (web/src/pages/Dashboard.tsx,
  *      web/src/panels.ts; default period BENCH_RANGE, 24h), the three of the headline at once, then
  *      the eleven panels at once (web/src/view.ts), each through the real service (queryLogs:
  *      the domains from Postgres, parse, the fair queue, run, shape);

@@ -21,7 +21,7 @@
  * The ratio the issue asks for is B's time under load ÷ (B's alone + one of A's alone); ≤ 1 is met.
  *
  *   5. (issue 31) a dashboard view of B's domain (`dashboardView`: the page's tiles, charts and
- *      panels, sent together as web/src/pages/Domain.tsx sends them) alone, then while three other
+ *      panels, sent together as web/src/pages/Dashboard.tsx sends them) alone, then while three other
  *      users (S1–S3, administrators: they see the main domain) each run a 30-day search of the main
  *      domain in a loop, BENCH_ROUNDS rounds of alone then loaded, each the median of 3 views; and
  *      one of the searches alone. The target: the view under load ≤ 2 × the view alone.
@@ -70,7 +70,7 @@ async function timed(method: string, p: string, token: string, body?: unknown): 
 
 /**
  * The query bodies of one dashboard view of `domainId` over its default window: the tiles, the two
- * charts and one per panel, as web/src/pages/Domain.tsx asks them.
+ * charts and one per panel, as web/src/pages/Dashboard.tsx asks them.
  */
 function dashboardView(domainId: number): Record<string, unknown>[] {
   const view = viewQueries({ domains: [domainId], dateRange: '24h', filters: [] }, false, PANELS);

@@ -67,8 +67,8 @@ afterAll(async () => {
   await site?.close();
 });
 
-async function newPage(viewport?: { width: number; height: number }): Promise<Page> {
-  context = await browser.newContext(viewport ? { viewport } : {});
+async function newPage(viewport?: { width: number; height: number }, timezoneId?: string): Promise<Page> {
+  context = await browser.newContext({ ...(viewport ? { viewport } : {}), ...(timezoneId ? { timezoneId } : {}) });
   foreign = [];
   const page = await context.newPage();
   page.on('request', (request) => {
@@ -335,6 +335,48 @@ describe('the domain dashboard', { timeout: 90_000 }, () => {
     await expect.poll(() => page.locator('section.panel table').count()).toBeGreaterThan(0);
     // 24 hours in automatic buckets are 5-minute ones.
     await expect.poll(() => page.locator('figcaption').allTextContents()).toContain('Requests per 5 minutes, by status class');
+  });
+
+  it("draws a chart's y axis in compact figures, as wide as its labels, and its time axis in UTC and 24 hours", async () => {
+    // A browser in New York: uPlot's own time labels would be its local times, in 12 hours.
+    const page = await newPage(undefined, 'America/New_York');
+    // Every text drawn on a canvas, with its left edge there.
+    await page.addInitScript(() => {
+      const drawn: { text: string; left: number; canvas: HTMLCanvasElement }[] = [];
+      (window as any).__drawn = drawn;
+      const fillText = CanvasRenderingContext2D.prototype.fillText;
+      CanvasRenderingContext2D.prototype.fillText = function (text: string, x: number, y: number, maxWidth?: number) {
+        const width = this.measureText(text).width;
+        drawn.push({ text, left: this.textAlign === 'right' ? x - width : this.textAlign === 'center' ? x - width / 2 : x, canvas: this.canvas });
+        return fillText.call(this, text, x, y, maxWidth);
+      };
+    });
+    // Requests by the million: the API's answer for the chart by status class, its figures scaled.
+    await page.route(`${base}/api/logs/query`, async (route) => {
+      const response = await route.fetch();
+      const body = await response.json();
+      const { queries } = JSON.parse(route.request().postData() ?? '{}');
+      if (Array.isArray(queries) && queries.length === 3) for (const row of body.data.answers[2].data.results) row.metrics = row.metrics.map((m: number) => m * 1_000_000);
+      await route.fulfill({ response, json: body });
+    });
+    await page.goto(`${base}/signin?next=${encodeURIComponent(`/domains/${aliceIds[0]}`)}`);
+    await signIn(page, 'alice@example.com', PASSWORD);
+    await expect.poll(() => page.locator('.chart canvas').count()).toBeGreaterThanOrEqual(4);
+    const labels = () =>
+      page.evaluate(() => {
+        const first = document.querySelector('.chart canvas');
+        return ((window as any).__drawn as { text: string; left: number; canvas: HTMLCanvasElement }[]).filter((d) => d.canvas === first).map(({ text, left }) => ({ text, left }));
+      });
+    await expect.poll(async () => (await labels()).length).toBeGreaterThan(0);
+    const drawn = await labels();
+    const times = drawn.filter((d) => /^\d\d:\d\d$|^\d{4}-\d\d-\d\d$/.test(d.text));
+    const figures = drawn.filter((d) => !times.includes(d));
+    expect(times.length, 'time labels HH:MM or YYYY-MM-DD').toBeGreaterThan(0);
+    expect(figures.map((d) => d.text)).toContainEqual(expect.stringMatching(/^\d+(\.\d+)?M$/));
+    for (const f of figures) {
+      expect(f.text).toMatch(/^\d+(\.\d+)?[kMGT]?$/);
+      expect(f.left, `${f.text} drawn whole`).toBeGreaterThanOrEqual(0);
+    }
   });
 
   it("another owner's domain is the API's 404 as a message", async () => {

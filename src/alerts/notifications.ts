@@ -78,7 +78,7 @@ const unicodeEscape = (c: string) => `\\u${c.codePointAt(0)!.toString(16).padSta
 const chatQuoted = (text: string) => quoted(text).replace(/[&<>[\]*_~`|@]/g, unicodeEscape);
 
 /**
- * The domain dashboard (web/src/pages/Domain.tsx) on the alert's window and filters, so that the
+ * The domain dashboard (web/src/pages/Dashboard.tsx) on the alert's window and filters, so that the
  * link shows what the alert counted. The dashboard's filters (web/src/filters.ts) are
  * `f=is|isNot:dimension:value` on the dimensions below, combined with AND, one value each: a
  * filter with several `isNot` values becomes one parameter per value (none of them, the same

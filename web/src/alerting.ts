@@ -1,78 +1,9 @@
 /**
  * What the alerts pages share: the conditions an alert may watch (with the unit of their
- * threshold), how a value or a rule reads, and the shapes the API answers with
- * (src/alerts/schemas.ts, src/alerts/silences/schemas.ts).
+ * threshold) and how a value or a rule reads.
  */
+import type { Alert, FilterTuple, Silence } from './data/types.js';
 import { bytes, count, ms, percent } from './format.js';
-
-export type FilterTuple = [string, string, unknown[]];
-export type Scope = { domains: 'all' } | { domainIds: number[] };
-
-export interface Alert {
-  id: number;
-  name: string;
-  condition: string;
-  operator: string;
-  threshold: number;
-  duration: number;
-  filters: FilterTuple[];
-  notificationMethod: string;
-  notificationTarget: string;
-  enabled: boolean;
-  domainId: number | null;
-  scope: Scope;
-  state: 'ok' | 'firing';
-  lastTriggeredAt: string | null;
-  lastDeliveredAt: string | null;
-  lastDeliveryError: string | null;
-}
-
-/** One domain of an alert: its state there. */
-export interface DomainState {
-  domainId: number;
-  domain: string;
-  state: 'ok' | 'firing';
-  value: number | null;
-  since: string | null;
-  silencedBy: number | null;
-}
-
-export interface Rule extends Alert {
-  domains: DomainState[];
-}
-
-export interface Silence {
-  id: number;
-  createdBy: number;
-  domainIds: 'all' | number[];
-  alertIds: number[] | null;
-  startsAt: string | null;
-  endsAt: string | null;
-  recurrence: { weekdays: string[]; start: string; end: string; timezone: string } | null;
-  comment: string;
-  state: 'active' | 'pending' | 'expired';
-  endedAt: string | null;
-  createdAt: string;
-}
-
-export interface HistoryEntry {
-  id: number;
-  alertId: number;
-  alertName: string;
-  domainId: number;
-  domain: string;
-  from: 'ok' | 'firing';
-  to: 'ok' | 'firing';
-  at: string;
-  value: number | null;
-  notified: boolean;
-  silencedBy: number | null;
-}
-
-export interface HistoryPage {
-  entries: HistoryEntry[];
-  pagination: { page: number; pages: number; total: number };
-}
 
 type Unit = 'fraction' | 'count' | 'bytes' | 'ms' | 'change';
 

@@ -4,14 +4,9 @@
  * reload signs in again through /api/auth/session/refresh and nothing secret is in storage.
  */
 
-export const SESSION_HEADER = 'X-Tailhouse-Session';
+import type { Paged, Permissions, User } from './data/types.js';
 
-export interface User {
-  id: number;
-  email: string;
-  name: string;
-  role: 'admin' | 'user';
-}
+export const SESSION_HEADER = 'X-Tailhouse-Session';
 
 /** An answer other than success, with the API's message and, for a 422, the message per field. */
 export class ApiError extends Error {
@@ -102,7 +97,7 @@ export async function signOut(): Promise<void> {
 export async function may(resource: string, action: string): Promise<boolean> {
   const user = signedIn;
   if (!user) return false;
-  rights ??= api<{ permissions: { resource: string; actions: string[] }[] }>('GET', `/api/users/${user.id}/permissions`).then(
+  rights ??= api<Permissions>('GET', `/api/users/${user.id}/permissions`).then(
     (data) => new Set(data.permissions.flatMap((p) => p.actions.map((a) => `${p.resource}:${a}`))),
   );
   return (await rights).has(`${resource}:${action}`);
@@ -114,14 +109,16 @@ export const authorization = (): Record<string, string> => (accessToken ? { auth
 /**
  * An API call with the access token; one renewal through the cookie when it has expired. Its
  * answer is the envelope's `data`, or `{message}` for an answer that is only a message (a 202
- * "Invitation sent", a deletion), so that the page can show the server's words.
+ * "Invitation sent", a deletion), so that the page can show the server's words. `signal` cancels
+ * it (useData's, when the page leaves or asks for something else).
  */
-export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+export async function api<T = any>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
   const send = () =>
     fetch(path, {
       method,
       headers: { ...authorization(), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
       body: body === undefined ? null : JSON.stringify(body),
+      signal: signal ?? null,
     });
   let res = await send();
   if (res.status === 401) {
@@ -136,9 +133,9 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
 }
 
 /** Every entry of a paged listing (the array `key` of its answers), by pages of 100: the first, then the others together. */
-export async function allPages<T>(path: string, key: string): Promise<T[]> {
-  const page = (n: number) => api<{ pagination: { pages: number } } & Record<string, unknown>>('GET', `${path}${path.includes('?') ? '&' : '?'}limit=100&page=${n}`);
+export async function allPages<Key extends string, T>(path: string, key: Key, signal?: AbortSignal): Promise<T[]> {
+  const page = (n: number) => api<Paged<Key, T>>('GET', `${path}${path.includes('?') ? '&' : '?'}limit=100&page=${n}`, undefined, signal);
   const first = await page(1);
   const rest = await Promise.all(Array.from({ length: Math.max(0, first.pagination.pages - 1) }, (_, i) => page(i + 2)));
-  return [first, ...rest].flatMap((answer) => answer[key] as T[]);
+  return [first, ...rest].flatMap((answer) => answer[key]);
 }

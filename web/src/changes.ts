@@ -1,12 +1,12 @@
 /**
  * The changes a page makes through the API, and what it tells of them: `act(done, work)` runs
- * `work`, then `reload` (the page's data as stored, also after a refusal), and only then shows
- * `done` or the error. Nothing on the page changes in between: a render before the data is read
- * again would put a select the user just changed back to the value it showed.
+ * `work`, then `reload` (useData's: the page's data as stored, also after a refusal), and only then
+ * shows `done` or the error. Nothing on the page changes in between: a render before the data is
+ * read again would put a select the user just changed back to the value it showed.
  */
 import { useState } from 'preact/hooks';
 
-export function useChanges(reload: () => Promise<void>) {
+export function useChanges(reload: () => Promise<unknown>) {
   const [error, setError] = useState<unknown>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const act = async (done: string, work?: () => Promise<unknown>) => {
@@ -16,13 +16,9 @@ export function useChanges(reload: () => Promise<void>) {
     } catch (err) {
       failure = err;
     }
-    try {
-      await reload();
-    } catch (err) {
-      failure ??= err;
-    }
+    failure ??= await reload();
     setError(failure);
     setNotice(failure === null ? done : null);
   };
-  return { act, error, setError, notice, setNotice };
+  return { act, error, notice };
 }

@@ -1,9 +1,24 @@
 /** Figures as the dashboard shows them. */
 
 const integer = new Intl.NumberFormat('en', { maximumFractionDigits: 0 });
+const twoDecimals = new Intl.NumberFormat('en', { maximumFractionDigits: 2 });
 const oneDecimal = new Intl.NumberFormat('en', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
 
 export const count = (n: number | null | undefined) => (n == null ? '–' : integer.format(n));
+
+const COMPACT = [
+  [1e12, 'T'],
+  [1e9, 'G'],
+  [1e6, 'M'],
+  [1e3, 'k'],
+] as const;
+
+/** A figure short enough for a chart's axis: 950, 1.5k, 250k, 1.25M (two decimals of its unit at most). */
+export function compact(n: number | null): string {
+  if (n == null) return '–';
+  const [size, suffix] = COMPACT.find(([size]) => Math.abs(Math.round((n / size) * 100)) >= 100) ?? [1, ''];
+  return `${twoDecimals.format(n / size)}${suffix}`;
+}
 
 export const percent = (fraction: number | null | undefined) => (fraction == null ? '–' : `${(fraction * 100).toFixed(2)} %`);
 
@@ -41,3 +56,20 @@ export const utcTime = (iso: string | null, seconds = false) => (iso ? `${iso.re
 
 /** A time bucket's name (meta.interval: "hour", "6hours", "5minutes") as words: "hour", "6 hours", "5 minutes". */
 export const interval = (name: string) => name.replace(/^(\d+)(?=\D)/, '$1 ');
+
+/**
+ * A time axis' labels (uPlot's splits, epoch seconds, `step` apart) in UTC and 24 hours, as every
+ * time the dashboard shows: "HH:MM", with the date (YYYY-MM-DD) under the first and under the first
+ * of each new day; steps of a day or more as dates only.
+ */
+export function utcTicks(splits: readonly number[], step: number): string[] {
+  let day = '';
+  return splits.map((split) => {
+    const iso = new Date(split * 1000).toISOString();
+    const date = iso.slice(0, 10);
+    if (step >= 86_400) return date;
+    const label = date === day ? iso.slice(11, 16) : `${iso.slice(11, 16)}\n${date}`;
+    day = date;
+    return label;
+  });
+}

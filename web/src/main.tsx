@@ -5,7 +5,8 @@
 import '../styles.css';
 import { render } from 'preact';
 import { useEffect, useLayoutEffect, useState } from 'preact/hooks';
-import { may, onSignedOut, restoreSession, signOut, type User } from './api.js';
+import { may, onSignedOut, restoreSession, signOut } from './api.js';
+import type { User } from './data/types.js';
 import { ErrorMessage } from './components/ErrorMessage.js';
 import { Account } from './pages/Account.js';
 import { Admin } from './pages/Admin.js';

@@ -1,5 +1,5 @@
 /**
- * The domain dashboard's panels (pages/Domain.tsx draws them): each one's query and columns. Plain
+ * The domain dashboard's panels (components/Panel.tsx draws them): each one's query and columns. Plain
  * data, so that bench/query-shapes times the same questions the page asks.
  */
 import type { Filter, FilterOp, FilterValue } from './filters.js';

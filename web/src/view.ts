@@ -1,5 +1,5 @@
 /**
- * A domain dashboard's view as POST /api/logs/query batches (pages/Domain.tsx draws their
+ * A domain dashboard's view as POST /api/logs/query batches (pages/Dashboard.tsx draws their
  * answers): the headline (tiles and charts) and the panels. Plain data, so that the server's tests
  * and bench/ ask exactly what the page asks.
  *
@@ -14,6 +14,10 @@ import type { PanelSpec } from './panels.js';
 export type ViewBase = Record<string, unknown> & { filters: unknown[] };
 
 export const TILE_METRICS = ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'] as const;
+/** The chart of response times, bandwidth and visitors, by time bucket. */
+export const OVER_TIME_METRICS = ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'] as const;
+/** The chart by status class, by time bucket. */
+export const STATUS_METRICS = ['requests'] as const;
 
 export interface ViewQueries {
   /** The tiles, the chart of response times, bandwidth and visitors, and the chart by status class. */
@@ -27,8 +31,8 @@ export function viewQueries(base: ViewBase, compare: boolean, panels: readonly P
   return {
     headline: [
       { ...base, metrics: [...TILE_METRICS], ...(compare ? { compare: 'previous' } : {}) },
-      { ...base, metrics: ['p50ResponseTime', 'p95ResponseTime', 'p99ResponseTime', 'bandwidth', 'visitors'], dimensions: ['time'], limit: 10_000 },
-      { ...base, metrics: ['requests'], dimensions: ['time', 'statusClass'], limit: 10_000 },
+      { ...base, metrics: [...OVER_TIME_METRICS], dimensions: ['time'], limit: 10_000 },
+      { ...base, metrics: [...STATUS_METRICS], dimensions: ['time', 'statusClass'], limit: 10_000 },
     ],
     panels: panels.map((spec) => ({
       ...base,

@@ -6,7 +6,8 @@
  */
 import { useState } from 'preact/hooks';
 import { ApiError } from '../api.js';
-import { CONDITIONS, conditionOf, OPERATORS, pathGlobOf, withPathGlob, type Alert, type Scope } from '../alerting.js';
+import { CONDITIONS, conditionOf, OPERATORS, pathGlobOf, withPathGlob } from '../alerting.js';
+import type { Alert, Scope } from '../data/types.js';
 import { DomainPicker, type Domain } from './DomainPicker.js';
 import { ErrorMessage } from './ErrorMessage.js';
 

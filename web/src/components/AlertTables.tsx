@@ -1,5 +1,6 @@
 /** The alerts pages' tables: the history of state changes, and silences. */
-import { conditionValue, silenceWhen, type HistoryPage, type Silence } from '../alerting.js';
+import { conditionValue, silenceWhen } from '../alerting.js';
+import type { HistoryPage, Silence } from '../data/types.js';
 import { utcTime } from '../format.js';
 import { linkClick, type Location } from '../router.js';
 import { Pager } from './Pager.js';

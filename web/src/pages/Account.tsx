@@ -3,19 +3,14 @@
  * the page returns to sign-in) and personal access tokens for machines (create, with the secret
  * shown once; list; revoke).
  */
-import { useEffect, useState } from 'preact/hooks';
-import { api, type User } from '../api.js';
+import { useState } from 'preact/hooks';
+import { api } from '../api.js';
+import type { CreatedToken, PersonalToken, User } from '../data/types.js';
+import { useData } from '../data/use-data.js';
 import { FormErrors } from '../components/ErrorMessage.js';
 import { Scroll } from '../components/Scroll.js';
 import { utcTime } from '../format.js';
 
-interface PersonalToken {
-  id: number;
-  name: string;
-  createdAt: string;
-  lastUsedAt: string | null;
-  revokedAt: string | null;
-}
 function PasswordForm({ user, onChanged }: { user: User; onChanged: () => void }) {
   const [draft, setDraft] = useState({ currentPassword: '', newPassword: '', confirmPassword: '' });
   const [error, setError] = useState<unknown>(null);
@@ -48,36 +43,34 @@ function PasswordForm({ user, onChanged }: { user: User; onChanged: () => void }
 }
 
 function Tokens({ user }: { user: User }) {
-  const [tokens, setTokens] = useState<PersonalToken[] | null>(null);
   const [name, setName] = useState('');
   const [secret, setSecret] = useState<{ name: string; token: string } | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const [changeError, setChangeError] = useState<unknown>(null);
   const path = `/api/users/${user.id}/tokens`;
-  const load = () => api<{ tokens: PersonalToken[] }>('GET', path).then((data) => setTokens(data.tokens), setError);
-  useEffect(() => {
-    load();
-  }, [user.id]);
+  const read = useData([user.id], (signal) => api<{ tokens: PersonalToken[] }>('GET', path, undefined, signal));
+  const tokens = read.data?.tokens ?? null;
+  const error = changeError ?? read.error;
   const create = async (e: Event) => {
     e.preventDefault();
     try {
-      const made = await api<PersonalToken & { token: string }>('POST', path, { name });
+      const made = await api<CreatedToken>('POST', path, { name });
       setSecret({ name: made.name, token: made.token });
       setName('');
-      setError(null);
-      await load();
+      setChangeError(null);
+      await read.reload();
     } catch (err) {
-      setError(err);
+      setChangeError(err);
     }
   };
   const revoke = async (token: PersonalToken) => {
     if (!window.confirm(`Revoke the token "${token.name}"? What uses it stops working.`)) return;
     try {
       await api('DELETE', `${path}/${token.id}`);
-      setError(null);
+      setChangeError(null);
     } catch (err) {
-      setError(err);
+      setChangeError(err);
     }
-    await load();
+    await read.reload();
   };
   return (
     <section aria-labelledby="tokens-title">

@@ -7,16 +7,18 @@
  * of state changes of every domain, paged. Which silences are shown and the history's page are in
  * the URL.
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, ApiError, may } from '../api.js';
-import { browserTimeZone, conditionValue, recurrenceError, ruleText, timeZoneOptions, WEEKDAYS, type HistoryPage, type Rule, type Silence } from '../alerting.js';
+import { browserTimeZone, conditionValue, recurrenceError, ruleText, timeZoneOptions, WEEKDAYS } from '../alerting.js';
+import type { HistoryPage, Rule, Silence } from '../data/types.js';
 import { AlertForm, EMPTY_DRAFT } from '../components/AlertForm.js';
 import { HistoryTable, SilencesTable } from '../components/AlertTables.js';
 import { DomainPicker, type Domain } from '../components/DomainPicker.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Scroll } from '../components/Scroll.js';
+import { allDomains } from '../data/reads.js';
+import { useData } from '../data/use-data.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
-import { allDomains } from './Fleet.js';
 
 const HISTORY_PAGE = 25;
 /** The firing domains a rule's row names before "and N more". */
@@ -297,42 +299,38 @@ function SilenceForm({ domains, onCreated, onCancel }: { domains: Domain[] | nul
 export function Alerting({ location }: { location: Location }) {
   const page = Math.max(1, Number(location.query.get('page')) || 1);
   const expired = location.query.get('silences') === 'expired';
-  const [rights, setRights] = useState<Rights | null>(null);
-  const [domains, setDomains] = useState<Domain[] | null>(null);
-  const [rules, setRules] = useState<Rule[] | null>(null);
-  const [conditions, setConditions] = useState(new Map<number, string>());
-  const [silences, setSilences] = useState<Silence[] | null>(null);
-  const [history, setHistory] = useState<HistoryPage | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [ruleError, setRuleError] = useState<unknown>(null);
-  const [silenceError, setSilenceError] = useState<unknown>(null);
+  const rightsRead = useData([], async (): Promise<Rights> => {
+    const [read, create, update, remove] = await Promise.all([may('alerts', 'read'), may('alerts', 'create'), may('alerts', 'update'), may('alerts', 'delete')]);
+    return { read, create, update, delete: remove };
+  });
+  const rights = rightsRead.data;
+  const domainsRead = useData([], (signal) => allDomains(false, signal));
+  const domains = domainsRead.data;
+  // Each read waits for the rights: without alerts:read the page asks nothing more.
+  const rulesRead = useData([rights?.read], async (signal) => (rights?.read ? api<{ alerts: Rule[] }>('GET', '/api/logs/alerts', undefined, signal) : null));
+  const silencesRead = useData(
+    [rights?.read, expired],
+    async (signal) => (rights?.read ? api<{ silences: Silence[] }>('GET', `/api/logs/silences?state=${expired ? 'expired' : 'active'}`, undefined, signal) : null),
+    { keep: true },
+  );
+  const historyRead = useData([rights?.read, page], async (signal) => (rights?.read ? api<HistoryPage>('GET', `/api/logs/alerts/history?page=${page}&limit=${HISTORY_PAGE}`, undefined, signal) : null), { keep: true });
+  const rules = rulesRead.data?.alerts.filter((a) => a.domainId === null) ?? null;
+  const conditions = new Map((rulesRead.data?.alerts ?? []).map((a) => [a.id, a.condition]));
+  const silences = silencesRead.data?.silences ?? null;
+  const history = historyRead.data;
+  // The errors of changes, each shown where that part of the page reads its own.
+  const [ruleChangeError, setRuleError] = useState<unknown>(null);
+  const [silenceChangeError, setSilenceError] = useState<unknown>(null);
+  const ruleError = ruleChangeError ?? rulesRead.error;
+  const silenceError = silenceChangeError ?? silencesRead.error;
+  const error = rightsRead.error ?? domainsRead.error ?? historyRead.error;
   const [form, setForm] = useState<'rule' | 'silence' | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
-  const [version, setVersion] = useState(0);
-  const reload = () => setVersion((v) => v + 1);
-
-  useEffect(() => {
-    Promise.all([may('alerts', 'read'), may('alerts', 'create'), may('alerts', 'update'), may('alerts', 'delete')]).then(
-      ([read, create, update, remove]) => setRights({ read, create, update, delete: remove }),
-      setError,
-    );
-    allDomains().then(setDomains, setError);
-  }, []);
-  useEffect(() => {
-    if (!rights?.read) return;
-    api<{ alerts: Rule[] }>('GET', '/api/logs/alerts').then((data) => {
-      setRules(data.alerts.filter((a) => a.domainId === null));
-      setConditions(new Map(data.alerts.map((a) => [a.id, a.condition])));
-    }, setRuleError);
-  }, [rights, version]);
-  useEffect(() => {
-    if (!rights?.read) return;
-    api<{ silences: Silence[] }>('GET', `/api/logs/silences?state=${expired ? 'expired' : 'active'}`).then((data) => setSilences(data.silences), setSilenceError);
-  }, [rights, version, expired]);
-  useEffect(() => {
-    if (!rights?.read) return;
-    api<HistoryPage>('GET', `/api/logs/alerts/history?page=${page}&limit=${HISTORY_PAGE}`).then(setHistory, setError);
-  }, [rights, version, page]);
+  const reload = () => {
+    rulesRead.reload();
+    silencesRead.reload();
+    historyRead.reload();
+  };
 
   const domainNames = new Map((domains ?? []).map((d) => [d.id, d.name]));
   const done = (text: string) => {

@@ -6,13 +6,15 @@
  * (with their state here), the silences in force or to come that cover it, and its history of
  * state changes (paged, newest first; the page is in the URL).
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { api, may } from '../api.js';
-import { ruleText, silenceCovers, conditionValue, type Alert, type HistoryPage, type Rule, type Silence } from '../alerting.js';
+import { ruleText, silenceCovers, conditionValue } from '../alerting.js';
+import type { Alert, HistoryPage, Rule, Silence } from '../data/types.js';
 import { AlertForm, draftOf, EMPTY_DRAFT, type Draft } from '../components/AlertForm.js';
 import { HistoryTable, SilencesTable } from '../components/AlertTables.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Scroll } from '../components/Scroll.js';
+import { useData } from '../data/use-data.js';
 import { utcTime } from '../format.js';
 import { linkClick, type Location } from '../router.js';
 
@@ -65,17 +67,14 @@ function CoveringRules({ rules }: { rules: Rule[] }) {
 /** What covers the domain beyond its own alerts: rules, silences, and its history. */
 function Coverage({ id, location, alerts }: { id: number; location: Location; alerts: Alert[] | null }) {
   const page = Math.max(1, Number(location.query.get('page')) || 1);
-  const [rules, setRules] = useState<Rule[] | null>(null);
-  const [silences, setSilences] = useState<Silence[] | null>(null);
-  const [history, setHistory] = useState<HistoryPage | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    api<{ rules: Rule[] }>('GET', `/api/logs/domains/${id}/alerts/rules`).then((data) => setRules(data.rules), setError);
-    api<{ silences: Silence[] }>('GET', '/api/logs/silences').then((data) => setSilences(data.silences.filter((s) => silenceCovers(s, id))), setError);
-  }, [id]);
-  useEffect(() => {
-    api<HistoryPage>('GET', `/api/logs/domains/${id}/alerts/history?page=${page}&limit=${HISTORY_PAGE}`).then(setHistory, setError);
-  }, [id, page]);
+  const rulesRead = useData([id], (signal) => api<{ rules: Rule[] }>('GET', `/api/logs/domains/${id}/alerts/rules`, undefined, signal));
+  const silencesRead = useData([id], (signal) => api<{ silences: Silence[] }>('GET', '/api/logs/silences', undefined, signal));
+  // The page before stays until the next comes.
+  const historyRead = useData([id, page], (signal) => api<HistoryPage>('GET', `/api/logs/domains/${id}/alerts/history?page=${page}&limit=${HISTORY_PAGE}`, undefined, signal), { keep: true });
+  const rules = rulesRead.data?.rules ?? null;
+  const silences = silencesRead.data?.silences.filter((s) => silenceCovers(s, id)) ?? null;
+  const history = historyRead.data;
+  const error = rulesRead.error ?? silencesRead.error ?? historyRead.error;
   const conditions = new Map<number, string>([...(alerts ?? []), ...(rules ?? [])].map((a) => [a.id, a.condition]));
   return (
     <>
@@ -116,32 +115,31 @@ function Coverage({ id, location, alerts }: { id: number; location: Location; al
 }
 
 export function Alerts({ id, location }: { id: number; location: Location }) {
-  const [alerts, setAlerts] = useState<Alert[] | null>(null);
-  const [error, setError] = useState<unknown>(null);
   /** 'new', an alert's id being edited, or null. */
   const [editing, setEditing] = useState<'new' | number | null>(null);
-  const [allowed, setAllowed] = useState({ create: false, update: false, delete: false });
   const path = `/api/logs/domains/${id}/alerts`;
-  useEffect(() => {
-    Promise.all([may('alerts', 'create'), may('alerts', 'update'), may('alerts', 'delete')]).then(([create, update, remove]) => setAllowed({ create, update, delete: remove }), setError);
-  }, []);
-  const load = () => api<{ alerts: Alert[] }>('GET', path).then((data) => setAlerts(data.alerts), setError);
-  useEffect(() => {
-    load();
-  }, [id]);
+  const allowedRead = useData([], async () => {
+    const [create, update, remove] = await Promise.all([may('alerts', 'create'), may('alerts', 'update'), may('alerts', 'delete')]);
+    return { create, update, delete: remove };
+  });
+  const allowed = allowedRead.data ?? { create: false, update: false, delete: false };
+  const read = useData([id], (signal) => api<{ alerts: Alert[] }>('GET', path, undefined, signal));
+  const alerts = read.data?.alerts ?? null;
+  const [changeError, setChangeError] = useState<unknown>(null);
+  const error = changeError ?? read.error ?? allowedRead.error;
   const act = async (work: Promise<unknown>) => {
     try {
       await work;
-      setError(null);
+      setChangeError(null);
     } catch (err) {
-      setError(err);
+      setChangeError(err);
     }
-    await load();
+    await read.reload();
   };
   const save = async (draft: Draft, alertId?: number) => {
     await api(alertId ? 'PUT' : 'POST', alertId ? `${path}/${alertId}` : path, draft);
     setEditing(null);
-    await load();
+    await read.reload();
   };
   return (
     <section class="domain-alerts" aria-label="Alerts">

@@ -8,35 +8,19 @@
  */
 import type { ComponentChild } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { allPages, api, ApiError } from '../api.js';
+import { api } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Pager } from '../components/Pager.js';
 import { Scroll } from '../components/Scroll.js';
 import { Sparkline } from '../components/Sparkline.js';
+import { namedRows } from '../data/metrics.js';
+import { allDomains, firingAlerts } from '../data/reads.js';
+import type { LastLine, ListedDomain, QueryAnswer } from '../data/types.js';
+import { Loaded, useData } from '../data/use-data.js';
 import { ago, bytes, count, ms, percent, utcTime } from '../format.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
 
-interface Domain {
-  id: number;
-  name: string;
-  /** Only on a domain shared with the user (a membership, a group): its role there. */
-  role?: 'viewer' | 'editor';
-}
-/** A domain's last log line as the listing gives it with `ingest=true`. */
-interface LastLine {
-  lastLineAt: string | null;
-  secondsSinceLastLine: number | null;
-  stale: boolean;
-  staleAfterS: number;
-}
-interface ListedDomain extends Domain {
-  /** Null without domains:read. */
-  ingest?: LastLine | null;
-}
-interface QueryRow {
-  dimensions: (string | number | boolean)[];
-  metrics: (number | null)[];
-}
+type Domain = Pick<ListedDomain, 'id' | 'name' | 'role'>;
 interface FleetRow extends Domain {
   /** Names of its alerts firing now; null when the user may not read alerts. */
   firing: string[] | null;
@@ -99,48 +83,30 @@ const COLUMNS: Column[] = [
   { key: 'sinceLastLine', label: 'Last log line', show: (r: FleetRow, now: number) => <LastLineCell row={r} now={now} /> },
 ];
 
-/** Every domain the user sees, by name; with `ingest`, each with its last log line. */
-export const allDomains = (ingest = false): Promise<ListedDomain[]> => allPages<ListedDomain>(ingest ? '/api/domains?ingest=true' : '/api/domains', 'domains');
+/** The figures of every domain's row, asked and read by these names. */
+const FLEET_METRICS = ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'] as const;
 
-/** The alerts firing now, by domain; null without alerts:read. */
-async function firingAlerts(): Promise<Map<number, string[]> | null> {
-  try {
-    const { alerts } = await api<{ alerts: { domainId: number; name: string }[] }>('GET', '/api/logs/alerts/firing');
-    const byDomain = new Map<number, string[]>();
-    for (const a of alerts) byDomain.set(a.domainId, [...(byDomain.get(a.domainId) ?? []), a.name]);
-    return byDomain;
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 403) return null;
-    throw err;
-  }
-}
-
-async function loadFleet(): Promise<FleetRow[]> {
+async function loadFleet(signal: AbortSignal): Promise<FleetRow[]> {
   // The ages are the listing's: they grow from when it answered, not from when all three did.
-  const listed = allDomains(true).then((domains) => ({ domains, answeredAt: Date.now() }));
+  const listed = allDomains(true, signal).then((domains) => ({ domains, answeredAt: Date.now() }));
   const [{ domains, answeredAt }, firing, figures] = await Promise.all([
     listed,
-    firingAlerts(),
-    api<{ results: QueryRow[] }>('POST', '/api/logs/query', {
-      metrics: ['requests', 'visitors', 'errorRate', 'p95ResponseTime', 'bandwidth'],
-      dimensions: ['domain'],
-      dateRange: '24h',
-      limit: 10_000,
-    }),
+    firingAlerts(signal),
+    api<QueryAnswer>('POST', '/api/logs/query', { metrics: [...FLEET_METRICS], dimensions: ['domain'], dateRange: '24h', limit: 10_000 }, signal),
   ]);
-  const byName = new Map(figures.results.map((r) => [String(r.dimensions[0]), r.metrics]));
+  const byDomain = new Map(namedRows(FLEET_METRICS, figures.results).map((r) => [String(r.dimensions[0]), r.metrics]));
   return domains.map(({ ingest, ...d }) => {
-    const m = byName.get(d.name) ?? [0, 0, 0, null, 0];
+    const m = byDomain.get(d.name);
     const lastLine = ingest ?? null;
     const sinceLastLine = lastLine === null ? null : (lastLine.secondsSinceLastLine ?? Infinity);
     return {
       ...d,
       firing: firing ? (firing.get(d.id) ?? []) : null,
-      requests: m[0] ?? 0,
-      visitors: m[1] ?? 0,
-      errorRate: m[2] ?? 0,
-      p95: m[3] ?? null,
-      bandwidth: m[4] ?? 0,
+      requests: m?.requests ?? 0,
+      visitors: m?.visitors ?? 0,
+      errorRate: m?.errorRate ?? 0,
+      p95: m?.p95ResponseTime ?? null,
+      bandwidth: m?.bandwidth ?? 0,
       lastLine,
       sinceLastLine,
       answeredAt,
@@ -157,17 +123,12 @@ const compareRows = (key: SortKey, desc: boolean) => (a: FleetRow, b: FleetRow) 
 };
 
 export function Fleet({ location }: { location: Location }) {
-  const [rows, setRows] = useState<FleetRow[] | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [sparklines, setSparklines] = useState<Map<string, number[]>>(new Map());
+  const fleet = useData([], loadFleet);
+  const rows = fleet.data;
   const sort = COLUMNS.find((c) => c.key === location.query.get('sort'))?.key ?? 'requests';
   const desc = (location.query.get('dir') ?? (sort === 'name' ? 'asc' : 'desc')) === 'desc';
   const search = location.query.get('q') ?? '';
   const pageAsked = Math.max(1, Number(location.query.get('page')) || 1);
-
-  useEffect(() => {
-    loadFleet().then(setRows, setError);
-  }, []);
 
   const matching = useMemo(() => {
     if (!rows) return [];
@@ -195,33 +156,38 @@ export function Fleet({ location }: { location: Location }) {
     return () => clearTimeout(timer);
   }, [now, shownIds, rows]);
 
-  useEffect(() => {
-    if (shown.length === 0) return;
-    let stale = false;
-    api<{ results: QueryRow[]; meta: { startDate: string; endDate: string } }>('POST', '/api/logs/query', {
-      domains: shown.map((r) => r.id),
-      metrics: ['requests'],
-      dimensions: ['domain', 'time:hour'],
-      // Whole hours: the 23 before this one, and this one so far (drawn dashed).
-      dateRange: 'custom',
-      startDate: new Date((Math.floor(Date.now() / HOUR_MS) - 23) * HOUR_MS).toISOString(),
-      limit: 10_000,
-    }).then((answer) => {
-      if (stale) return;
+  // The sparklines of the page's domains; those of the page before stay until they come.
+  const sparklines = useData(
+    [shownIds],
+    async (signal) => {
       const lines = new Map<string, number[]>();
-      for (const r of answer.results) {
+      if (shown.length === 0) return lines;
+      const answer = await api<QueryAnswer>(
+        'POST',
+        '/api/logs/query',
+        {
+          domains: shown.map((r) => r.id),
+          metrics: ['requests'],
+          dimensions: ['domain', 'time:hour'],
+          // Whole hours: the 23 before this one, and this one so far (drawn dashed).
+          dateRange: 'custom',
+          startDate: new Date((Math.floor(Date.now() / HOUR_MS) - 23) * HOUR_MS).toISOString(),
+          limit: 10_000,
+        },
+        signal,
+      );
+      for (const r of namedRows(['requests'], answer.results)) {
         const name = String(r.dimensions[0]);
-        lines.set(name, [...(lines.get(name) ?? []), r.metrics[0] ?? 0]);
+        lines.set(name, [...(lines.get(name) ?? []), r.metrics.requests ?? 0]);
       }
       // A domain without rows in the window has no series in the answer: a flat line of its hours.
       const hours = Math.floor(Date.parse(answer.meta.endDate) / HOUR_MS) - Math.floor(Date.parse(answer.meta.startDate) / HOUR_MS) + 1;
       for (const r of shown) if (!lines.has(r.name)) lines.set(r.name, new Array<number>(hours).fill(0));
-      setSparklines(lines);
-    }, setError);
-    return () => {
-      stale = true;
-    };
-  }, [shownIds]);
+      return lines;
+    },
+    { keep: true },
+  );
+  const hourly = sparklines.data ?? new Map<string, number[]>();
 
   const sortBy = (key: SortKey) => navigate(withQuery(location, { sort: key, dir: key === sort ? (desc ? 'asc' : 'desc') : key === 'name' ? 'asc' : 'desc', page: null }));
 
@@ -239,71 +205,72 @@ export function Fleet({ location }: { location: Location }) {
           onInput={(e) => navigate(withQuery(location, { q: e.currentTarget.value, page: null }), { replace: true })}
         />
       </div>
-      {error !== null && <ErrorMessage error={error} />}
-      {rows === null && error === null && <p aria-live="polite">Loading…</p>}
-      {rows !== null && (
-        <>
-          <Scroll label="Domains">
-            <table class="fleet">
-              <caption>
-                {matching.length === rows.length ? `${count(rows.length)} domains` : `${count(matching.length)} of ${count(rows.length)} domains`}
-              </caption>
-              <thead>
-                <tr>
-                  {COLUMNS.map((c) => (
-                    <th scope="col" aria-sort={c.key === sort ? (desc ? 'descending' : 'ascending') : 'none'} class={c.key === 'name' || c.key === 'sinceLastLine' ? '' : 'number'}>
-                      <button type="button" onClick={() => sortBy(c.key)}>
-                        {c.label}
-                        {c.key === sort ? (desc ? ' ▼' : ' ▲') : ''}
-                      </button>
-                    </th>
-                  ))}
-                  <th scope="col">Requests per hour</th>
-                  <th scope="col">Firing alerts</th>
-                </tr>
-              </thead>
-              <tbody>
-                {shown.map((r) => (
-                  <tr key={r.id}>
-                    {COLUMNS.map((c) =>
-                      c.key === 'name' ? (
-                        <th scope="row">
-                          <a href={`/domains/${r.id}`} onClick={(e) => linkClick(e, `/domains/${r.id}`)}>
-                            {r.name}
-                          </a>
-                          {r.role && (
-                            <span class="shared" title={r.role === 'editor' ? 'Shared with you: you read it and change its alerts' : 'Shared with you: you read it'}>
-                              {r.role}
-                            </span>
-                          )}
-                        </th>
-                      ) : c.key === 'sinceLastLine' ? (
-                        <td class="last-line">{c.show(r, now)}</td>
-                      ) : (
-                        <td class="number">{c.show(r, now)}</td>
-                      ),
-                    )}
-                    <td>{sparklines.has(r.name) ? <Sparkline values={sparklines.get(r.name)!} label={`Requests per hour of ${r.name}, the current hour so far last`} /> : null}</td>
-                    <td class="firing">
-                      {r.firing === null ? (
-                        '–'
-                      ) : r.firing.length === 0 ? (
-                        <span class="hint">none</span>
-                      ) : (
-                        <a href={`/domains/${r.id}/alerts`} onClick={(e) => linkClick(e, `/domains/${r.id}/alerts`)}>
-                          {r.firing.join(', ')}
-                        </a>
-                      )}
-                    </td>
+      {sparklines.error !== null && <ErrorMessage error={sparklines.error} />}
+      <Loaded read={fleet}>
+        {(rows) => (
+          <>
+            <Scroll label="Domains">
+              <table class="fleet">
+                <caption>
+                  {matching.length === rows.length ? `${count(rows.length)} domains` : `${count(matching.length)} of ${count(rows.length)} domains`}
+                </caption>
+                <thead>
+                  <tr>
+                    {COLUMNS.map((c) => (
+                      <th scope="col" aria-sort={c.key === sort ? (desc ? 'descending' : 'ascending') : 'none'} class={c.key === 'name' || c.key === 'sinceLastLine' ? '' : 'number'}>
+                        <button type="button" onClick={() => sortBy(c.key)}>
+                          {c.label}
+                          {c.key === sort ? (desc ? ' ▼' : ' ▲') : ''}
+                        </button>
+                      </th>
+                    ))}
+                    <th scope="col">Requests per hour</th>
+                    <th scope="col">Firing alerts</th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
-          </Scroll>
-          {rows.length === 0 && <p class="hint">No domains yet: an administrator adds them under Administration, or with `tailhouse domains add`.</p>}
-          <Pager page={page} pages={pages} location={location} />
-        </>
-      )}
+                </thead>
+                <tbody>
+                  {shown.map((r) => (
+                    <tr key={r.id}>
+                      {COLUMNS.map((c) =>
+                        c.key === 'name' ? (
+                          <th scope="row">
+                            <a href={`/domains/${r.id}`} onClick={(e) => linkClick(e, `/domains/${r.id}`)}>
+                              {r.name}
+                            </a>
+                            {r.role && (
+                              <span class="shared" title={r.role === 'editor' ? 'Shared with you: you read it and change its alerts' : 'Shared with you: you read it'}>
+                                {r.role}
+                              </span>
+                            )}
+                          </th>
+                        ) : c.key === 'sinceLastLine' ? (
+                          <td class="last-line">{c.show(r, now)}</td>
+                        ) : (
+                          <td class="number">{c.show(r, now)}</td>
+                        ),
+                      )}
+                      <td>{hourly.has(r.name) ? <Sparkline values={hourly.get(r.name)!} label={`Requests per hour of ${r.name}, the current hour so far last`} /> : null}</td>
+                      <td class="firing">
+                        {r.firing === null ? (
+                          '–'
+                        ) : r.firing.length === 0 ? (
+                          <span class="hint">none</span>
+                        ) : (
+                          <a href={`/domains/${r.id}/alerts`} onClick={(e) => linkClick(e, `/domains/${r.id}/alerts`)}>
+                            {r.firing.join(', ')}
+                          </a>
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </Scroll>
+            {rows.length === 0 && <p class="hint">No domains yet: an administrator adds them under Administration, or with `tailhouse domains add`.</p>}
+            <Pager page={page} pages={pages} location={location} />
+          </>
+        )}
+      </Loaded>
     </main>
   );
 }

@@ -4,8 +4,8 @@
  * (confirmed), members added from the users and removed, a role granted on chosen domains or on
  * all of them, changed in place, and revoked.
  */
-import { useEffect, useState } from 'preact/hooks';
-import { allPages, api, ApiError, type User } from '../api.js';
+import { useState } from 'preact/hooks';
+import { allPages, api, ApiError } from '../api.js';
 import { useChanges } from '../changes.js';
 import { DomainPicker, type Domain } from '../components/DomainPicker.js';
 import { ErrorMessage, FormErrors } from '../components/ErrorMessage.js';
@@ -13,31 +13,10 @@ import { FieldForm } from '../components/FieldForm.js';
 import { RoleSelect, type Role } from '../components/RoleSelect.js';
 import { Scroll } from '../components/Scroll.js';
 import { utcTime } from '../format.js';
+import { allDomains } from '../data/reads.js';
+import type { Grant, Group, GroupMember, User } from '../data/types.js';
+import { useData } from '../data/use-data.js';
 import { navigate, withQuery, type Location } from '../router.js';
-import { allDomains } from './Fleet.js';
-
-interface GroupMember {
-  userId: number;
-  name: string;
-  email: string;
-  addedAt: string;
-}
-/** A role on a domain, or on every domain (`domainId` and `name` null). */
-interface Grant {
-  domainId: number | null;
-  name: string | null;
-  role: Role;
-  grantedAt: string;
-}
-interface Group {
-  id: number;
-  name: string;
-  createdAt: string;
-  updatedAt: string;
-  members: GroupMember[];
-  /** The grant on every domain first, then by domain id. */
-  domains: Grant[];
-}
 
 const grantName = (grant: Grant) => grant.name ?? 'All domains';
 /** The grant's domain as the API's paths name it. */
@@ -268,16 +247,12 @@ function GroupDetail({ group, users, domains, act, onDeleted }: DetailProps) {
 
 export function Groups({ location }: { location: Location }) {
   const selected = Number(location.query.get('group')) || null;
-  const [groups, setGroups] = useState<Group[] | null>(null);
-  const [users, setUsers] = useState<User[] | null>(null);
-  const [domains, setDomains] = useState<Domain[] | null>(null);
-  const read = () => api<{ groups: Group[] }>('GET', '/api/groups').then((data) => data.groups);
-  const { act, error, setError, notice } = useChanges(async () => setGroups(await read()));
-  useEffect(() => {
-    read().then(setGroups, setError);
-    allPages<User>('/api/users', 'users').then(setUsers, setError);
-    allDomains().then(setDomains, setError);
-  }, []);
+  const read = useData([], (signal) => api<{ groups: Group[] }>('GET', '/api/groups', undefined, signal));
+  const usersRead = useData([], (signal) => allPages<'users', User>('/api/users', 'users', signal));
+  const domainsRead = useData([], (signal) => allDomains(false, signal));
+  const groups = read.data?.groups ?? null;
+  const { act, error: changeError, notice } = useChanges(read.reload);
+  const error = changeError ?? read.error ?? usersRead.error ?? domainsRead.error;
   const group = groups?.find((g) => g.id === selected) ?? null;
   return (
     <>
@@ -302,7 +277,7 @@ export function Groups({ location }: { location: Location }) {
       {groups !== null && groups.length === 0 && <p class="hint">No group yet.</p>}
       {groups !== null && groups.length > 0 && <GroupsTable groups={groups} selected={selected} location={location} />}
       {/* Keyed: another group's forms start empty. */}
-      {group && <GroupDetail key={group.id} group={group} users={users} domains={domains} act={act} onDeleted={() => navigate(withQuery(location, { group: null }))} />}
+      {group && <GroupDetail key={group.id} group={group} users={usersRead.data} domains={domainsRead.data} act={act} onDeleted={() => navigate(withQuery(location, { group: null }))} />}
     </>
   );
 }

@@ -5,42 +5,16 @@
  * can fix a log_format. The page of rejects is in the URL. Lines are the clients' text: shown as
  * text, never as markup.
  */
-import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Pager } from '../components/Pager.js';
 import { Scroll } from '../components/Scroll.js';
+import type { IngestHealth as Health, RejectsPage } from '../data/types.js';
+import { Loaded, useData } from '../data/use-data.js';
 import { ago, bytes, count, utcTime } from '../format.js';
 import type { Location } from '../router.js';
 
-interface LineCounts {
-  lastHour: number;
-  lastDay: number;
-}
-interface Health {
-  lastAccessLineAt: string | null;
-  lastErrorLineAt: string | null;
-  lastLineAt: string | null;
-  secondsSinceLastLine: number | null;
-  stale: boolean;
-  staleAfterS: number;
-  stored: LineCounts;
-  rejected: LineCounts & { byCause: (LineCounts & { cause: string | null })[] };
-  sources: { name: string; state: string; lagBytes: number; reportedAt: string; reporting: boolean }[];
-}
-interface Rejected {
-  time: string;
-  kind: string;
-  source: string;
-  cause: string | null;
-  reason: string;
-  line: string;
-  length: number;
-}
-interface RejectsPage {
-  rejects: Rejected[];
-  pagination: { total: number; pages: number };
-}
+type LineCounts = Health['stored'];
 
 const REJECTS_PER_PAGE = 20;
 /** A cause as words (the API's are identifiers); null: rejected before causes were recorded. */
@@ -139,19 +113,9 @@ function Sources({ sources }: { sources: Health['sources'] }) {
 
 function Rejects({ id, location }: { id: number; location: Location }) {
   const page = Math.max(1, Number(location.query.get('page')) || 1);
-  const [answer, setAnswer] = useState<RejectsPage | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    let stale = false;
-    setError(null);
-    api<RejectsPage>('GET', `/api/logs/domains/${id}/rejects?page=${page}&limit=${REJECTS_PER_PAGE}`).then(
-      (a) => !stale && setAnswer(a),
-      (e) => !stale && setError(e),
-    );
-    return () => {
-      stale = true;
-    };
-  }, [id, page]);
+  // The page before stays until the next comes.
+  const read = useData([id, page], (signal) => api<RejectsPage>('GET', `/api/logs/domains/${id}/rejects?page=${page}&limit=${REJECTS_PER_PAGE}`, undefined, signal), { keep: true });
+  const { data: answer, error } = read;
   return (
     <section aria-labelledby="ingest-rejects">
       <h2 id="ingest-rejects">Rejected lines</h2>
@@ -195,30 +159,17 @@ function Rejects({ id, location }: { id: number; location: Location }) {
 
 /** The ingest section of a domain's pages. */
 export function Ingest({ id, location }: { id: number; location: Location }) {
-  const [health, setHealth] = useState<Health | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  useEffect(() => {
-    let stale = false;
-    setHealth(null);
-    setError(null);
-    api<Health>('GET', `/api/domains/${id}/ingest`).then(
-      (h) => !stale && setHealth(h),
-      (e) => !stale && setError(e),
-    );
-    return () => {
-      stale = true;
-    };
-  }, [id]);
+  const health = useData([id], (signal) => api<Health>('GET', `/api/domains/${id}/ingest`, undefined, signal));
   return (
     <>
-      {error !== null && <ErrorMessage error={error} />}
-      {health === null && error === null && <p aria-live="polite">Loading…</p>}
-      {health !== null && (
-        <>
-          <Figures health={health} />
-          <Sources sources={health.sources} />
-        </>
-      )}
+      <Loaded read={health}>
+        {(h) => (
+          <>
+            <Figures health={h} />
+            <Sources sources={h.sources} />
+          </>
+        )}
+      </Loaded>
       <Rejects id={id} location={location} />
     </>
   );

@@ -9,15 +9,11 @@ import { api } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Pager } from '../components/Pager.js';
 import { Scroll } from '../components/Scroll.js';
+import type { Entry, ExportLink, Listing } from '../data/types.js';
+import { Loaded, useData } from '../data/use-data.js';
 import { count } from '../format.js';
 import { navigate, withQuery, type Location } from '../router.js';
 import { openTail, type Tail, type TailEvent } from '../tail.js';
-
-type Entry = Record<string, unknown>;
-interface Listing {
-  logs: Entry[];
-  pagination: { page: number; limit: number; total: number; pages: number };
-}
 
 const ACCESS_FILTERS = [
   { name: 'statusCode', label: 'Status code', placeholder: '404 or 5xx' },
@@ -157,7 +153,7 @@ function LiveTail({ id, type, filters }: { id: number; type: 'access' | 'error';
 }
 
 function Export({ id, type, filters }: { id: number; type: 'access' | 'error'; filters: Record<string, string> }) {
-  const [result, setResult] = useState<{ downloadUrl: string; expiresAt: string } | null>(null);
+  const [result, setResult] = useState<ExportLink | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const run = async () => {
@@ -166,7 +162,7 @@ function Export({ id, type, filters }: { id: number; type: 'access' | 'error'; f
     setResult(null);
     try {
       const startDate = new Date(Date.now() - SEARCH_DAYS * 86_400_000).toISOString();
-      setResult(await api('POST', `/api/logs/domains/${id}/export`, { type, format: 'csv', startDate, filters }));
+      setResult(await api<ExportLink>('POST', `/api/logs/domains/${id}/export`, { type, format: 'csv', startDate, filters }));
     } catch (err) {
       setError(err);
     } finally {
@@ -204,29 +200,17 @@ export function Logs({ id, location }: { id: number; location: Location }) {
   }, [location]);
   const [draft, setDraft] = useState<Record<string, string>>({ ...filters, q: search });
   useEffect(() => setDraft({ ...filters, q: search }), [location]);
-  const [listing, setListing] = useState<{ key: string; data: Listing | null; error: unknown }>({ key: '', data: null, error: null });
-  const key = JSON.stringify([id, type, filters, search, page]);
-
-  useEffect(() => {
-    let stale = false;
-    const request = search
-      ? api<Listing>('POST', `/api/logs/domains/${id}/search`, { query: search, startDate: new Date(Date.now() - SEARCH_DAYS * 86_400_000).toISOString(), page, limit: 20 })
-      : api<Listing>('GET', `/api/logs/domains/${id}/${type}?${new URLSearchParams({ ...filters, page: String(page), limit: '20' })}`);
-    request.then(
-      (data) => !stale && setListing({ key, data, error: null }),
-      (error) => !stale && setListing({ key, data: null, error }),
-    );
-    return () => {
-      stale = true;
-    };
-  }, [key]);
+  const listing = useData([id, type, filters, search, page], (signal) =>
+    search
+      ? api<Listing>('POST', `/api/logs/domains/${id}/search`, { query: search, startDate: new Date(Date.now() - SEARCH_DAYS * 86_400_000).toISOString(), page, limit: 20 }, signal)
+      : api<Listing>('GET', `/api/logs/domains/${id}/${type}?${new URLSearchParams({ ...filters, page: String(page), limit: '20' })}`, undefined, signal),
+  );
 
   const apply = (event: Event) => {
     event.preventDefault();
     const names = type === 'access' ? ACCESS_FILTERS.map((f) => f.name) : ['level'];
     navigate(withQuery(location, { ...Object.fromEntries(names.map((n) => [n, draft[n]?.trim() || null])), q: draft.q?.trim() || null, page: null }));
   };
-  const current = listing.key === key ? listing : { data: null, error: null };
   const shownType = search ? 'mixed' : type;
 
   return (
@@ -271,18 +255,14 @@ export function Logs({ id, location }: { id: number; location: Location }) {
         {!search && <Export id={id} type={type} filters={filters} />}
       </div>
       {live && <LiveTail id={id} type={type} filters={filters} />}
-      {current.error !== null && <ErrorMessage error={current.error} />}
-      {current.data === null && current.error === null && <p aria-live="polite">Loading…</p>}
-      {current.data !== null && (
-        <>
-          <EntriesTable
-            entries={current.data.logs}
-            type={shownType}
-            caption={`${count(current.data.pagination.total)} ${search ? `entries matching “${search}”` : 'entries'}, newest first`}
-          />
-          <Pager page={page} pages={current.data.pagination.pages} location={location} always />
-        </>
-      )}
+      <Loaded read={listing}>
+        {(data) => (
+          <>
+            <EntriesTable entries={data.logs} type={shownType} caption={`${count(data.pagination.total)} ${search ? `entries matching “${search}”` : 'entries'}, newest first`} />
+            <Pager page={page} pages={data.pagination.pages} location={location} always />
+          </>
+        )}
+      </Loaded>
     </section>
   );
 }

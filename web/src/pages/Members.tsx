@@ -5,39 +5,15 @@
  * those on the administration page). Only an administrator learns members' names and addresses:
  * the API gives an owner their user ids (docs/reference/domains.md#members).
  */
-import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { useChanges } from '../changes.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { FieldForm } from '../components/FieldForm.js';
 import { RoleSelect, roleName, type Role } from '../components/RoleSelect.js';
 import { Scroll } from '../components/Scroll.js';
+import type { GroupSeeing, Invitation, Member } from '../data/types.js';
+import { useData } from '../data/use-data.js';
 import { utcTime } from '../format.js';
-
-interface Member {
-  userId: number;
-  name: string | null;
-  email: string | null;
-  role: Role;
-  grantedBy: number | null;
-  createdAt: string;
-  updatedAt: string;
-}
-/** A group that sees the domain: given a role on it, or on every domain (`allDomains`). */
-interface GroupGrant {
-  groupId: number;
-  name: string;
-  role: Role;
-  allDomains: boolean;
-}
-interface Invitation {
-  id: number;
-  email: string;
-  role: Role;
-  invitedBy: number | null;
-  expiresAt: string;
-  createdAt: string;
-}
 
 /** Who gave a role or sent an invitation: null when unknown (the command line, a user deleted since). */
 const giver = (id: number | null, me: number) => (id === null ? '–' : id === me ? 'you' : `user ${id}`);
@@ -122,7 +98,7 @@ function InvitationsTable({ invitations, me, onWithdraw }: { invitations: Invita
   );
 }
 
-function Groups({ groups }: { groups: GroupGrant[] }) {
+function Groups({ groups }: { groups: GroupSeeing[] }) {
   if (groups.length === 0) return <p class="hint">No group sees this domain.</p>;
   return (
     <ul class="plain groups">
@@ -136,24 +112,18 @@ function Groups({ groups }: { groups: GroupGrant[] }) {
   );
 }
 
-/** `me`: the signed-in user's id. */
+/** `me`: the signed-in user's id. Another domain's shows anew: the domain's page is drawn again once its name is read. */
 export function Members({ id, domain, me }: { id: number; domain: string; me: number }) {
-  const [members, setMembers] = useState<{ members: Member[]; groups: GroupGrant[] } | null>(null);
-  const [invitations, setInvitations] = useState<Invitation[] | null>(null);
-  const read = () =>
-    Promise.all([api<{ members: Member[]; groups: GroupGrant[] }>('GET', `/api/domains/${id}/members`), api<{ invitations: Invitation[] }>('GET', `/api/domains/${id}/invitations`)]);
-  const show = ([listed, pending]: Awaited<ReturnType<typeof read>>) => {
-    setMembers(listed);
-    setInvitations(pending.invitations);
-  };
-  const { act, error, setError, notice, setNotice } = useChanges(async () => show(await read()));
-  useEffect(() => {
-    setMembers(null);
-    setInvitations(null);
-    setError(null);
-    setNotice(null);
-    read().then(show, setError);
-  }, [id]);
+  const read = useData([id], (signal) =>
+    Promise.all([
+      api<{ members: Member[]; groups: GroupSeeing[] }>('GET', `/api/domains/${id}/members`, undefined, signal),
+      api<{ invitations: Invitation[] }>('GET', `/api/domains/${id}/invitations`, undefined, signal),
+    ]),
+  );
+  const [members, pending] = read.data ?? [null, null];
+  const invitations = pending?.invitations ?? null;
+  const { act, error: changeError, notice } = useChanges(read.reload);
+  const error = changeError ?? read.error;
   const path = `/api/domains/${id}`;
   return (
     <section class="members" aria-label="Members">

@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
-import { signIn, type User } from '../api.js';
+import { signIn } from '../api.js';
+import type { User } from '../data/types.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 
 /** Sign-in: on success the app goes on to `next` (where the user was when the session ended). */
