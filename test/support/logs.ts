@@ -276,3 +276,16 @@ export async function abandonDownload(res: Response): Promise<void> {
   await reader.cancel();
   await until(() => downloadsInProgress() === 0, 'the download to end');
 }
+
+/** What a live tail's stream sends from now until its `event: end` or `timeoutMs`: the text read, decoded. */
+export async function readUntilEnd(reader: ReadableStreamDefaultReader<Uint8Array>, timeoutMs = 5_000): Promise<string> {
+  const decoder = new TextDecoder();
+  const deadline = Date.now() + timeoutMs;
+  let text = '';
+  while (!text.includes('event: end') && Date.now() < deadline) {
+    const chunk = await Promise.race([reader.read(), new Promise<null>((resolve) => setTimeout(() => resolve(null), deadline - Date.now()))]);
+    if (!chunk || chunk.done) break;
+    text += decoder.decode(chunk.value);
+  }
+  return text;
+}
