@@ -20,7 +20,7 @@ import { createTailHub, type TailHub } from '../src/logs/tail/service.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from './support/app.js';
 import { evaluatorOf } from './support/alerts.js';
 import { activityOf, freshUser } from './support/auth.js';
-import { run } from './support/child.js';
+import { commandsWith } from './support/child.js';
 import { HOST_FORMAT, importText, timeLocal } from './support/ingest.js';
 import { readUntilEnd } from './support/logs.js';
 
@@ -498,16 +498,7 @@ describe('tailhouse domains share, members, unshare', () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tailhouse-members-cli-'));
     const vars = { DATA_DIR: dataDir };
     try {
-      const ok = async (args: string[]) => {
-        const res = await run(args, vars);
-        expect(res.code, `${args.join(' ')}: ${res.stderr}`).toBe(0);
-        return res.stdout;
-      };
-      const fails = async (args: string[], stderr: string | RegExp) => {
-        const res = await run(args, vars);
-        expect(res.code, args.join(' ')).not.toBe(0);
-        expect(res.stderr).toMatch(stderr);
-      };
+      const { ok, fails } = commandsWith(vars);
       await ok(['users', 'create', '--email', 'boss@example.com', '--password', 'boss-password-1', '--role', 'admin']);
       await ok(['users', 'create', '--email', 'own@example.com', '--password', 'own-password-1']);
       await ok(['users', 'create', '--email', 'dev@example.com', '--password', 'dev-password-1']);

@@ -86,14 +86,13 @@ async function recheck(deps: GroupDeps, reach: number[] | 'all'): Promise<void> 
 
 export async function deleteGroup(deps: GroupDeps, actor: GroupActor, groupId: number): Promise<void> {
   const group = await getGroup(deps, groupId);
-  const reach = await store.groupReach(deps.db, groupId);
   await deps.db.transaction(async (tx) => {
     const members = await store.deleteGroup(tx, groupId);
     if (members === null) throw notFound('Group');
     await forgetLostDomains(tx, members);
     await record(tx, actor, 'group.delete', `groups/${groupId}`, `Deleted group ${group.name} (${members.length} members, ${group.domains.length} grants)`);
   });
-  await recheck(deps, reach);
+  await recheck(deps, store.reachOf(group));
 }
 
 /** Adds the user to the group; `created`: it was not a member. 422 on `userId` for an unknown user. */
@@ -112,14 +111,13 @@ export async function addMember(deps: GroupDeps, actor: GroupActor, groupId: num
 /** Takes the user out of the group: 404 "Member not found" when it is none. */
 export async function removeMember(deps: GroupDeps, actor: GroupActor, groupId: number, userId: number): Promise<void> {
   const group = await getGroup(deps, groupId);
-  const reach = await store.groupReach(deps.db, groupId);
   await deps.db.transaction(async (tx) => {
     if (!(await store.removeGroupMember(tx, groupId, userId))) throw notFound('Member');
     await forgetLostDomains(tx, [userId]);
     const email = (await findUserById(tx, userId))?.email ?? `user ${userId}`;
     await record(tx, actor, 'group.member_remove', `groups/${groupId}/members/${userId}`, `Removed ${email} from group ${group.name}`);
   });
-  await recheck(deps, reach);
+  await recheck(deps, store.reachOf(group));
 }
 
 /**

@@ -78,10 +78,8 @@ export async function groupMemberIds(db: Db, groupId: number): Promise<number[]>
 }
 
 /** The domains a group's grants reach: their ids, or `all` when it holds the grant on every domain. */
-export async function groupReach(db: Db, groupId: number): Promise<number[] | 'all'> {
-  const rows = await db.query<{ domain_id: number | null }>(sql`select domain_id from group_domains where group_id = ${groupId}`);
-  return rows.some((r) => r.domain_id === null) ? 'all' : rows.map((r) => r.domain_id!);
-}
+export const reachOf = (group: Group): number[] | 'all' =>
+  group.domains.some((d) => d.domainId === null) ? 'all' : group.domains.map((d) => d.domainId!);
 
 /** Whether the user became a member (false: it was one). */
 export async function addGroupMember(db: Db, groupId: number, userId: number): Promise<boolean> {

@@ -142,3 +142,22 @@ export async function fetchJson(url: string, init: RequestInit = {}) {
 
 export const signIn = (base: string, email: string, password: string) =>
   fetchJson(`${base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
+
+/**
+ * Runs CLI commands with `vars`: `ok` expects exit 0 and gives its standard output; `fails` expects
+ * another exit code and standard error matching `stderr`.
+ */
+export function commandsWith(vars: Record<string, string>) {
+  return {
+    async ok(args: string[]): Promise<string> {
+      const res = await run(args, vars);
+      expect(res.code, `${args.join(' ')}: ${res.stderr}`).toBe(0);
+      return res.stdout;
+    },
+    async fails(args: string[], stderr: string | RegExp): Promise<void> {
+      const res = await run(args, vars);
+      expect(res.code, args.join(' ')).not.toBe(0);
+      expect(res.stderr).toMatch(stderr);
+    },
+  };
+}
