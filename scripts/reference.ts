@@ -2,7 +2,7 @@
  * The reference pages the code itself holds (docs/reference/): the statistics' metrics and
  * dimensions, the environment variables, the command line and the HTTP routes, written from the
  * registry, the config schema, the commander program and the OpenAPI document, so that they cannot
- * drift from the code. `npm run docs:reference` writes them; test/reference-generated.test.ts fails
+ * drift from the code. `npm run docs:reference` writes them; test/project/reference-generated.test.ts fails
  * when a committed page differs from what generate() gives.
  */
 import { writeFileSync } from 'node:fs';

@@ -38,7 +38,7 @@ export interface RollupColumn {
 /**
  * A partial merged in JavaScript (the kept built part of GET …/stats, src/stats/kept-window.ts):
  * what a query sends for its column, that value read back as a state, and two states merged: the
- * same merge as the partial's SQL `merge` (test/stats-registry.test.ts compares every metric's
+ * same merge as the partial's SQL `merge` (test/src/stats/registry.test.ts compares every metric's
  * value both ways).
  */
 export interface JsMerge<S> {
@@ -405,7 +405,7 @@ const percentileMetric = (n: number): Metric => ({
 /**
  * Every metric: a new one is an entry here (with its partials, above, if it needs new ones) and its
  * brute force in test/support/query-rows.ts (POST /api/logs/query's tests ask for every metric;
- * test/stats-registry.test.ts compares its `final` with its `value`).
+ * test/src/stats/registry.test.ts compares its `final` with its `value`).
  */
 export const METRICS = [
   { name: 'requests', partials: [PARTIALS.requests], final: 'requests', value: (of) => of(PARTIALS.requests), rankedBy: PARTIALS.requests, kind: 'integer', empty: 0, description: 'Requests' },

@@ -1,6 +1,6 @@
 /**
  * What the parsers must give for bytes a client sent to nginx, as the real-nginx tests expect it
- * (test/ingest-nginx-real.test.ts on captured logs, test/ingest-nginx-live.test.ts on a live nginx).
+ * (test/ingest/parsers/nginx-real.test.ts on captured logs, test/ingest/nginx-live.test.ts on a live nginx).
  * Byte strings: one character per byte (U+0000–U+00FF, 'latin1').
  */
 
