@@ -64,6 +64,7 @@ import { openRuntime } from '../src/runtime.js';
 import { freshDatabase } from '../test/support/app.js';
 import { failBench } from './lib/serve-child.js';
 import { fmt, load, median, positiveIntEnv } from './lib/util.js';
+import { HOUR_MS } from '../core/durations.js';
 
 const DOMAINS = positiveIntEnv('BENCH_DOMAINS', 1000);
 const ROWS = positiveIntEnv('BENCH_ROWS', 2_000_000);
@@ -72,7 +73,6 @@ const SAMPLE = positiveIntEnv('BENCH_SAMPLE', 50);
 const INCIDENT = Math.min(DOMAINS, positiveIntEnv('BENCH_INCIDENT', 300));
 const KEEP = process.env.BENCH_KEEP === '1';
 const INTERVAL = 30_000;
-const HOUR = 3_600_000;
 const WEEK = 7 * 86_400_000;
 const TARGETS = ['oncall-a@example.com', 'oncall-b@example.com'];
 
@@ -190,7 +190,7 @@ async function main(): Promise<void> {
         n: DOMAINS,
         now: clock,
         week: WEEK,
-        hour: HOUR,
+        hour: HOUR_MS,
         paths: PATHS,
         agents: AGENTS,
         classes: AGENTS.map((a) => Number(classOf.get(a)!)),
@@ -201,7 +201,7 @@ async function main(): Promise<void> {
     const [spreadRow] = await selectRows<{ busiest: string; quietest: string; domains: string }>(
       clickhouse,
       `SELECT max(c) AS busiest, min(c) AS quietest, count() AS domains FROM (SELECT domain_id, count() AS c FROM access_logs WHERE timestamp > fromUnixTimestamp64Milli({from:Int64}, 'UTC') GROUP BY domain_id)`,
-      { from: clock - HOUR },
+      { from: clock - HOUR_MS },
     );
     console.log(
       `seeded in ${((performance.now() - seeded) / 1000).toFixed(1)} s: last hour's rows per domain ${spreadRow!.quietest}–${spreadRow!.busiest} over ${spreadRow!.domains} domains`,
@@ -239,7 +239,7 @@ async function main(): Promise<void> {
       return performance.now() - t0;
     };
     const designs = {
-      floor: () => timed(() => selectRows(clickhouse, floorQuery, { from: clock - HOUR, to: clock })),
+      floor: () => timed(() => selectRows(clickhouse, floorQuery, { from: clock - HOUR_MS, to: clock })),
       perRule: () => timed(async () => { for (const rule of byRule) await measure(clickhouse, rule, clock, MIN_ERROR_RATE_REQUESTS); }),
       perPair: async () => ((await timed(async () => { for (const m of sample) await measure(clickhouse, [m], clock, MIN_ERROR_RATE_REQUESTS); })) * measures.length) / sample.length,
     };

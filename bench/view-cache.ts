@@ -29,6 +29,7 @@ import { PANELS } from '../web/src/panels.js';
 import { viewQueries } from '../web/src/view.js';
 import { generateRows, insertRows } from '../test/support/query-rows.js';
 import { fmt } from './lib/util.js';
+import { DAY_MS } from '../core/durations.js';
 
 const f1 = (n: number) => n.toFixed(1);
 
@@ -36,7 +37,6 @@ const ROWS = Number(process.env.BENCH_ROWS ?? 300_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const PERIOD = process.env.BENCH_PERIOD ?? '24h';
-const DAY = 86_400_000;
 
 const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'tailhouse-bench-view-cache-'));
 const admin = { email: 'bench-view@example.com', password: 'bench-view-password-1' };
@@ -47,7 +47,7 @@ try {
   const now = Date.now();
   console.log(`loading ${ROWS} rows over 30 days…`);
   for (let i = 0; i < ROWS; i += 50_000) {
-    await insertRows(runtime.clickhouse, generateRows({ seed: i, domain: domain.id, count: Math.min(50_000, ROWS - i), from: now - 30 * DAY, to: now - 60_000, firstId: i + 1 }));
+    await insertRows(runtime.clickhouse, generateRows({ seed: i, domain: domain.id, count: Math.min(50_000, ROWS - i), from: now - 30 * DAY_MS, to: now - 60_000, firstId: i + 1 }));
   }
   await buildRollups(runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 600_000, retentionDays: 90 });
 

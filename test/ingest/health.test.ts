@@ -17,10 +17,9 @@ import { publishSources } from '../../ingest/health-report.js';
 import { newStats } from '../../ingest/pipeline.js';
 import { dedupToken, insertRejects, writeRows, type RejectRow } from '../../ingest/sinks/clickhouse.js';
 import { startIngest, type IngestWorker } from '../../ingest/worker.js';
-import { insertDomain } from '../../src/domains/store.js';
 import { freshUser } from '../support/auth.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../support/app.js';
-import { accessLine, accessLines, accessRow, append, errorLogTime, FORMAT, HOST_FORMAT, T0, testWorkerOptions, until } from '../support/ingest.js';
+import { accessLine, accessLines, accessRow, append, errorLogTime, FORMAT, HOST_FORMAT, newDomain, T0, testWorkerOptions, until } from '../support/ingest.js';
 
 let t: TestApp;
 let admin: string;
@@ -55,10 +54,7 @@ afterAll(async () => {
 });
 
 let seq = 0;
-async function domainOf(owner: { id: number } | null, tag = 'health'): Promise<{ id: number; name: string }> {
-  const name = `${tag}-${process.pid}-${++seq}.example.com`;
-  return { id: (await insertDomain(t.runtime.db, { name, ownerId: owner?.id ?? null })).id, name };
-}
+const domainOf = (owner: { id: number } | null) => newDomain(t.runtime.db, 'health', owner?.id ?? null);
 
 async function startWorker(yaml: string, batchDelayMs = 200): Promise<IngestWorker> {
   const config = parseIngestConfig(yaml, path.join(logDir, 'ingest.yaml'));

@@ -18,10 +18,9 @@ import { openPglite, type Db } from '../../core/db/postgres.js';
 import { createLogger } from '../../core/log.js';
 import { accessRow } from '../support/ingest.js';
 import { AGENTS, CLASS_VALUES_SQL } from '../support/user-agents.js';
-
-const DAY = 86_400_000;
+import { DAY_MS } from '../../core/durations.js';
 /** Noon five days ago: the rows spread over five days from there, five partitions. */
-const START = Math.floor(Date.now() / DAY) * DAY - 5 * DAY + DAY / 2;
+const START = Math.floor(Date.now() / DAY_MS) * DAY_MS - 5 * DAY_MS + DAY_MS / 2;
 const log = createLogger('silent');
 
 // Agents as a client may send them: SQL and LIKE metacharacters, NUL, 8 KB, and the real ones.
@@ -38,7 +37,7 @@ async function insertOld(count: number, from: number): Promise<void> {
   const values = Array.from({ length: count }, (_, i) => ({
     domain_id: 1,
     id: nextId++,
-    timestamp: new Date(from + (i * 5 * DAY) / count).toISOString().replace('T', ' ').replace('Z', ''),
+    timestamp: new Date(from + (i * 5 * DAY_MS) / count).toISOString().replace('T', ' ').replace('Z', ''),
     ip_address: '198.51.100.7',
     method: 'GET',
     url: `/old/${i}`,
@@ -110,7 +109,7 @@ describe('user agent backfill', () => {
 
   it('classifies every earlier row as the sink would, leaves the sink\'s rows as they are, and empties its table', async () => {
     // Rows written through the sink after the migration: classified on the way in.
-    const fresh = USER_AGENTS.map((userAgent, i) => accessRow(i, { id: 10_000 + i, url: `/new/${i}`, timestamp: START + DAY, userAgent }));
+    const fresh = USER_AGENTS.map((userAgent, i) => accessRow(i, { id: 10_000 + i, url: `/new/${i}`, timestamp: START + DAY_MS, userAgent }));
     await insertAccessBatch(ch, fresh, dedupToken('backfill-test', 0, fresh.length));
     const result = await backfillUserAgentClasses({ clickhouse: ch, log, claim: async () => true });
     expect(result).toMatchObject({ complete: true });
@@ -125,7 +124,7 @@ describe('user agent backfill', () => {
   });
 
   it("serve's start: waits while another process holds the lease, runs once it is free", async () => {
-    await insertOld(50, START + DAY);
+    await insertOld(50, START + DAY_MS);
     expect(await unclassified()).toBe(50);
     await claimLease(db, 'user-agent-backfill', 'another process', 60_000);
     const held = await startUserAgentBackfill({ db, clickhouse: ch, log }).done;

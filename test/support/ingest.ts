@@ -8,6 +8,7 @@ import { insertDomain } from '../../src/domains/store.js';
 import { createLogger, type Logger } from '../../core/log.js';
 import type { IngestWorkerOptions } from '../../ingest/worker.js';
 import type { TestApp } from './app.js';
+import { uniqueDomainName } from './domains.js';
 
 /** The recommended access format (combined + $request_time), and the same led by $host. */
 export const FORMAT = '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time';
@@ -45,11 +46,10 @@ export async function accessIds(clickhouse: ClickHouseClient, domainId: number):
   return { rows: Number(row!.rows), ids: Number(row!.ids) };
 }
 
-let domainSeq = 0;
-/** Registers a new domain with a name unique in this process. */
-export async function newDomain(db: Db, tag = 'site'): Promise<{ id: number; name: string }> {
-  const name = `${tag}-${process.pid}-${++domainSeq}.example.com`;
-  const row = await insertDomain(db, { name, ownerId: null });
+/** Registers a new domain straight in the store (no API call), owned by `ownerId`, with a name unique in this process. */
+export async function newDomain(db: Db, tag = 'site', ownerId: number | null = null): Promise<{ id: number; name: string }> {
+  const name = uniqueDomainName(tag);
+  const row = await insertDomain(db, { name, ownerId });
   return { id: row.id, name };
 }
 

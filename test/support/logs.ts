@@ -15,10 +15,9 @@
  * `{x:String}`, `*`), quotes, non-ASCII text and IPv4 and IPv6 clients.
  */
 import type { AccessEntry, ErrorEntry } from '../../core/entries.js';
-import { insertDomain } from '../../src/domains/store.js';
 import { downloadsInProgress } from '../../src/exports/service.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, createUserAndLogin, login, type TestApp } from './app.js';
-import { errorLogTime, importText, T0, until } from './ingest.js';
+import { errorLogTime, importText, newDomain, T0, until } from './ingest.js';
 import { prngInt } from './random.js';
 
 /** The access format of the generated lines: $msec gives milliseconds. */
@@ -226,8 +225,8 @@ export async function seedLogs(
   options: { access?: number | GeneratedAccess[]; errors?: number | GeneratedError[]; ownerId?: number | null; seed?: number; tag?: string } = {},
 ): Promise<SeededLogs> {
   const n = ++seq;
-  const name = `${options.tag ?? 'logs'}-${process.pid}-${n}.example.com`;
-  const row = await insertDomain(t.runtime.db, { name, ownerId: options.ownerId ?? null });
+  const domain = await newDomain(t.runtime.db, options.tag ?? 'logs', options.ownerId ?? null);
+  const name = domain.name;
   const seed = options.seed ?? n;
   const access = typeof options.access === 'number' ? generateAccess(options.access, { seed }) : (options.access ?? []);
   const errors = typeof options.errors === 'number' ? generateErrors(options.errors, { seed, server: name }) : (options.errors ?? []);
@@ -239,7 +238,7 @@ export async function seedLogs(
     const summary = await importText(t, name, errors.map((e) => `${errorLogLine(e)}\n`).join(''), { type: 'error' });
     if (summary.inserted !== errors.length) throw new Error(`seedLogs: ${summary.inserted} of ${errors.length} error lines stored (${summary.rejected} rejected)`);
   }
-  return { domain: { id: row.id, name }, access, errors };
+  return { domain, access, errors };
 }
 
 /** Two signed-in owners, each with a seeded domain, and the administrator's token: the cast of the read tests. */

@@ -14,10 +14,8 @@ import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import { prng } from './random.js';
 import { storeAgentClasses } from '../../ingest/sinks/clickhouse.js';
 import { agentClass, type BotKind, type Device } from '../../ingest/transforms/user-agent.js';
+import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../core/durations.js';
 
-export const MINUTE = 60_000;
-export const HOUR = 60 * MINUTE;
-export const DAY = 24 * HOUR;
 
 export interface Row {
   domain: number;
@@ -165,7 +163,7 @@ export async function insertRows(clickhouse: ClickHouseClient, rows: readonly Ro
   const batches: Row[][] = [];
   for (const row of sorted) {
     const batch = batches[batches.length - 1];
-    if (batch && batch.length < 2000 && row.t - batch[0]!.t < 89 * DAY) batch.push(row);
+    if (batch && batch.length < 2000 && row.t - batch[0]!.t < 89 * DAY_MS) batch.push(row);
     else batches.push([row]);
   }
   for (const batch of batches) {
@@ -237,7 +235,7 @@ export function dimensionValue(row: Row, dimension: string, names: Map<number, s
   }
 }
 
-const FIXED: Record<string, number> = { minute: MINUTE, '5minutes': 5 * MINUTE, '15minutes': 15 * MINUTE, hour: HOUR, '6hours': 6 * HOUR, day: DAY };
+const FIXED: Record<string, number> = { minute: MINUTE_MS, '5minutes': 5 * MINUTE_MS, '15minutes': 15 * MINUTE_MS, hour: HOUR_MS, '6hours': 6 * HOUR_MS, day: DAY_MS };
 
 /** The start of the bucket holding `t`: weeks from Monday, calendar months, all UTC. */
 export function bucketStart(interval: string, t: number): number {
@@ -251,7 +249,7 @@ export function bucketStart(interval: string, t: number): number {
 
 export function bucketsBetween(interval: string, start: number, end: number): number[] {
   const out: number[] = [];
-  for (let b = bucketStart(interval, start); b <= end; b = bucketStart(interval, b + (FIXED[interval] ?? (interval === 'week' ? 7 * DAY : 32 * DAY)))) out.push(b);
+  for (let b = bucketStart(interval, start); b <= end; b = bucketStart(interval, b + (FIXED[interval] ?? (interval === 'week' ? 7 * DAY_MS : 32 * DAY_MS)))) out.push(b);
   return out;
 }
 

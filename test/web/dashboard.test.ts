@@ -16,8 +16,9 @@ import { createLogger } from '../../core/log.js';
 import { insertDomain } from '../../src/domains/store.js';
 import { expectAccessible, signIn, startBrowserApp, type BrowserApp } from '../support/browser.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type TestApp } from '../support/app.js';
-import { generateRows, insertRows, HOUR } from '../support/query-rows.js';
+import { generateRows, insertRows } from '../support/query-rows.js';
 import { PANELS } from '../../web/src/panels.js';
+import { HOUR_MS } from '../../core/durations.js';
 
 const PASSWORD = 'correct horse battery staple';
 
@@ -49,9 +50,9 @@ beforeAll(async () => {
   for (const name of ['bob.example', 'nobody.example']) others.push((await insertDomain(t.runtime.db, { name, ownerId: null })).id);
   // Rows over the last 24 hours for all but one domain of alice's (it shows zeros) and one other.
   const now = Date.now();
-  const rows = [ids[0]!, ids[1]!, others[0]!].flatMap((domain, i) => generateRows({ seed: 40 + i, domain, count: 200 + 150 * i, from: now - 23 * HOUR, to: now - 60_000 }));
+  const rows = [ids[0]!, ids[1]!, others[0]!].flatMap((domain, i) => generateRows({ seed: 40 + i, domain, count: 200 + 150 * i, from: now - 23 * HOUR_MS, to: now - 60_000 }));
   // Hostile values in the first domain's rows: a URL and a user agent carrying markup.
-  const hostile = generateRows({ seed: 99, domain: ids[0]!, count: 30, from: now - 3 * HOUR, to: now - 2 * HOUR, firstId: 50_001 }).map((r) => ({ ...r, url: SCRIPT_URL, agent: `<script>window.__hacked=1</script>${r.agent}` }));
+  const hostile = generateRows({ seed: 99, domain: ids[0]!, count: 30, from: now - 3 * HOUR_MS, to: now - 2 * HOUR_MS, firstId: 50_001 }).map((r) => ({ ...r, url: SCRIPT_URL, agent: `<script>window.__hacked=1</script>${r.agent}` }));
   await insertRows(t.runtime.clickhouse, [...rows, ...hostile]);
   // An alert of shop's, firing as the evaluator would have left it: the fleet shows it.
   const alert = await call(t.app, 'POST', `/api/logs/domains/${ids[0]}/alerts`, {

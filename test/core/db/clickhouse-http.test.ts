@@ -10,6 +10,7 @@ import { SQL_DIR } from '../../../core/db/migrate.js';
 import { createLogger } from '../../../core/log.js';
 import { startClickhouseHttp, type ClickhouseHttp } from '../../support/clickhouse-http.js';
 import { accessRow, SINK_NOW } from '../../support/ingest.js';
+import { DAY_MS } from '../../../core/durations.js';
 
 // chDB is one engine per process: in this file it lives only inside the test server.
 let dir: string;
@@ -167,7 +168,6 @@ describe('@clickhouse/client against the test server', () => {
 // tailhouse's own server-mode paths: openClickhouse with a URL, the migrations, the sink.
 
 const log = createLogger('silent');
-const DAY = 86_400_000;
 
 describe('tailhouse in server mode against the test server', () => {
   it('migrates and writes rows through the sink, deduplicated, across an outage', async () => {
@@ -178,7 +178,7 @@ describe('tailhouse in server mode against the test server', () => {
       expect(await migrateClickhouse(ch, log, { LOG_RETENTION_DAYS: 90 })).toBe((await fs.readdir(path.join(SQL_DIR, 'clickhouse'))).filter((f) => f.endsWith('.sql')).length);
       expect(await migrateClickhouse(ch, log, { LOG_RETENTION_DAYS: 90 })).toBe(0);
 
-      const accessRows = [accessRow(1, { url: `/q?${TRICKY}`, userAgent: TRICKY }), accessRow(2, { timestamp: SINK_NOW - DAY, responseTime: null })];
+      const accessRows = [accessRow(1, { url: `/q?${TRICKY}`, userAgent: TRICKY }), accessRow(2, { timestamp: SINK_NOW - DAY_MS, responseTime: null })];
       const errorRows: ErrorRow[] = [{ domainId: 1, id: 7, timestamp: SINK_NOW, level: 'warn', message: TRICKY, context: { client: '203.0.113.9', host: TRICKY } }];
       const rejects: RejectRow[] = [{ domainId: null, kind: 'access', source: '/var/log/nginx/x.log', identity: 'fp:1', offset: 0, reason: 'unknown domain', cause: 'unknown_domain', line: TRICKY, length: 99 }];
       const token = dedupToken('fp:1', 0, 500);

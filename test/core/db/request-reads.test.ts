@@ -12,9 +12,10 @@ import { createApp } from '../../../src/app.js';
 import { insertDomain } from '../../../src/domains/store.js';
 import { createReads } from '../../../src/reads/client.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../support/app.js';
-import { DAY, generateRows, HOSTILE, insertRows, LONG_URL_PCT, type Row } from '../../support/query-rows.js';
+import { generateRows, HOSTILE, insertRows, LONG_URL_PCT, type Row } from '../../support/query-rows.js';
+import { DAY_MS } from '../../../core/durations.js';
 
-const BASE = Math.floor(Date.now() / DAY) * DAY - 3 * DAY;
+const BASE = Math.floor(Date.now() / DAY_MS) * DAY_MS - 3 * DAY_MS;
 /** Text the API accepts, each value stored as a URL, a user agent and a referrer of real rows. */
 const TEXTS = [
   '',
@@ -53,9 +54,9 @@ beforeAll(async () => {
   t = await startTestApp({ LOG_RETENTION_DAYS: '3650' });
   admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
   domainId = (await insertDomain(t.runtime.db, { name: 'literals.example.com', ownerId: null })).id;
-  const rows = generateRows({ seed: 31, domain: domainId, count: 1500, from: BASE, to: BASE + 2 * DAY });
+  const rows = generateRows({ seed: 31, domain: domainId, count: 1500, from: BASE, to: BASE + 2 * DAY_MS });
   const hostile = TEXTS.flatMap((text, i): Row[] =>
-    [0, 1].map((k) => ({ ...rows[i]!, id: 100_000 + 2 * i + k, t: BASE + k * DAY + i * 60_000, url: text, agent: text, referrer: text, method: text.slice(0, 16) })),
+    [0, 1].map((k) => ({ ...rows[i]!, id: 100_000 + 2 * i + k, t: BASE + k * DAY_MS + i * 60_000, url: text, agent: text, referrer: text, method: text.slice(0, 16) })),
   );
   await insertRows(t.runtime.clickhouse, [...rows, ...hostile]);
   literal = t.app;
@@ -66,7 +67,7 @@ afterAll(async () => {
   await t?.close();
 });
 
-const window = { dateRange: 'custom', startDate: new Date(BASE - DAY).toISOString(), endDate: new Date(BASE + 3 * DAY).toISOString() };
+const window = { dateRange: 'custom', startDate: new Date(BASE - DAY_MS).toISOString(), endDate: new Date(BASE + 3 * DAY_MS).toISOString() };
 
 let lastBody: unknown;
 /** The request through both paths: the same status, and for a 200 the same body. */
@@ -97,11 +98,11 @@ describe('the read path of requests writes values as literals', () => {
         }
       }
       // The page's keys come back from the rows and are sent again for the window before.
-      expect(await query({ dimensions: ['url', 'userAgent'], filters: [['is', 'url', [text, `${text}x`]]], compare: 'previous', dateRange: 'custom', startDate: new Date(BASE + DAY).toISOString(), endDate: new Date(BASE + 2 * DAY - 1).toISOString() })).toBe(200);
+      expect(await query({ dimensions: ['url', 'userAgent'], filters: [['is', 'url', [text, `${text}x`]]], compare: 'previous', dateRange: 'custom', startDate: new Date(BASE + DAY_MS).toISOString(), endDate: new Date(BASE + 2 * DAY_MS - 1).toISOString() })).toBe(200);
     }
     // Every group of the window at once: all the shapes as keys of one statement.
     for (const dimensions of [['url'], ['url', 'userAgent'], ['referrerHost', 'method', 'statusCode'], ['time:hour', 'statusCode'], ['bot', 'domain'], ['ipAddress']]) {
-      expect(await query({ dimensions, limit: 10_000, compare: 'previous', dateRange: 'custom', startDate: new Date(BASE + DAY).toISOString(), endDate: new Date(BASE + 2 * DAY - 1).toISOString() })).toBe(200);
+      expect(await query({ dimensions, limit: 10_000, compare: 'previous', dateRange: 'custom', startDate: new Date(BASE + DAY_MS).toISOString(), endDate: new Date(BASE + 2 * DAY_MS - 1).toISOString() })).toBe(200);
     }
   }, 300_000);
 

@@ -26,6 +26,7 @@ import { createLogger } from '../../../core/log.js';
 import { accessRow, SINK_NOW } from '../../support/ingest.js';
 import { STORED_TIME_RANGE } from '../../../core/db/time-range.js';
 import { userAgentClasses } from '../../../ingest/transforms/user-agent.js';
+import { DAY_MS } from '../../../core/durations.js';
 
 let dir: string;
 let ch: ClickHouseClient;
@@ -75,8 +76,6 @@ async function storedAccess(): Promise<AccessRow[]> {
   }));
 }
 
-const DAY = 86_400_000;
-
 // Content a log can carry once nginx's \xHH escapes are decoded, and then some.
 const HOSTILE = [
   `it's "quoted" and 'single'`,
@@ -110,7 +109,7 @@ describe('access rows', () => {
     rows.push(accessRow(100, { url: `/${'a'.repeat(4096)}?${'b'.repeat(100)}`, userAgent: 'x'.repeat(8000) }));
     rows.push(accessRow(101, { responseTime: null, timestamp: SINK_NOW + 1000, responseSize: 2 ** 40, statusCode: 599 }));
     rows.push(accessRow(102, { timestamp: SINK_NOW + 5, responseTime: 0 }));
-    rows.push(accessRow(103, { timestamp: SINK_NOW - DAY + 999, responseTime: 4_294_967_295 }));
+    rows.push(accessRow(103, { timestamp: SINK_NOW - DAY_MS + 999, responseTime: 4_294_967_295 }));
     await insertAccessBatch(ch, rows, dedupToken('file-a', 0, 1000));
     const byId = (a: AccessRow, b: AccessRow) => a.id - b.id;
     expect((await storedAccess()).sort(byId)).toEqual([...rows].sort(byId));
@@ -147,7 +146,7 @@ describe('access rows', () => {
 
   it('lands a batch sent twice with the same token once, across partitions', async () => {
     // Three days: three partitions, so three parts for one insert.
-    const rows = [accessRow(1), accessRow(2, { timestamp: SINK_NOW - DAY }), accessRow(3, { timestamp: SINK_NOW - 2 * DAY })];
+    const rows = [accessRow(1), accessRow(2, { timestamp: SINK_NOW - DAY_MS }), accessRow(3, { timestamp: SINK_NOW - 2 * DAY_MS })];
     const token = dedupToken('file-a', 0, 300);
     await insertAccessBatch(ch, rows, token);
     await insertAccessBatch(ch, rows, token);
@@ -166,7 +165,7 @@ describe('access rows', () => {
     // (the second partition of access_logs, and the view's hour counts) put back to a temporary
     // directory behind a complete record. Merges stay off, so the parts are still the insert's own.
     const domainId = 4242;
-    const rows = [accessRow(1, { domainId }), accessRow(2, { domainId, timestamp: SINK_NOW - DAY })];
+    const rows = [accessRow(1, { domainId }), accessRow(2, { domainId, timestamp: SINK_NOW - DAY_MS })];
     const token = dedupToken('file-crash', 0, 200);
     const tables = ['access_logs', 'access_hour_rows'];
     for (const table of tables) await ch.command({ query: `SYSTEM STOP MERGES ${table}` });

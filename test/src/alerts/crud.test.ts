@@ -10,6 +10,7 @@ import { PUBLIC_ADDRESSES, REFUSED_ADDRESSES } from '../../support/addresses.js'
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../support/app.js';
 import { activityOf } from '../../support/auth.js';
 import { api, expectError, ISO_MS, makeActor, type Actor } from '../../support/users.js';
+import { registerDomain } from '../../support/domains.js';
 
 let t: TestApp;
 let admin: string;
@@ -30,11 +31,7 @@ const valid = {
 
 const alertsOf = (domain: number) => `/api/logs/domains/${domain}/alerts`;
 
-async function newDomain(name: string, ownerId: number): Promise<number> {
-  const res = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name, ownerId } });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return res.body.data.id;
-}
+const newDomain = async (name: string, ownerId: number) => (await registerDomain(t.app, admin, { ownerId, name })).id;
 
 beforeAll(async () => {
   t = await startTestApp();

@@ -11,11 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GROUP_WAIT_MS, type AlertEvaluator, type AlertEvaluatorOptions } from '../../../src/alerts/evaluator.js';
 import { RULES_PER_USER, SILENCES_PER_USER } from '../../../src/alerts/limits.js';
 import { postOnce, type WebhookPost } from '../../../src/alerts/webhook-post.js';
-import { insertDomain } from '../../../src/domains/store.js';
 import { createLogger } from '../../../core/log.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from '../../support/app.js';
 import { evaluatorOf } from '../../support/alerts.js';
-import { HOST_FORMAT, importText, timeLocal } from '../../support/ingest.js';
+import { HOST_FORMAT, importText, newDomain, timeLocal } from '../../support/ingest.js';
 import { startSmtpSink, type SmtpSink } from '../../support/smtp-sink.js';
 
 const INTERVAL = 30_000;
@@ -51,10 +50,7 @@ async function userWithDomains(count: number): Promise<{ id: number; token: stri
   expect(granted.status, JSON.stringify(granted.body)).toBe(200);
   user.token = (await login(t.app, email, user.password)).accessToken;
   const domains = [];
-  for (let i = 0; i < count; i++) {
-    const name = `${unique('fleet')}.example.com`;
-    domains.push({ id: (await insertDomain(t.runtime.db, { name, ownerId: user.id })).id, name });
-  }
+  for (let i = 0; i < count; i++) domains.push(await newDomain(t.runtime.db, 'fleet', user.id));
   return { ...user, domains };
 }
 
@@ -104,7 +100,7 @@ const errorRule = (target: string, fields: Record<string, unknown> = {}) => ({
 describe('an incident over 60 domains under one rule', () => {
   it('one firing e-mail naming all 60, one resolved e-mail; with 20 silenced, one e-mail naming the other 40; nothing about domains the rule\'s creator does not see', async () => {
     const owner = await userWithDomains(60);
-    const stranger = (await insertDomain(t.runtime.db, { name: `${unique('not-theirs')}.example.com`, ownerId: null }));
+    const stranger = await newDomain(t.runtime.db, 'not-theirs');
     const target = `${unique('pager')}@example.com`;
     const ruleId = await postRule(owner.token, errorRule(target));
     const ev = evaluator();

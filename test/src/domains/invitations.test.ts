@@ -13,6 +13,7 @@ import { DEFAULT_USER_PERMISSIONS } from '../../../src/users/permissions.js';
 import { call, startTestApp, type CallResult, type TestApp } from '../../support/app.js';
 import { activityOf, adminToken, freshEmail, freshUser, mailRecipients, nextIp, tryLogin } from '../../support/auth.js';
 import { startSmtpSink, type SmtpSink } from '../../support/smtp-sink.js';
+import { registerDomain } from '../../support/domains.js';
 
 let sink: SmtpSink;
 let t: TestApp;
@@ -37,13 +38,8 @@ const INVALID_LINK = { success: false, error: 'Validation failed', details: { to
 const LINK = /http:\/\/tailhouse\.test\/accept-invitation\?token=([A-Za-z0-9_%.~-]+)(&account=existing)?/;
 
 type Person = Awaited<ReturnType<typeof freshUser>>;
-let seq = 0;
 
-async function domainOf(owner: Person): Promise<{ id: number; name: string }> {
-  const res = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name: `invite-${process.pid}-${++seq}.example.com`, ownerId: owner.id } });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return res.body.data;
-}
+const domainOf = (owner: Person) => registerDomain(t.app, admin, { ownerId: owner.id, tag: 'invite' });
 
 const invite = (domainId: number, token: string, body: Record<string, unknown>) => call(t.app, 'POST', `/api/domains/${domainId}/members`, { token, body });
 const pending = async (domainId: number, token: string) => {

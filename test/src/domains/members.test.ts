@@ -23,6 +23,7 @@ import { activityOf, freshUser } from '../../support/auth.js';
 import { commandsWith } from '../../support/child.js';
 import { HOST_FORMAT, importText, timeLocal } from '../../support/ingest.js';
 import { readUntilEnd } from '../../support/logs.js';
+import { registerDomain } from '../../support/domains.js';
 
 const NOT_FOUND = { success: false, error: 'Domain not found' };
 const FORBIDDEN = { success: false, error: 'Insufficient permissions' };
@@ -53,11 +54,7 @@ const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
 const person = (tag: string, permissions = BROAD): Promise<Person> => freshUser(t.app, admin.token, tag, { name: tag, permissions });
 
-async function domainOf(owner: Person | null): Promise<{ id: number; name: string }> {
-  const res = await call(t.app, 'POST', '/api/domains', { token: admin.token, body: { name: `${unique('members')}.example.com`, ownerId: owner?.id ?? null } });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return res.body.data;
-}
+const domainOf = (owner: Person | null) => registerDomain(t.app, admin.token, { ownerId: owner?.id ?? null, tag: 'members' });
 
 async function share(domainId: number, by: Person, userId: number, role: string, status = 201) {
   const res = await call(t.app, 'POST', `/api/domains/${domainId}/members`, { token: by.token, body: { userId, role } });

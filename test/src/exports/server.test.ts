@@ -14,6 +14,8 @@ import { adminToken, freshUser, ISO_MS } from '../../support/auth.js';
 import { startClickhouseHttp, type ClickhouseHttp } from '../../support/clickhouse-http.js';
 import { accessLines, importText, T0 } from '../../support/ingest.js';
 import { abandonDownload } from '../../support/logs.js';
+import { registerDomain } from '../../support/domains.js';
+import { DAY_MS } from '../../../core/durations.js';
 
 let dir: string;
 let server: ClickhouseHttp;
@@ -23,8 +25,7 @@ let t: TestApp;
 async function ownedDomain(user: string, domainPrefix: string) {
   const admin = await adminToken(t.app);
   const owner = await freshUser(t.app, admin, user);
-  const made = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name: `${domainPrefix}-${process.pid}.example.com`, ownerId: owner.id } });
-  return { owner, made };
+  return { owner, domain: await registerDomain(t.app, admin, { ownerId: owner.id, tag: domainPrefix }) };
 }
 
 const LINES = 2_500;
@@ -44,9 +45,7 @@ afterAll(async () => {
 describe('export in server mode', () => {
   it('streams the same rows as the lines ingested, in CSV and NDJSON', async () => {
     expect(chdbOf(t.runtime.clickhouse)).toBeUndefined();
-    const { owner, made } = await ownedDomain('owner', 'server');
-    expect(made.status).toBe(201);
-    const domain = made.body.data;
+    const { owner, domain } = await ownedDomain('owner', 'server');
 
     const summary = await importText(t, domain.name, accessLines(0, LINES));
     expect(summary).toMatchObject({ inserted: LINES, rejected: 0 });
@@ -78,10 +77,8 @@ describe('export in server mode', () => {
   });
 
   it('runs one request per UTC day and writes the days as one file, in the listing order', async () => {
-    const { owner, made } = await ownedDomain('days', 'days');
-    const domain = made.body.data;
-    const DAY = 86_400_000;
-    const midnight = (k: number) => Math.floor(Date.now() / DAY) * DAY - k * DAY;
+    const { owner, domain } = await ownedDomain('days', 'days');
+    const midnight = (k: number) => Math.floor(Date.now() / DAY_MS) * DAY_MS - k * DAY_MS;
     // Days 3 and 1 before today, none on day 2; ties at midnight and at the last millisecond.
     const rows = [
       { id: 5, ms: midnight(3) },
@@ -141,10 +138,8 @@ describe('export in server mode', () => {
   });
 
   it('stops the request under way when the reader goes away, and sends no request for a later day', async () => {
-    const { owner, made } = await ownedDomain('cancel', 'cancel');
-    const domain = made.body.data;
-    const DAY = 86_400_000;
-    const yesterday = Math.floor(Date.now() / DAY) * DAY - DAY;
+    const { owner, domain } = await ownedDomain('cancel', 'cancel');
+    const yesterday = Math.floor(Date.now() / DAY_MS) * DAY_MS - DAY_MS;
     // Yesterday's rows make a response of many chunks; one row the day before.
     await t.runtime.clickhouse.command({
       query: `INSERT INTO access_logs (domain_id, id, timestamp, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time)
@@ -155,11 +150,11 @@ describe('export in server mode', () => {
     await t.runtime.clickhouse.command({
       query: `INSERT INTO access_logs (domain_id, id, timestamp, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time)
         VALUES ({d:UInt32}, 999999, fromUnixTimestamp64Milli({t:Int64}, 'UTC'), '10.0.0.2', 'GET', '/older', 'HTTP/1.1', 200, 1, '', 'agent', 1)`,
-      query_params: { d: domain.id, t: yesterday - DAY },
+      query_params: { d: domain.id, t: yesterday - DAY_MS },
     });
     const created = await call(t.app, 'POST', `/api/logs/domains/${domain.id}/export`, {
       token: owner.token,
-      body: { type: 'access', startDate: new Date(yesterday - DAY).toISOString(), endDate: new Date(yesterday + DAY - 1).toISOString() },
+      body: { type: 'access', startDate: new Date(yesterday - DAY_MS).toISOString(), endDate: new Date(yesterday + DAY_MS - 1).toISOString() },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const path = new URL(created.body.data.downloadUrl).pathname;

@@ -22,6 +22,7 @@ import { activityOf, expectValidation, freshUser } from '../../support/auth.js';
 import { commandsWith } from '../../support/child.js';
 import { HOST_FORMAT, importText, timeLocal } from '../../support/ingest.js';
 import { readUntilEnd } from '../../support/logs.js';
+import { registerDomain } from '../../support/domains.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 const FORBIDDEN = { success: false, error: 'Insufficient permissions' };
@@ -54,9 +55,7 @@ function expectStatus(res: { status: number; body: unknown }, status: number) {
   return res as { status: number; body: any };
 }
 
-async function domainOf(owner: Person | null): Promise<{ id: number; name: string }> {
-  return (expectStatus(await as(admin, 'POST', '/api/domains', { name: `${unique('groups')}.example.com`, ownerId: owner?.id ?? null }), 201)).body.data;
-}
+const domainOf = (owner: Person | null) => registerDomain(t.app, admin.token, { ownerId: owner?.id ?? null, tag: 'groups' });
 
 async function newGroup(tag = 'team'): Promise<{ id: number; name: string }> {
   return (expectStatus(await as(admin, 'POST', '/api/groups', { name: unique(tag) }), 201)).body.data;

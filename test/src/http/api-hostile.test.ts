@@ -31,6 +31,7 @@ import { upsertInvitation } from '../../../src/domains/invitations-store.js';
 import { DIMENSION_NAMES, FILTER_OPS, METRIC_NAMES } from '../../../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type CallResult, type TestApp } from '../../support/app.js';
 import { seedLogs, type SeededLogs } from '../../support/logs.js';
+import { HOUR_MS } from '../../../core/durations.js';
 
 const SEED = 13;
 
@@ -120,7 +121,7 @@ async function newDomain(): Promise<number> {
 
 /** A pending invitation to the domain, stored directly (inviting through the API counts against the inviter's quota); its id. */
 async function newInvitation(domainId: number): Promise<number> {
-  const row = await upsertInvitation(t.runtime.db, { domainId, email: `${unique('invited')}@example.com`, role: 'viewer', hash: tokenHash(randomToken()), invitedBy: plain.id, expiresAt: new Date(Date.now() + HOUR) });
+  const row = await upsertInvitation(t.runtime.db, { domainId, email: `${unique('invited')}@example.com`, role: 'viewer', hash: tokenHash(randomToken()), invitedBy: plain.id, expiresAt: new Date(Date.now() + HOUR_MS) });
   return row.id;
 }
 
@@ -221,8 +222,6 @@ const typesOf = (schema: Schema): string[] => alternatives(schema).flatMap((s) =
 // Valid values
 // ---------------------------------------------------------------------------------------------
 
-const HOUR = 3_600_000;
-
 /** A parameter or body field the valid request leaves out: GET …/stats takes a period or a startDate, not both; a silence a window or a recurrence. */
 const OMITTED = Symbol('omitted');
 
@@ -258,8 +257,8 @@ const ALERT_VARIANTS: Record<string, unknown[]> = {
 /** A silence is a fixed window or a weekly recurrence, never both (its domainIds: knownValid). */
 const SILENCE_VARIANTS: Record<string, unknown[]> = {
   alertIds: [OMITTED, OMITTED],
-  startsAt: [new Date(Date.now() + HOUR).toISOString(), OMITTED],
-  endsAt: [new Date(Date.now() + 2 * HOUR).toISOString(), OMITTED],
+  startsAt: [new Date(Date.now() + HOUR_MS).toISOString(), OMITTED],
+  endsAt: [new Date(Date.now() + 2 * HOUR_MS).toISOString(), OMITTED],
   recurrence: [OMITTED, { weekdays: ['sun'], start: '02:00', end: '04:00', timezone: 'Europe/Paris' }],
 };
 /** A member is named by user id or, an invitation, by e-mail address: never both. */
@@ -313,7 +312,7 @@ function knownValid(name: string, op: Operation, ctx: Context, variant: number):
     case 'period':
       return op.params.some((p) => p.name === 'startDate') ? OMITTED : undefined;
     case 'startDate':
-      return new Date(seeded.access[0]!.timestamp - HOUR).toISOString();
+      return new Date(seeded.access[0]!.timestamp - HOUR_MS).toISOString();
     case 'endDate':
       return new Date(Date.now() + 60_000).toISOString();
     case 'url':

@@ -13,10 +13,9 @@ import { createLogger } from '../../../core/log.js';
 import type { StatusCodeFilter } from '../../../src/logs/filters.js';
 import { statusCountsQuery } from '../../../src/logs/hour-counts.js';
 import { prngInt } from '../../support/random.js';
-
-const HOUR = 3_600_000;
+import { HOUR_MS } from '../../../core/durations.js';
 /** Six whole hours ending at the last whole hour, so every row is in the past. */
-const START = Math.floor(Date.now() / HOUR) * HOUR - 6 * HOUR;
+const START = Math.floor(Date.now() / HOUR_MS) * HOUR_MS - 6 * HOUR_MS;
 const CODES = [200, 200, 200, 301, 404, 404, 500, 502, 503];
 const DOMAIN = 7;
 
@@ -31,7 +30,7 @@ const rows: Row[] = [];
 
 function generate(seed: number, n: number): Row[] {
   const int = prngInt(seed);
-  return Array.from({ length: n }, () => ({ t: START + int(6 * HOUR), status: CODES[int(CODES.length)]! }));
+  return Array.from({ length: n }, () => ({ t: START + int(6 * HOUR_MS), status: CODES[int(CODES.length)]! }));
 }
 
 async function insert(batch: Row[], domainId = DOMAIN): Promise<void> {
@@ -97,7 +96,7 @@ function expected(match: (status: number) => boolean, from = -Infinity, to = Inf
   const byHour = new Map<number, number>();
   for (const r of rows) {
     if (r.t < from || r.t > to || !match(r.status)) continue;
-    const hour = Math.floor(r.t / HOUR) * HOUR;
+    const hour = Math.floor(r.t / HOUR_MS) * HOUR_MS;
     byHour.set(hour, (byHour.get(hour) ?? 0) + 1);
   }
   return [...byHour].map(([hour, count]) => ({ hour, count })).sort((a, b) => b.hour - a.hour);
@@ -117,23 +116,23 @@ describe('statusCountsQuery', () => {
 
   it.each(filters)('%s between dates inside hours: partial hours at the ends, and a range within one hour', async (_, codes, match) => {
     const ranges: [number, number][] = [
-      [START + HOUR + 1_234_567, START + 4 * HOUR + 999_999],
-      [START + 2 * HOUR, START + 3 * HOUR - 1],
-      [START + 2 * HOUR + 10_000, START + 2 * HOUR + 2_000_000],
-      [START + 5 * HOUR + 1, START + 5 * HOUR + 1],
+      [START + HOUR_MS + 1_234_567, START + 4 * HOUR_MS + 999_999],
+      [START + 2 * HOUR_MS, START + 3 * HOUR_MS - 1],
+      [START + 2 * HOUR_MS + 10_000, START + 2 * HOUR_MS + 2_000_000],
+      [START + 5 * HOUR_MS + 1, START + 5 * HOUR_MS + 1],
     ];
     for (const [from, to] of ranges) {
       const range = { startDate: new Date(from), endDate: new Date(to) };
       expect(await statusMatchesByHour(ch, DOMAIN, codes, range), `${from}..${to}`).toEqual(expected(match, from, to));
     }
     // Open at one end.
-    const middle = START + 3 * HOUR + 77_777;
+    const middle = START + 3 * HOUR_MS + 77_777;
     expect(await statusMatchesByHour(ch, DOMAIN, codes, { startDate: new Date(middle) })).toEqual(expected(match, middle));
     expect(await statusMatchesByHour(ch, DOMAIN, codes, { endDate: new Date(middle) })).toEqual(expected(match, -Infinity, middle));
   });
 
   it('an empty or reversed range has no hours', async () => {
-    expect(await statusMatchesByHour(ch, DOMAIN, [{ class: 5 }], { startDate: new Date(START + HOUR), endDate: new Date(START) })).toEqual([]);
+    expect(await statusMatchesByHour(ch, DOMAIN, [{ class: 5 }], { startDate: new Date(START + HOUR_MS), endDate: new Date(START) })).toEqual([]);
     expect(await statusMatchesByHour(ch, DOMAIN + 2, [{ class: 5 }], {})).toEqual([]);
   });
 });

@@ -10,6 +10,7 @@ import { buildRollups } from '../../../src/rollups/builder.js';
 import { importText } from '../../support/ingest.js';
 import { accessLogLine, apiShape, generateAccess, LOG_FORMAT, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from '../../support/logs.js';
 import { ISO_MS } from '../../support/auth.js';
+import { HOUR_MS } from '../../../core/durations.js';
 
 let t: TestApp;
 let admin: string;
@@ -260,13 +261,12 @@ describe('pagination', () => {
 });
 
 describe('status filters counted per hour (src/logs/hour-counts.ts)', () => {
-  const HOUR = 3_600_000;
   /** Entries in bursts over many hours: 120 per burst, bursts 50 minutes apart, from 30 hours ago. */
   const bursts = (seed: number, count: number, from: number) =>
     Array.from({ length: count }, (_, i) => generateAccess(120, { seed: seed + i, start: from + i * 50 * 60_000 })).flat();
 
   it('totals and pages of status filters are exact with the rollups unbuilt, built, and after late lines', async () => {
-    const from = Math.floor((Date.now() - 30 * HOUR) / HOUR) * HOUR + 7_000;
+    const from = Math.floor((Date.now() - 30 * HOUR_MS) / HOUR_MS) * HOUR_MS + 7_000;
     const entries = bursts(100, 30, from);
     const domain = await seedLogs(t, { access: entries, ownerId: owner.id, tag: 'hourly' });
     const list = (query: Query) => access(query, owner.token, domain.domain.id);
@@ -277,8 +277,8 @@ describe('status filters counted per hour (src/logs/hour-counts.ts)', () => {
         [{ statusCode: 404 }, (e: GeneratedAccess) => e.statusCode === 404],
         // A range with partial hours at both ends.
         [
-          { statusCode: '2xx', startDate: new Date(from + 5 * HOUR + 1234).toISOString(), endDate: new Date(from + 20 * HOUR - 999).toISOString() },
-          (e: GeneratedAccess) => e.statusCode < 300 && e.timestamp >= from + 5 * HOUR + 1234 && e.timestamp <= from + 20 * HOUR - 999,
+          { statusCode: '2xx', startDate: new Date(from + 5 * HOUR_MS + 1234).toISOString(), endDate: new Date(from + 20 * HOUR_MS - 999).toISOString() },
+          (e: GeneratedAccess) => e.statusCode < 300 && e.timestamp >= from + 5 * HOUR_MS + 1234 && e.timestamp <= from + 20 * HOUR_MS - 999,
         ],
       ] as const) {
         const want = newestFirst(all.filter(keep)).map(apiShape);
@@ -299,7 +299,7 @@ describe('status filters counted per hour (src/logs/hour-counts.ts)', () => {
     expect(built.hours).toBeGreaterThan(20);
     await check(entries);
     // Late lines into hours already built: those hours are counted from the raw rows again.
-    const late = bursts(500, 5, from + 3 * HOUR + 60_000);
+    const late = bursts(500, 5, from + 3 * HOUR_MS + 60_000);
     const summary = await importText(t, domain.domain.name, late.map((e) => `${accessLogLine(e)}\n`).join(''), { format: LOG_FORMAT });
     expect(summary.inserted).toBe(late.length);
     await check([...entries, ...late]);
@@ -307,15 +307,14 @@ describe('status filters counted per hour (src/logs/hour-counts.ts)', () => {
 });
 
 describe('unfiltered pages read from the newest hours that hold them (access_hour_rows as a hint)', () => {
-  const HOUR = 3_600_000;
 
   it('pages stay exact when the hour counts are right, and when they claim rows that do not exist', async () => {
-    const from = Math.floor((Date.now() - 20 * HOUR) / HOUR) * HOUR + 11_000;
+    const from = Math.floor((Date.now() - 20 * HOUR_MS) / HOUR_MS) * HOUR_MS + 11_000;
     const entries = Array.from({ length: 16 }, (_, i) => generateAccess(40, { seed: 900 + i, start: from + i * 70 * 60_000 })).flat();
     const domain = await seedLogs(t, { access: entries, ownerId: owner.id, tag: 'hinted' });
     const list = (query: Query) => access(query, owner.token, domain.domain.id);
     const check = async () => {
-      const end = from + 10 * HOUR + 555;
+      const end = from + 10 * HOUR_MS + 555;
       for (const [query, keep] of [
         [{}, () => true],
         [{ endDate: new Date(end).toISOString() }, (e: GeneratedAccess) => e.timestamp <= end],
@@ -333,7 +332,7 @@ describe('unfiltered pages read from the newest hours that hold them (access_hou
     await check();
     // Counts of rows that are not there (access_hour_rows is a hint for the listing, never its
     // answer): in the newest hours, so every page's bound comes out too new and must be widened.
-    const hours = [...new Set(entries.map((e) => Math.floor(e.timestamp / HOUR) * HOUR))].sort((a, b) => b - a);
+    const hours = [...new Set(entries.map((e) => Math.floor(e.timestamp / HOUR_MS) * HOUR_MS))].sort((a, b) => b - a);
     for (const hour of hours.slice(0, 8)) {
       await t.runtime.clickhouse.insert({
         table: 'access_hour_rows',

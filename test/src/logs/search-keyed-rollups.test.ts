@@ -15,15 +15,13 @@ import { buildRollups } from '../../../src/rollups/builder.js';
 import { searchScope } from '../../../src/logs/search-fields.js';
 import { planWindow, queryBuildState } from '../../../src/rollups/plan.js';
 import { SEARCH_COLUMNS, searchEntries, type SearchField } from '../../../src/logs/store.js';
-
-const HOUR = 3_600_000;
-const DAY = 86_400_000;
+import { DAY_MS, HOUR_MS } from '../../../core/durations.js';
 /** Three days ago (UTC): D is a whole day of the window below, with whole and partial hours on both sides. */
-const D = Math.floor(Date.now() / DAY) * DAY - 3 * DAY;
-const START = D - 2 * HOUR + 17_000;
-const END = D + DAY + 5 * HOUR + 1_800_000;
+const D = Math.floor(Date.now() / DAY_MS) * DAY_MS - 3 * DAY_MS;
+const START = D - 2 * HOUR_MS + 17_000;
+const END = D + DAY_MS + 5 * HOUR_MS + 1_800_000;
 /** An hour of D without rows until the test stores some: an hour never built. */
-const GAP = D + 12 * HOUR;
+const GAP = D + 12 * HOUR_MS;
 
 let t: TestApp;
 let admin: string;
@@ -95,29 +93,29 @@ describe('search on userAgent and referrer from the rollups’ keys (src/logs/se
     // of the short top lists) every 24 s from 3 hours before D to 8 hours after the next day began,
     // none in GAP; error entries every 10 minutes.
     const base = generateAccess(35 * 150, { seed: 17 })
-      .map((e, i) => ({ ...e, timestamp: D - 3 * HOUR + i * 24_000 + (i % 997) }))
-      .filter((e) => e.timestamp < GAP || e.timestamp >= GAP + HOUR);
-    const errors = generateErrors(35 * 6, { seed: 17 }).map((e, i) => ({ ...e, timestamp: D - 3 * HOUR + i * 600_000 + 5_000 }));
+      .map((e, i) => ({ ...e, timestamp: D - 3 * HOUR_MS + i * 24_000 + (i % 997) }))
+      .filter((e) => e.timestamp < GAP || e.timestamp >= GAP + HOUR_MS);
+    const errors = generateErrors(35 * 6, { seed: 17 }).map((e, i) => ({ ...e, timestamp: D - 3 * HOUR_MS + i * 600_000 + 5_000 }));
     const needles = [
-      accessAt(D + 5 * HOUR + 2_000, { userAgent: 'needle-day/A (x=1)' }), // in the built day
-      accessAt(D + DAY + 2 * HOUR + 3_000, { userAgent: 'needle-hour/B' }), // in a built hour after it
-      accessAt(D - 2 * HOUR + 1_800_000, { userAgent: 'Needle-Edge-Start' }), // the partial hour at the start
-      accessAt(D + DAY + 5 * HOUR + 600_000, { userAgent: 'needle-edge-end' }), // the partial hour at the end
-      accessAt(D - 2 * HOUR + 10_000, { userAgent: 'needle-outside/before' }), // before the start, in its hour
-      accessAt(D + DAY + 7 * HOUR, { userAgent: 'needle-outside/after' }), // after the end
+      accessAt(D + 5 * HOUR_MS + 2_000, { userAgent: 'needle-day/A (x=1)' }), // in the built day
+      accessAt(D + DAY_MS + 2 * HOUR_MS + 3_000, { userAgent: 'needle-hour/B' }), // in a built hour after it
+      accessAt(D - 2 * HOUR_MS + 1_800_000, { userAgent: 'Needle-Edge-Start' }), // the partial hour at the start
+      accessAt(D + DAY_MS + 5 * HOUR_MS + 600_000, { userAgent: 'needle-edge-end' }), // the partial hour at the end
+      accessAt(D - 2 * HOUR_MS + 10_000, { userAgent: 'needle-outside/before' }), // before the start, in its hour
+      accessAt(D + DAY_MS + 7 * HOUR_MS, { userAgent: 'needle-outside/after' }), // after the end
       // SQL and LIKE metacharacters, in one built hour only.
-      accessAt(D + DAY + 3 * HOUR + 7_000, { userAgent: "meta/50%_Off\\x'q{y:String}" }),
+      accessAt(D + DAY_MS + 3 * HOUR_MS + 7_000, { userAgent: "meta/50%_Off\\x'q{y:String}" }),
       // An agent in an hour of the built day.
-      accessAt(D + 8 * HOUR + 2_000, { userAgent: 'zz-DayHour-agent' }),
+      accessAt(D + 8 * HOUR_MS + 2_000, { userAgent: 'zz-DayHour-agent' }),
       // One needle in three fields, each in another bucket; and one in url and an address.
-      accessAt(D + 8 * HOUR + 1_000, { url: '/ZZ-Multi/url' }),
-      accessAt(D + DAY + 1 * HOUR + 2_000, { userAgent: 'zz-multi-agent/1.0' }),
-      accessAt(D - 2 * HOUR + 2_400_000, { referrer: 'https://zz-multi.example/' }),
-      accessAt(D + 9 * HOUR + 1_000, { url: '/ip/198.51.100.7' }),
-      accessAt(D + 15 * HOUR + 1_000, { ipAddress: '198.51.100.7' }),
-      accessAt(D + DAY + 4 * HOUR + 1_000, { ipAddress: '198.51.100.7' }),
+      accessAt(D + 8 * HOUR_MS + 1_000, { url: '/ZZ-Multi/url' }),
+      accessAt(D + DAY_MS + 1 * HOUR_MS + 2_000, { userAgent: 'zz-multi-agent/1.0' }),
+      accessAt(D - 2 * HOUR_MS + 2_400_000, { referrer: 'https://zz-multi.example/' }),
+      accessAt(D + 9 * HOUR_MS + 1_000, { url: '/ip/198.51.100.7' }),
+      accessAt(D + 15 * HOUR_MS + 1_000, { ipAddress: '198.51.100.7' }),
+      accessAt(D + DAY_MS + 4 * HOUR_MS + 1_000, { ipAddress: '198.51.100.7' }),
     ];
-    const errorNeedle: GeneratedError = { ...errors[0]!, index: 9_999, timestamp: D + 20 * HOUR, message: 'upstream zz-multi timed out' };
+    const errorNeedle: GeneratedError = { ...errors[0]!, index: 9_999, timestamp: D + 20 * HOUR_MS, message: 'upstream zz-multi timed out' };
     await store(domain.name, [...base, ...needles].sort((a, b) => a.timestamp - b.timestamp), [...errors, errorNeedle]);
     await build();
   }, 120_000);
@@ -152,16 +150,16 @@ describe('search on userAgent and referrer from the rollups’ keys (src/logs/se
   });
 
   it('built days and hours: only the buckets holding the needle are read, and the answer is the scan’s', async () => {
-    expect(await plan()).toMatchObject({ days: [D], raw: [[START, D - HOUR], [D + DAY + 5 * HOUR, END + 1]] });
+    expect(await plan()).toMatchObject({ days: [D], raw: [[START, D - HOUR_MS], [D + DAY_MS + 5 * HOUR_MS, END + 1]] });
     expect((await plan()).hours).toHaveLength(6);
     expect(await expectAsScan(domain.id, 'needle-day', ['userAgent'])).toBe(1);
-    expect(await scopeOf(domain.id, 'needle-day', ['userAgent'])).toEqual({ fields: ['userAgent'], accessRanges: [[D, D + DAY]] });
+    expect(await scopeOf(domain.id, 'needle-day', ['userAgent'])).toEqual({ fields: ['userAgent'], accessRanges: [[D, D + DAY_MS]] });
     expect(await expectAsScan(domain.id, 'needle-hour', ['userAgent'])).toBe(1);
-    expect(await scopeOf(domain.id, 'needle-hour', ['userAgent'])).toEqual({ fields: ['userAgent'], accessRanges: [[D + DAY + 2 * HOUR, D + DAY + 3 * HOUR]] });
+    expect(await scopeOf(domain.id, 'needle-hour', ['userAgent'])).toEqual({ fields: ['userAgent'], accessRanges: [[D + DAY_MS + 2 * HOUR_MS, D + DAY_MS + 3 * HOUR_MS]] });
     // The store reads access rows in the ranges given only.
     const entries = (accessRanges: [number, number][]) =>
       searchEntries(t.runtime.clickhouse, { domainId: domain.id, query: 'needle', fields: ['userAgent'], startDate: new Date(START), endDate: new Date(END), accessRanges }, { offset: 0, limit: 100 });
-    expect((await entries([[D, D + DAY]])).rows.map((e) => (e.type === 'access' ? e.userAgent : e.message))).toEqual(['needle-day/A (x=1)']);
+    expect((await entries([[D, D + DAY_MS]])).rows.map((e) => (e.type === 'access' ? e.userAgent : e.message))).toEqual(['needle-day/A (x=1)']);
     expect(await entries([])).toEqual({ rows: [], total: 0 });
     // A needle in every bucket: pages across the buckets and the raw ranges.
     expect(await expectAsScan(domain.id, 'needle', ['userAgent'], { limit: 2 })).toBe(4);
@@ -179,17 +177,17 @@ describe('search on userAgent and referrer from the rollups’ keys (src/logs/se
   });
 
   it('case-insensitive, in the keys as in the rows', async () => {
-    for (const query of ['NEEDLE-DAY', 'needle-edge-START', 'zz-dayhour', 'ÜNÏCODE-agent', 'chrome/1']) {
+    for (const query of ['NEEDLE-DAY_MS', 'needle-edge-START', 'zz-dayhour', 'ÜNÏCODE-agent', 'chrome/1']) {
       expect(await expectAsScan(domain.id, query, ['userAgent']), query).toBeGreaterThan(0);
     }
-    expect((await scopeOf(domain.id, 'NEEDLE-HOUR/b', ['userAgent'])).accessRanges).toEqual([[D + DAY + 2 * HOUR, D + DAY + 3 * HOUR]]);
+    expect((await scopeOf(domain.id, 'NEEDLE-HOUR_MS/b', ['userAgent'])).accessRanges).toEqual([[D + DAY_MS + 2 * HOUR_MS, D + DAY_MS + 3 * HOUR_MS]]);
   });
 
   it('SQL and LIKE metacharacters are literal in the keys as in the rows', async () => {
     for (const query of ["50%_off\\x'q{y:string}", '%_OFF', "\\x'", '{y:String}', "'", '\\', '%', '_']) {
       expect(await expectAsScan(domain.id, query, ['userAgent']), query).toBeGreaterThan(0);
     }
-    expect((await scopeOf(domain.id, "50%_off\\x'q", ['userAgent'])).accessRanges).toEqual([[D + DAY + 3 * HOUR, D + DAY + 4 * HOUR]]);
+    expect((await scopeOf(domain.id, "50%_off\\x'q", ['userAgent'])).accessRanges).toEqual([[D + DAY_MS + 3 * HOUR_MS, D + DAY_MS + 4 * HOUR_MS]]);
     // As LIKE syntax these would match that agent (or every agent); literally, none.
     for (const query of ['50_%', '50%\\_', '%%%', '____off', "x''q", '\\\\x']) {
       expect(await expectAsScan(domain.id, query, ['userAgent']), query).toBe(0);
@@ -211,7 +209,7 @@ describe('search on userAgent and referrer from the rollups’ keys (src/logs/se
     expect(await expectAsScan(domain.id, 'zz-multi', ['userAgent', 'referrer'], { limit: 1 })).toBe(2);
     expect(await scopeOf(domain.id, 'zz-multi', ['userAgent', 'referrer'])).toEqual({
       fields: ['userAgent', 'referrer'],
-      accessRanges: [[START, D - HOUR], [D + DAY + HOUR, D + DAY + 2 * HOUR], [D + DAY + 5 * HOUR, END + 1]],
+      accessRanges: [[START, D - HOUR_MS], [D + DAY_MS + HOUR_MS, D + DAY_MS + 2 * HOUR_MS], [D + DAY_MS + 5 * HOUR_MS, END + 1]],
     });
     // url has its own index and may match in any hour: with it the whole range is read.
     expect(await expectAsScan(domain.id, 'zz-multi', ['url', 'userAgent', 'referrer'], { limit: 1 })).toBe(3);
@@ -232,8 +230,8 @@ describe('search on userAgent and referrer from the rollups’ keys (src/logs/se
     await store(domain.name, [
       accessAt(GAP + 1_000, { userAgent: 'needle-unbuilt/C' }),
       accessAt(GAP + 2_000, { userAgent: 'plain' }),
-      accessAt(D + DAY + 2 * HOUR + 600_000, { userAgent: 'needle-late/D' }), // the built hour of needle-hour
-      accessAt(D + 5 * HOUR + 900_000, { userAgent: 'needle-late/E', referrer: 'https://late-referrer.example/' }), // the built day
+      accessAt(D + DAY_MS + 2 * HOUR_MS + 600_000, { userAgent: 'needle-late/D' }), // the built hour of needle-hour
+      accessAt(D + 5 * HOUR_MS + 900_000, { userAgent: 'needle-late/E', referrer: 'https://late-referrer.example/' }), // the built day
     ]);
     expect(await expectAsScan(domain.id, 'needle-unbuilt', ['userAgent'])).toBe(1);
     expect(await expectAsScan(domain.id, 'needle-late', ['userAgent'])).toBe(2);
@@ -242,14 +240,14 @@ describe('search on userAgent and referrer from the rollups’ keys (src/logs/se
     const now = await plan();
     // The day is read hour by hour now: its new hour and the late lines' hours raw, the others built.
     expect(now.days).toEqual([]);
-    expect(now.raw).toEqual(expect.arrayContaining([[GAP, GAP + HOUR], [D + 5 * HOUR, D + 6 * HOUR], [D + DAY + 2 * HOUR, D + DAY + 3 * HOUR]]));
+    expect(now.raw).toEqual(expect.arrayContaining([[GAP, GAP + HOUR_MS], [D + 5 * HOUR_MS, D + 6 * HOUR_MS], [D + DAY_MS + 2 * HOUR_MS, D + DAY_MS + 3 * HOUR_MS]]));
     // The day's other hours come from their keys: needle-day's hour is raw now, zz-dayhour's is built.
-    expect((await scopeOf(domain.id, 'zz-dayhour', ['userAgent'])).accessRanges).toEqual([[D + 8 * HOUR, D + 9 * HOUR]]);
+    expect((await scopeOf(domain.id, 'zz-dayhour', ['userAgent'])).accessRanges).toEqual([[D + 8 * HOUR_MS, D + 9 * HOUR_MS]]);
     expect(await expectAsScan(domain.id, 'zz-dayhour', ['userAgent'])).toBe(1);
 
     await build();
-    expect(await plan()).toMatchObject({ days: [D], raw: [[START, D - HOUR], [D + DAY + 5 * HOUR, END + 1]] });
-    expect(await scopeOf(domain.id, 'needle-unbuilt', ['userAgent'])).toEqual({ fields: ['userAgent'], accessRanges: [[D, D + DAY]] });
+    expect(await plan()).toMatchObject({ days: [D], raw: [[START, D - HOUR_MS], [D + DAY_MS + 5 * HOUR_MS, END + 1]] });
+    expect(await scopeOf(domain.id, 'needle-unbuilt', ['userAgent'])).toEqual({ fields: ['userAgent'], accessRanges: [[D, D + DAY_MS]] });
     expect(await expectAsScan(domain.id, 'needle-unbuilt', ['userAgent'])).toBe(1);
     expect(await expectAsScan(domain.id, 'needle-late', ['userAgent'])).toBe(2);
     expect(await expectAsScan(domain.id, 'needle', ['userAgent'], { limit: 3 })).toBe(7);
@@ -274,19 +272,19 @@ describe('search on userAgent and referrer from the rollups’ keys (src/logs/se
 describe('search on userAgent over many matching buckets', () => {
   it('more runs of matching hours than ranges read: neighbouring ones are read together, nothing is lost', async () => {
     const domain = await newDomain(t.runtime.db, 'url-runs');
-    const first = D - 7 * DAY;
+    const first = D - 7 * DAY_MS;
     const days = 6;
     // Every hour of six days holds a row; every even hour a needle too.
     const lines: GeneratedAccess[] = [];
     for (let h = 0; h < days * 24; h++) {
-      lines.push(accessAt(first + h * HOUR + 60_000, { url: `/h/${h}` }));
-      if (h % 2 === 0) lines.push(accessAt(first + h * HOUR + 120_000, { userAgent: `zz-even/${h}` }));
+      lines.push(accessAt(first + h * HOUR_MS + 60_000, { url: `/h/${h}` }));
+      if (h % 2 === 0) lines.push(accessAt(first + h * HOUR_MS + 120_000, { userAgent: `zz-even/${h}` }));
     }
     await store(domain.name, lines);
     await build();
     // A late line in an odd hour of each day: each day is then read hour by hour.
-    await store(domain.name, Array.from({ length: days }, (_, d) => accessAt(first + d * DAY + HOUR + 180_000, { url: '/late' })));
-    const [start, end] = [first - 1_800_000, first + days * DAY + 1_800_000];
+    await store(domain.name, Array.from({ length: days }, (_, d) => accessAt(first + d * DAY_MS + HOUR_MS + 180_000, { url: '/late' })));
+    const [start, end] = [first - 1_800_000, first + days * DAY_MS + 1_800_000];
     expect(await expectAsScan(domain.id, 'zz-even', ['userAgent'], { start, end, limit: 10 })).toBe(days * 12);
     expect(await expectAsScan(domain.id, 'zz-even/1', ['userAgent'], { start, end })).toBeGreaterThan(0);
     const plan = planWindow(start, end, await queryBuildState(t.runtime.clickhouse, domain.id, start, end));

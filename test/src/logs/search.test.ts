@@ -13,6 +13,7 @@ import { planWindow, queryBuildState } from '../../../src/rollups/plan.js';
 import type { SearchField } from '../../../src/logs/store.js';
 import { importText, newDomain, select, timeLocal } from '../../support/ingest.js';
 import { apiShape, generateAccess, generateErrors, newestFirst, seedLogs, seedTwoOwners, type GeneratedAccess, type GeneratedError, type SeededLogs } from '../../support/logs.js';
+import { DAY_MS, HOUR_MS } from '../../../core/durations.js';
 
 let t: TestApp;
 let admin: string;
@@ -261,12 +262,10 @@ describe('search', () => {
 });
 
 describe('search on userAgent and referrer with built rollups (src/logs/search-fields.ts)', () => {
-  const HOUR = 3_600_000;
-  const DAY = 86_400_000;
   /** The day before yesterday (UTC): the window below holds it whole, whole hours on both sides, and partial edges. */
-  const D = Math.floor(Date.now() / DAY) * DAY - 2 * DAY;
-  const start = D - 2 * HOUR + 17_000;
-  const end = D + DAY + 5 * HOUR + 1_800_000;
+  const D = Math.floor(Date.now() / DAY_MS) * DAY_MS - 2 * DAY_MS;
+  const start = D - 2 * HOUR_MS + 17_000;
+  const end = D + DAY_MS + 5 * HOUR_MS + 1_800_000;
   type Line = { t: number; agent: string; referrer: string };
   /** nginx escapes `"` and `\` in logged values as \xHH. */
   const escaped = (value: string) => value.replace(/[\\"]/g, (c) => `\\x${c.charCodeAt(0).toString(16).toUpperCase()}`);
@@ -277,21 +276,21 @@ describe('search on userAgent and referrer with built rollups (src/logs/search-f
     const domain = await newDomain(t.runtime.db, 'agents');
     const lines: Line[] = [];
     // Common agents and referrers every 10 minutes from 3 hours before D to 8 hours after the next day began.
-    for (let at = D - 3 * HOUR + 1_000; at < D + DAY + 8 * HOUR; at += 600_000) {
+    for (let at = D - 3 * HOUR_MS + 1_000; at < D + DAY_MS + 8 * HOUR_MS; at += 600_000) {
       lines.push({ t: at, agent: at % 1_200_000 < 600_000 ? 'Mozilla/5.0' : 'curl/8.5.0', referrer: at % 1_800_000 < 600_000 ? 'https://example.org/' : '' });
     }
     const needles: Line[] = [
-      { t: D + 5 * HOUR + 2_000, agent: 'Needle-Day/1', referrer: 'https://ref-needle-day.example/' }, // a whole day of the window
-      { t: D + DAY + 2 * HOUR + 3_000, agent: 'Needle-Hour/1', referrer: '' }, // a whole hour after it
-      { t: D - 2 * HOUR + 1_800_000, agent: 'Needle-Edge/1', referrer: '' }, // the partial hour at the start
-      { t: D + DAY + 7 * HOUR, agent: 'Needle-Outside/1', referrer: 'https://ref-outside.example/' }, // after the end
-      { t: D + 6 * HOUR + 5_000, agent: `Meta'Agent\\{x:String}%_"q"`, referrer: '' }, // SQL and LIKE metacharacters, in a built day
+      { t: D + 5 * HOUR_MS + 2_000, agent: 'Needle-Day/1', referrer: 'https://ref-needle-day.example/' }, // a whole day of the window
+      { t: D + DAY_MS + 2 * HOUR_MS + 3_000, agent: 'Needle-Hour/1', referrer: '' }, // a whole hour after it
+      { t: D - 2 * HOUR_MS + 1_800_000, agent: 'Needle-Edge/1', referrer: '' }, // the partial hour at the start
+      { t: D + DAY_MS + 7 * HOUR_MS, agent: 'Needle-Outside/1', referrer: 'https://ref-outside.example/' }, // after the end
+      { t: D + 6 * HOUR_MS + 5_000, agent: `Meta'Agent\\{x:String}%_"q"`, referrer: '' }, // SQL and LIKE metacharacters, in a built day
     ];
     const all = [...lines, ...needles].sort((a, b) => a.t - b.t);
     expect((await importText(t, domain.name, all.map(lineOf).join(''))).inserted).toBe(all.length);
     await buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 60_000, retentionDays: 90 });
     const plan = async () => planWindow(start, end, await queryBuildState(t.runtime.clickhouse, domain.id, start, end));
-    expect(await plan()).toMatchObject({ days: [D], raw: [[start, D - HOUR], [D + DAY + 5 * HOUR, end + 1]] });
+    expect(await plan()).toMatchObject({ days: [D], raw: [[start, D - HOUR_MS], [D + DAY_MS + 5 * HOUR_MS, end + 1]] });
     expect((await plan()).hours).toHaveLength(6);
 
     const check = async (query: string, fields: SearchField[]) =>
@@ -307,7 +306,7 @@ describe('search on userAgent and referrer with built rollups (src/logs/search-f
     };
     // In a built day, a built hour, the raw edge: the field stays, and the rows are found.
     expect(await expectFound('needle-day', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
-    expect(await expectFound('NEEDLE-HOUR', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
+    expect(await expectFound('NEEDLE-HOUR_MS', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
     expect(await expectFound('needle-edge', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
     expect(await expectFound('ref-needle-day', ['referrer', 'ipAddress'], all)).toEqual({ found: 1, fields: ['referrer', 'ipAddress'] });
     // Nowhere in the range (or only outside it): left out; a search without fields reads nothing.
@@ -324,9 +323,9 @@ describe('search on userAgent and referrer with built rollups (src/logs/search-f
     }
 
     // A late line in the built day: that hour is read raw until it is built again, and its agent is found.
-    const late: Line = { t: D + 10 * HOUR + 4_000, agent: 'Needle-Late/1', referrer: 'https://ref-late.example/' };
+    const late: Line = { t: D + 10 * HOUR_MS + 4_000, agent: 'Needle-Late/1', referrer: 'https://ref-late.example/' };
     expect((await importText(t, domain.name, lineOf(late, 9_999))).inserted).toBe(1);
-    expect((await plan()).raw).toContainEqual([D + 10 * HOUR, D + 11 * HOUR]);
+    expect((await plan()).raw).toContainEqual([D + 10 * HOUR_MS, D + 11 * HOUR_MS]);
     const stored = [...all, late].sort((a, b) => a.t - b.t);
     expect(await expectFound('needle-late', ['userAgent'], stored)).toEqual({ found: 1, fields: ['userAgent'] });
     expect(await expectFound('ref-late', ['referrer'], stored)).toEqual({ found: 1, fields: ['referrer'] });

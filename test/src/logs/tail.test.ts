@@ -25,6 +25,7 @@ import { adminToken, freshUser } from '../../support/auth.js';
 import { describeProc, exitOf, killChildren, start, waitForOutput } from '../../support/child.js';
 import { until } from '../../support/ingest.js';
 import { freePort } from '../../support/ports.js';
+import { registerDomain } from '../../support/domains.js';
 
 let t: TestApp;
 let admin: string;
@@ -233,9 +234,8 @@ function accessRow(domainId: number, timestamp: number): Omit<AccessRow, 'id'> {
 /** A user with a domain of their own (through the API) and a token. */
 async function owner(tag: string) {
   const user = await freshUser(t.app, admin, tag);
-  const made = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name: `${tag}-${process.pid}-${++fileSeq}.example.com`, ownerId: user.id } });
-  expect(made.status).toBe(201);
-  return { user, domainId: made.body.data.id as number };
+  const { id: domainId } = await registerDomain(t.app, admin, { ownerId: user.id, tag });
+  return { user, domainId };
 }
 
 /** Resolves once a poll of the domain that started after this call has finished (the next one has started). */

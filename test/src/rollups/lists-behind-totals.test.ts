@@ -12,11 +12,9 @@ import { SQL_DIR } from '../../../core/db/migrate.js';
 import { createLogger } from '../../../core/log.js';
 import { buildRollups } from '../../../src/rollups/builder.js';
 import { prngInt } from '../../support/random.js';
-
-const HOUR = 3_600_000;
-const DAY = 24 * HOUR;
+import { DAY_MS, HOUR_MS } from '../../../core/durations.js';
 /** Six hours of yesterday: every hour and the day are complete, so the builder builds them all. */
-const START = Math.floor(Date.now() / DAY) * DAY - DAY + 6 * HOUR;
+const START = Math.floor(Date.now() / DAY_MS) * DAY_MS - DAY_MS + 6 * HOUR_MS;
 const DOMAIN = 3;
 const log = createLogger('silent');
 const build = () => buildRollups(ch, { lookbackS: null, settleS: 1, budgetMs: 60_000, retentionDays: 90 });
@@ -59,7 +57,7 @@ beforeAll(async () => {
   const values = Array.from({ length: 3_000 }, (_, i) => ({
     domain_id: DOMAIN,
     id: i + 1,
-    timestamp: new Date(START + int(6 * HOUR)).toISOString().replace('T', ' ').replace('Z', ''),
+    timestamp: new Date(START + int(6 * HOUR_MS)).toISOString().replace('T', ' ').replace('Z', ''),
     ip_address: '198.51.100.7',
     method: 'GET',
     url: `/p/${int(50)}`,

@@ -21,10 +21,9 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTest
 import { FORMAT, importText, select, timeLocal, until } from '../../support/ingest.js';
 import { prng } from '../../support/random.js';
 import { byBytes } from '../../support/query-rows.js';
-
-const HOUR = 3_600_000;
-const DAY = 86_400_000;
-const PERIODS = { '1h': HOUR, '24h': DAY, '7d': 7 * DAY, '30d': 30 * DAY } as const;
+import { registerDomain } from '../../support/domains.js';
+import { DAY_MS, HOUR_MS } from '../../../core/durations.js';
+const PERIODS = { '1h': HOUR_MS, '24h': DAY_MS, '7d': 7 * DAY_MS, '30d': 30 * DAY_MS } as const;
 type Period = keyof typeof PERIODS;
 
 /** The test's "now", whole seconds: every generated time is relative to it. */
@@ -85,13 +84,13 @@ function generate(seed: number, count: number, withResponseTime: boolean): Entry
   }
   // Requests on whole hours (and days) and just before them, where the rollups' buckets meet the raw edges.
   for (let h = 1; h < 31 * 24; h += 5) {
-    const hour = Math.floor(NOW / HOUR) * HOUR - h * HOUR;
+    const hour = Math.floor(NOW / HOUR_MS) * HOUR_MS - h * HOUR_MS;
     for (const ts of [hour, hour - 1000]) {
       if (!nearBoundary(ts)) entries.push({ t: ts, ip: ip(), url: `/edge/${h % 4}`, status: pick(STATUSES), referrer: pick(REFERRERS), agent: pick(AGENTS), rt: rt() });
     }
   }
   // Requests after now are in no window.
-  for (let i = 0; i < 5; i++) entries.push({ t: NOW + 3 * HOUR + i * 1000, ip: '10.9.9.9', url: '/future', status: 500, referrer: 'https://future.example/', agent: 'future', rt: withResponseTime ? 5 : null });
+  for (let i = 0; i < 5; i++) entries.push({ t: NOW + 3 * HOUR_MS + i * 1000, ip: '10.9.9.9', url: '/future', status: 500, referrer: 'https://future.example/', agent: 'future', rt: withResponseTime ? 5 : null });
   return entries.sort((a, b) => a.t - b.t);
 }
 
@@ -205,11 +204,7 @@ let empty: { id: number; name: string };
 /** nora's domain (nora has no logs:read). */
 let noras: { id: number; name: string };
 
-async function createDomain(name: string, ownerId: number) {
-  const res = await call(t.app, 'POST', '/api/domains', { token: admin.token, body: { name, ownerId } });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return { id: res.body.data.id as number, name };
-}
+const createDomain = (name: string, ownerId: number) => registerDomain(t.app, admin.token, { ownerId, name });
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -257,12 +252,12 @@ describe('GET /api/logs/domains/:domainId/stats', () => {
   });
 
   it('the data covers what the checks need: ties, NULL response times, empty agents and referrers, 5xx', () => {
-    const month = bruteForce(shopEntries, NOW - 30 * DAY, NOW);
+    const month = bruteForce(shopEntries, NOW - 30 * DAY_MS, NOW);
     expect(month.topUrls.slice(0, 10).every((u) => TIED.includes(u.url))).toBe(true);
     expect(month.topUrls[0]!.requests).toBe(month.topUrls[9]!.requests);
     expect(month.topUserAgents.some((a) => a.userAgent === '')).toBe(true);
     expect(month.errorRate).toBeGreaterThan(0);
-    const untimed = shopEntries.filter((e) => e.rt === null && e.t > NOW - DAY).length;
+    const untimed = shopEntries.filter((e) => e.rt === null && e.t > NOW - DAY_MS).length;
     expect(untimed).toBeGreaterThan(0);
     expect(shopEntries.filter((e) => e.referrer === '').length).toBeGreaterThan(0);
   });
@@ -270,7 +265,7 @@ describe('GET /api/logs/domains/:domainId/stats', () => {
   it('no period means 24h', async () => {
     const res = await stats(shop.id, alice.token);
     expect(res.status).toBe(200);
-    expect(res.body.data).toEqual({ period: '24h', ...bruteForce(shopEntries, NOW - DAY, NOW) });
+    expect(res.body.data).toEqual({ period: '24h', ...bruteForce(shopEntries, NOW - DAY_MS, NOW) });
   });
 
   it('a format without $request_time: averageResponseTime 0, the rest as usual', async () => {
@@ -302,7 +297,7 @@ describe('GET /api/logs/domains/:domainId/stats', () => {
       expect(res.body).toEqual({ success: true, data: { period, ...zero } });
     }
     // A window between the lines of a domain that has some.
-    const gap = await queryWindowStats(t.runtime.clickhouse, shop.id, NOW + HOUR, NOW + 2 * HOUR);
+    const gap = await queryWindowStats(t.runtime.clickhouse, shop.id, NOW + HOUR_MS, NOW + 2 * HOUR_MS);
     expect(gap).toEqual(zero);
   });
 
@@ -341,16 +336,16 @@ describe('GET /api/logs/domains/:domainId/stats', () => {
     for (const [query, passes] of cases) {
       const res = await stats(shop.id, alice.token, `?period=30d&${query}`);
       expect(res.status, query).toBe(200);
-      expect(res.body.data, query).toEqual({ period: '30d', ...bruteForce(shopEntries.filter(passes), NOW - 30 * DAY, NOW) });
+      expect(res.body.data, query).toEqual({ period: '30d', ...bruteForce(shopEntries.filter(passes), NOW - 30 * DAY_MS, NOW) });
     }
     // A window from startDate to endDate, to the millisecond, alone and filtered.
-    const start = NOW - 10 * DAY + 12_345;
-    const end = NOW - 2 * DAY - 999;
+    const start = NOW - 10 * DAY_MS + 12_345;
+    const end = NOW - 2 * DAY_MS - 999;
     const window = `?startDate=${new Date(start).toISOString()}&endDate=${new Date(end).toISOString()}`;
     expect((await stats(shop.id, alice.token, window)).body.data).toEqual({ period: 'custom', ...bruteForce(shopEntries, start, end) });
     expect((await stats(shop.id, alice.token, `${window}&statusCode=5xx`)).body.data).toEqual({ period: 'custom', ...bruteForce(shopEntries.filter((e) => e.status >= 500), start, end) });
     // startDate alone: up to now.
-    const since = NOW - 3 * DAY;
+    const since = NOW - 3 * DAY_MS;
     expect((await stats(shop.id, alice.token, `?startDate=${new Date(since).toISOString()}`)).body.data).toEqual({ period: 'custom', ...bruteForce(shopEntries, since, NOW) });
   }, 180_000);
 
@@ -391,7 +386,7 @@ describe('GET /api/logs/domains/:domainId/stats', () => {
     expect((await stats(noras.id, alice.token)).body).toEqual(unknown.body);
     const asAdmin = await stats(shop.id, admin.token, '?period=7d');
     expect(asAdmin.status).toBe(200);
-    expect(asAdmin.body.data).toEqual({ period: '7d', ...bruteForce(shopEntries, NOW - 7 * DAY, NOW) });
+    expect(asAdmin.body.data).toEqual({ period: '7d', ...bruteForce(shopEntries, NOW - 7 * DAY_MS, NOW) });
   });
 
   it('403 without logs:read, even on an own domain', async () => {
@@ -453,7 +448,7 @@ describe('rollups', () => {
    * and the counts of `complete` taken after that build then see the same complete hours.
    */
   async function clearOfHourEnd(marginMs = 20_000): Promise<void> {
-    const settled = (Math.floor(Date.now() / HOUR) + 1) * HOUR + 1000;
+    const settled = (Math.floor(Date.now() / HOUR_MS) + 1) * HOUR_MS + 1000;
     if (settled - Date.now() < marginMs) await until(() => Date.now() > settled + 1000, 'the hour to end and settle', marginMs + 5_000, 250);
   }
   /** What a second builder would add to a built bucket: the same difference again. */
@@ -468,15 +463,15 @@ describe('rollups', () => {
     await clearOfHourEnd();
     await buildAll();
     expect(await builtSpans(shop.id)).toEqual([
-      { span: 'hour', n: complete(shopEntries, HOUR) },
-      { span: 'day', n: complete(shopEntries, DAY) },
+      { span: 'hour', n: complete(shopEntries, HOUR_MS) },
+      { span: 'day', n: complete(shopEntries, DAY_MS) },
     ]);
     // A second round finds nothing left and writes nothing.
     const again = await buildAll();
     expect(again).toMatchObject({ hours: 0, days: 0, repaired: 0 });
     expect(await builtSpans(shop.id)).toEqual([
-      { span: 'hour', n: complete(shopEntries, HOUR) },
-      { span: 'day', n: complete(shopEntries, DAY) },
+      { span: 'hour', n: complete(shopEntries, HOUR_MS) },
+      { span: 'day', n: complete(shopEntries, DAY_MS) },
     ]);
   });
 
@@ -507,30 +502,30 @@ describe('rollups', () => {
     const rnd = prng(7);
     const times = shopEntries.map((e) => e.t);
     const windows: [number, number][] = [
-      [NOW - 30 * DAY, NOW],
-      [NOW - 31 * DAY, NOW + DAY],
+      [NOW - 30 * DAY_MS, NOW],
+      [NOW - 31 * DAY_MS, NOW + DAY_MS],
       // Whole hours and days at both ends, and ends on a line's own millisecond.
-      [Math.floor((NOW - 10 * DAY) / DAY) * DAY, Math.floor(NOW / HOUR) * HOUR],
-      [Math.floor((NOW - 3 * DAY) / HOUR) * HOUR, Math.floor((NOW - DAY) / DAY) * DAY],
+      [Math.floor((NOW - 10 * DAY_MS) / DAY_MS) * DAY_MS, Math.floor(NOW / HOUR_MS) * HOUR_MS],
+      [Math.floor((NOW - 3 * DAY_MS) / HOUR_MS) * HOUR_MS, Math.floor((NOW - DAY_MS) / DAY_MS) * DAY_MS],
       [times[100]!, times[20_000]!],
       [times[5_000]!, times[5_000]!],
       [times[7_000]! + 1, times[9_000]! - 1],
       // Inside one hour, and inside one day.
-      [Math.floor((NOW - 5 * DAY) / HOUR) * HOUR + 60_000, Math.floor((NOW - 5 * DAY) / HOUR) * HOUR + 1_800_000],
-      [Math.floor((NOW - 5 * DAY) / DAY) * DAY + 3 * HOUR + 5, Math.floor((NOW - 5 * DAY) / DAY) * DAY + 20 * HOUR - 5],
+      [Math.floor((NOW - 5 * DAY_MS) / HOUR_MS) * HOUR_MS + 60_000, Math.floor((NOW - 5 * DAY_MS) / HOUR_MS) * HOUR_MS + 1_800_000],
+      [Math.floor((NOW - 5 * DAY_MS) / DAY_MS) * DAY_MS + 3 * HOUR_MS + 5, Math.floor((NOW - 5 * DAY_MS) / DAY_MS) * DAY_MS + 20 * HOUR_MS - 5],
     ];
     for (let i = 0; i < 12; i++) {
-      const a = NOW - Math.floor(rnd() * 31 * DAY);
+      const a = NOW - Math.floor(rnd() * 31 * DAY_MS);
       windows.push([a, a + Math.floor(rnd() * (NOW - a))]);
     }
     // The 30-day window really is read from built days and hours, with raw rows at its ends only.
-    const plan = planWindow(NOW - 30 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, shop.id, NOW - 30 * DAY, NOW));
+    const plan = planWindow(NOW - 30 * DAY_MS, NOW, await queryBuildState(t.runtime.clickhouse, shop.id, NOW - 30 * DAY_MS, NOW));
     expect(plan.days.length).toBeGreaterThanOrEqual(28);
     expect(plan.hours.length).toBeGreaterThan(0);
     expect(bucketSetOf(plan.listed)).toEqual({ days: plan.days, hours: plan.hours });
     expect(plan.raw).toEqual([
-      [NOW - 30 * DAY, Math.ceil((NOW - 30 * DAY) / HOUR) * HOUR],
-      [Math.floor(NOW / HOUR) * HOUR, NOW + 1],
+      [NOW - 30 * DAY_MS, Math.ceil((NOW - 30 * DAY_MS) / HOUR_MS) * HOUR_MS],
+      [Math.floor(NOW / HOUR_MS) * HOUR_MS, NOW + 1],
     ]);
     await expectWindowsExact(shop.id, shopEntries, windows);
   });
@@ -541,18 +536,18 @@ describe('rollups', () => {
     await importEntries(domain.name, entries, FORMAT);
     await buildAll();
     const windows: [number, number][] = [
-      [NOW - 30 * DAY, NOW],
-      [NOW - 7 * DAY, NOW],
-      [Math.floor((NOW - 10 * DAY) / DAY) * DAY + 5 * HOUR + 17, NOW - 2 * DAY - 17],
+      [NOW - 30 * DAY_MS, NOW],
+      [NOW - 7 * DAY_MS, NOW],
+      [Math.floor((NOW - 10 * DAY_MS) / DAY_MS) * DAY_MS + 5 * HOUR_MS + 17, NOW - 2 * DAY_MS - 17],
     ];
     // Asked before the late lines: the next answers start from the build state these read.
     await expectWindowsExact(domain.id, entries, windows);
     // Late lines (an old rotated file imported now) into days and hours that are already built.
     // A few, in about a dozen hours: many more would make the plan read the whole window raw.
-    const late = generate(12, 600, true).filter((e, i) => i % 61 === 0 && e.t < NOW - 2 * DAY);
+    const late = generate(12, 600, true).filter((e, i) => i % 61 === 0 && e.t < NOW - 2 * DAY_MS);
     await importEntries(domain.name, late, FORMAT);
     const all = [...entries, ...late].sort((a, b) => a.t - b.t);
-    const before = planWindow(NOW - 30 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 30 * DAY, NOW));
+    const before = planWindow(NOW - 30 * DAY_MS, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 30 * DAY_MS, NOW));
     expect(before.raw.length).toBeGreaterThan(4);
     expect(before.raw.length).toBeLessThan(20);
     await expectWindowsExact(domain.id, all, windows);
@@ -560,13 +555,13 @@ describe('rollups', () => {
     const round = await buildAll();
     expect(round.hours).toBeGreaterThan(0);
     expect(round.days).toBeGreaterThan(0);
-    const after = planWindow(NOW - 30 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 30 * DAY, NOW));
+    const after = planWindow(NOW - 30 * DAY_MS, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 30 * DAY_MS, NOW));
     expect(after.raw.length).toBe(2);
     await expectWindowsExact(domain.id, all, windows);
     await expectTotalsExact(domain.id);
     expect(await builtSpans(domain.id)).toEqual([
-      { span: 'hour', n: complete(all, HOUR) },
-      { span: 'day', n: complete(all, DAY) },
+      { span: 'hour', n: complete(all, HOUR_MS) },
+      { span: 'day', n: complete(all, DAY_MS) },
     ]);
   });
 
@@ -575,7 +570,7 @@ describe('rollups', () => {
     const entries = generate(21, 2_000, true).filter((e) => e.t < NOW);
     await importEntries(domain.name, entries, FORMAT);
     await buildAll();
-    const window: [number, number] = [NOW - 9 * DAY + 17, NOW - 5];
+    const window: [number, number] = [NOW - 9 * DAY_MS + 17, NOW - 5];
     const queries = vi.spyOn(t.runtime.clickhouse, 'query');
     const answer = async (all: Entry[]) => {
       queries.mockClear();
@@ -588,7 +583,7 @@ describe('rollups', () => {
       expect(await answer(entries)).toBe(1);
       // Late lines into built hours, built again; a state read anew (after REFRESH_MS) plans the
       // same days and hours as before, whose kept sums no longer hold: read again, and exact.
-      const late = generate(22, 400, true).filter((e, i) => i % 23 === 0 && e.t > window[0] + DAY && e.t < NOW - 2 * DAY);
+      const late = generate(22, 400, true).filter((e, i) => i % 23 === 0 && e.t > window[0] + DAY_MS && e.t < NOW - 2 * DAY_MS);
       expect(late.length).toBeGreaterThan(3);
       await importEntries(domain.name, late, FORMAT);
       const all = [...entries, ...late].sort((a, b) => a.t - b.t);
@@ -607,9 +602,9 @@ describe('rollups', () => {
 
   it('lines stored between the lists and the totals of a build leave the hour unbuilt until the next round catches up', async () => {
     const domain = await createDomain('between.example.com', alice.id);
-    const entries = generate(14, 1_500, true).filter((e) => e.t < NOW - 3 * HOUR);
+    const entries = generate(14, 1_500, true).filter((e) => e.t < NOW - 3 * HOUR_MS);
     await importEntries(domain.name, entries, FORMAT);
-    const hour = Math.floor(entries[entries.length - 1]!.t / HOUR) * HOUR;
+    const hour = Math.floor(entries[entries.length - 1]!.t / HOUR_MS) * HOUR_MS;
     const late = Array.from({ length: 25 }, (_, i) => ({ ...entries[0]!, t: hour + 1000 + i, status: 404, url: `/between/${i}` }));
     // The builder's own client, but the late lines are stored the moment it starts the hours' totals:
     // after its lists statement has read the rows, as an ingest running beside it can do.
@@ -630,14 +625,14 @@ describe('rollups', () => {
     expect(stored).toBe(true);
     const all = [...entries, ...late].sort((a, b) => a.t - b.t);
     // Its total does not claim the late lines its lists lack: the hour is read raw.
-    const state = await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 7 * DAY, NOW);
-    expect(state.counted.get(hour)).toBe(all.filter((e) => Math.floor(e.t / HOUR) * HOUR === hour).length);
+    const state = await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 7 * DAY_MS, NOW);
+    expect(state.counted.get(hour)).toBe(all.filter((e) => Math.floor(e.t / HOUR_MS) * HOUR_MS === hour).length);
     expect(state.builtHours.get(hour)).not.toBe(state.counted.get(hour));
-    await expectWindowsExact(domain.id, all, [[NOW - 7 * DAY, NOW], [hour - 2 * HOUR, hour + HOUR]]);
+    await expectWindowsExact(domain.id, all, [[NOW - 7 * DAY_MS, NOW], [hour - 2 * HOUR_MS, hour + HOUR_MS]]);
     await buildAll();
-    const rebuilt = await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 7 * DAY, NOW);
+    const rebuilt = await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 7 * DAY_MS, NOW);
     expect(rebuilt.builtHours.get(hour)).toBe(rebuilt.counted.get(hour));
-    await expectWindowsExact(domain.id, all, [[NOW - 7 * DAY, NOW], [hour - 2 * HOUR, hour + HOUR]]);
+    await expectWindowsExact(domain.id, all, [[NOW - 7 * DAY_MS, NOW], [hour - 2 * HOUR_MS, hour + HOUR_MS]]);
     await expectTotalsExact(domain.id);
     // Every list of every bucket holds the rows its total counts.
     const lists = await select<{ span: string; dim: string; off: string }>(
@@ -655,10 +650,10 @@ describe('rollups', () => {
   it('short lists kept in memory are used only at the version their bucket was built for', async () => {
     const domain = await createDomain('relisted.example.com', alice.id);
     const base = { ip: '10.9.9.9', status: 200, referrer: 'https://r.example/', agent: 'ua', rt: 5 };
-    const lastHour = Math.floor(NOW / HOUR) * HOUR;
+    const lastHour = Math.floor(NOW / HOUR_MS) * HOUR_MS;
     const entries: Entry[] = [];
     // Every URL in every hour's short list: /a 5, /b 4, /z 1 per hour.
-    for (let h = lastHour - 50 * HOUR; h < lastHour - 2 * HOUR; h += HOUR) {
+    for (let h = lastHour - 50 * HOUR_MS; h < lastHour - 2 * HOUR_MS; h += HOUR_MS) {
       for (const [url, n] of [['/a', 5], ['/b', 4], ['/z', 1]] as const) {
         for (let i = 0; i < n; i++) entries.push({ ...base, t: h + 20 * 60_000 + i * 1000, url });
       }
@@ -666,14 +661,14 @@ describe('rollups', () => {
     await importEntries(domain.name, entries, FORMAT);
     await buildAll();
     // Keeps the lists of the window's buckets in memory.
-    await expectWindowsExact(domain.id, entries, [[NOW - 2 * DAY, NOW]]);
+    await expectWindowsExact(domain.id, entries, [[NOW - 2 * DAY_MS, NOW]]);
     // Late lines make /z the top URL of one built hour (and of its day); both are built again.
-    const late = Array.from({ length: 40 }, (_, i) => ({ ...base, t: lastHour - 30 * HOUR + 30 * 60_000 + i * 1000, url: '/z' }));
+    const late = Array.from({ length: 40 }, (_, i) => ({ ...base, t: lastHour - 30 * HOUR_MS + 30 * 60_000 + i * 1000, url: '/z' }));
     await importEntries(domain.name, late, FORMAT);
     await buildAll();
     // Another window over the same buckets plans from a state read now: the rebuilt bucket is listed
     // at its new version, whose lists are not the ones in memory.
-    await expectWindowsExact(domain.id, [...entries, ...late], [[NOW - 2 * DAY + HOUR, NOW]]);
+    await expectWindowsExact(domain.id, [...entries, ...late], [[NOW - 2 * DAY_MS + HOUR_MS, NOW]]);
   });
 
   it('a bucket written twice (two builders at once) is read raw, then deleted and built again', async () => {
@@ -686,11 +681,11 @@ describe('rollups', () => {
     await t.runtime.clickhouse.command({ query: 'SET lightweight_deletes_sync = 1' });
     await buildAll();
     // What a second builder would add: the same difference again, for one day and one of its hours.
-    const day = Math.floor((NOW - 3 * DAY) / DAY) * DAY;
-    const busyHour = Math.floor(entries.find((e) => e.t >= day + HOUR)!.t / HOUR) * HOUR;
+    const day = Math.floor((NOW - 3 * DAY_MS) / DAY_MS) * DAY_MS;
+    const busyHour = Math.floor(entries.find((e) => e.t >= day + HOUR_MS)!.t / HOUR_MS) * HOUR_MS;
     await writeTwice(domain.id, 'hour', busyHour);
     await writeTwice(domain.id, 'day', day);
-    await expectWindowsExact(domain.id, entries, [[NOW - 7 * DAY, NOW], [day + 10, busyHour + HOUR + 10]]);
+    await expectWindowsExact(domain.id, entries, [[NOW - 7 * DAY_MS, NOW], [day + 10, busyHour + HOUR_MS + 10]]);
     await clearOfHourEnd();
     const round = await buildAll();
     expect(round.repaired).toBe(2);
@@ -699,12 +694,12 @@ describe('rollups', () => {
     await t.runtime.clickhouse.command({ query: 'SET lightweight_deletes_sync = DEFAULT' });
     expect(settings).toEqual([{ threads: 3, deletes: 1 }]);
     expect(await builtSpans(domain.id)).toEqual([
-      { span: 'hour', n: complete(entries, HOUR) },
-      { span: 'day', n: complete(entries, DAY) },
+      { span: 'hour', n: complete(entries, HOUR_MS) },
+      { span: 'day', n: complete(entries, DAY_MS) },
     ]);
-    const plan = planWindow(NOW - 7 * DAY, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 7 * DAY, NOW));
+    const plan = planWindow(NOW - 7 * DAY_MS, NOW, await queryBuildState(t.runtime.clickhouse, domain.id, NOW - 7 * DAY_MS, NOW));
     expect(plan.days).toContain(day);
-    await expectWindowsExact(domain.id, entries, [[NOW - 7 * DAY, NOW], [day + 10, busyHour + HOUR + 10]]);
+    await expectWindowsExact(domain.id, entries, [[NOW - 7 * DAY_MS, NOW], [day + 10, busyHour + HOUR_MS + 10]]);
   });
 
   it('serve’s builder builds in the background, one process per database at a time (a lease)', async () => {
@@ -717,8 +712,8 @@ describe('rollups', () => {
     try {
       // Taken at each look: an hour may end while the builder works.
       const expected = () => [
-        { span: 'hour', n: complete(entries, HOUR) },
-        { span: 'day', n: complete(entries, DAY) },
+        { span: 'hour', n: complete(entries, HOUR_MS) },
+        { span: 'day', n: complete(entries, DAY_MS) },
       ];
       await until(async () => JSON.stringify(await builtSpans(domain.id)) === JSON.stringify(expected()), 'rollups built in the background', 60_000, 200);
       // Whichever claimed the lease first holds it: the other's rounds do nothing.
@@ -736,17 +731,17 @@ describe('rollups', () => {
 
   it('an idle builder skips its rounds until a line is stored, and for quietMs at most', async () => {
     const domain = await createDomain('quiet.example.com', alice.id);
-    const entries = generate(15, 300, true).filter((e) => e.t < NOW - 2 * DAY);
+    const entries = generate(15, 300, true).filter((e) => e.t < NOW - 2 * DAY_MS);
     await importEntries(domain.name, entries, FORMAT);
-    const hour = Math.floor(entries[0]!.t / HOUR) * HOUR;
+    const hour = Math.floor(entries[0]!.t / HOUR_MS) * HOUR_MS;
     const hourTotal = async () =>
       Number((await select<{ n: string }>(t.runtime.clickhouse, "SELECT toString(sum(requests)) AS n FROM access_rollups WHERE domain_id = {d:UInt32} AND span = 'hour' AND dim = 'total' AND bucket = toDateTime({b:UInt32}, 'UTC')", { d: domain.id, b: hour / 1000 }))[0]!.n);
-    const inHour = entries.filter((e) => Math.floor(e.t / HOUR) * HOUR === hour).length;
+    const inHour = entries.filter((e) => Math.floor(e.t / HOUR_MS) * HOUR_MS === hour).length;
     // The settled hour (one of the round's inputs) changes half an hour from now at the earliest, not during the test.
-    const settleS = Math.floor(((Date.now() % HOUR) + HOUR / 2) / 1000);
+    const settleS = Math.floor(((Date.now() % HOUR_MS) + HOUR_MS / 2) / 1000);
     const nothing: RollupRound = { hours: 0, days: 0, repaired: 0, more: false };
     const withBuilder = async (quietMs: number, use: (builder: RollupBuilder) => Promise<void>) => {
-      const builder = startRollupBuilder({ clickhouse: t.runtime.clickhouse, log: createLogger('silent'), claim: async () => true }, { intervalMs: HOUR, settleS, budgetMs: 60_000, retentionDays: 90, quietMs });
+      const builder = startRollupBuilder({ clickhouse: t.runtime.clickhouse, log: createLogger('silent'), claim: async () => true }, { intervalMs: HOUR_MS, settleS, budgetMs: 60_000, retentionDays: 90, quietMs });
       try {
         // Rounds until one finds nothing (the first one also builds what other tests left).
         await until(async () => isDeepStrictEqual(await builder.runOnce(), nothing), 'a round with nothing to build', 60_000, 0);
@@ -755,14 +750,14 @@ describe('rollups', () => {
         await builder.stop();
       }
     };
-    await withBuilder(HOUR, async (builder) => {
+    await withBuilder(HOUR_MS, async (builder) => {
       expect(await hourTotal()).toBe(inHour);
       await writeTwice(domain.id, 'hour', hour);
       // Nothing the round reads changed: skipped, the bucket stays written twice.
       expect(await builder.runOnce()).toEqual(nothing);
       expect(await hourTotal()).toBe(2 * inHour);
       // A stored line (in another hour) wakes it: the round finds the bucket and repairs it.
-      const late = { ...entries.find((e) => Math.floor(e.t / HOUR) * HOUR !== hour)!, url: '/late' };
+      const late = { ...entries.find((e) => Math.floor(e.t / HOUR_MS) * HOUR_MS !== hour)!, url: '/late' };
       await importEntries(domain.name, [late], FORMAT);
       expect(await builder.runOnce()).toMatchObject({ repaired: 1, more: false });
       expect(await hourTotal()).toBe(inHour);
@@ -783,15 +778,15 @@ describe('rollups', () => {
     const rnd = prng(15);
     const entries: Entry[] = [];
     for (let i = 0; i < 12_000; i++) {
-      const ts = NOW - 2 * HOUR - Math.floor(rnd() * 20 * DAY);
+      const ts = NOW - 2 * HOUR_MS - Math.floor(rnd() * 20 * DAY_MS);
       entries.push({ t: ts, ip: `10.1.${i % 7}.${i % 11}`, url: `/flat/${Math.floor(rnd() * 400)}`, status: 200, referrer: '', agent: `agent-${Math.floor(rnd() * 300)}`, rt: 5 });
     }
     entries.sort((a, b) => a.t - b.t);
     await importEntries(domain.name, entries, FORMAT);
     await buildAll();
     const windows: [number, number][] = [
-      [NOW - 30 * DAY, NOW],
-      [NOW - 7 * DAY - 5, NOW - DAY + 5],
+      [NOW - 30 * DAY_MS, NOW],
+      [NOW - 7 * DAY_MS - 5, NOW - DAY_MS + 5],
     ];
     // This window has whole days and, at its ends, whole hours with requests.
     const [from, to] = windows[1]!;
@@ -803,7 +798,7 @@ describe('rollups', () => {
     expect(await listedEverywhere()).toBe(true);
     await expectWindowsExact(domain.id, entries, windows);
     // A day and an hour built without their short lists (a builder that died between the statements).
-    const day = Math.floor((NOW - 5 * DAY) / DAY) * DAY;
+    const day = Math.floor((NOW - 5 * DAY_MS) / DAY_MS) * DAY_MS;
     const hour = (await plan()).hours[0]!;
     await deleteTops(domain.id, 'day', day);
     await deleteTops(domain.id, 'hour', hour);
@@ -823,13 +818,13 @@ describe('rollups', () => {
     const rnd = prng(21);
     // Four whole hours, the newest ending five hours before now: three skewed (600 URLs, a few of
     // them busy) and the oldest flat (300 URLs about equally), 2,000 requests each.
-    const newest = Math.floor((NOW - 6 * HOUR) / HOUR) * HOUR;
+    const newest = Math.floor((NOW - 6 * HOUR_MS) / HOUR_MS) * HOUR_MS;
     const entries: Entry[] = [];
     for (let h = 0; h < 4; h++) {
       for (let i = 0; i < 2_000; i++) {
         const n = h === 3 ? Math.floor(rnd() * 300) : Math.floor(rnd() ** 3 * 600);
         const agent = `agent-${Math.floor(rnd() ** 2 * 200)}`;
-        entries.push({ t: newest - h * HOUR + Math.floor(rnd() * 3_600) * 1000, ip: `10.2.${h}.${i % 50}`, url: `/h/${n}`, status: 200, referrer: i % 3 ? '' : `https://ref.example/${n % 150}`, agent, rt: 7 });
+        entries.push({ t: newest - h * HOUR_MS + Math.floor(rnd() * 3_600) * 1000, ip: `10.2.${h}.${i % 50}`, url: `/h/${n}`, status: 200, referrer: i % 3 ? '' : `https://ref.example/${n % 150}`, agent, rt: 7 });
       }
     }
     entries.sort((a, b) => a.t - b.t);
@@ -842,15 +837,15 @@ describe('rollups', () => {
       { d: domain.id },
     );
     expect(cut).toEqual([{ n: '4' }]);
-    const skewed: [number, number] = [newest - 2 * HOUR, newest + HOUR - 1];
+    const skewed: [number, number] = [newest - 2 * HOUR_MS, newest + HOUR_MS - 1];
     const plan = planWindow(...skewed, await queryBuildState(t.runtime.clickhouse, domain.id, ...skewed));
-    expect(bucketSetOf(plan.listed)).toEqual({ days: [], hours: [newest - 2 * HOUR, newest - HOUR] });
-    expect(plan.raw).toEqual([[newest, newest + HOUR]]);
+    expect(bucketSetOf(plan.listed)).toEqual({ days: [], hours: [newest - 2 * HOUR_MS, newest - HOUR_MS] });
+    expect(plan.raw).toEqual([[newest, newest + HOUR_MS]]);
     await expectWindowsExact(domain.id, entries, [
       skewed,
-      [newest - 3 * HOUR - 17, newest + HOUR + 17],
-      [newest - 2 * HOUR + 5, newest + HOUR - 5],
-      [NOW - DAY, NOW],
+      [newest - 3 * HOUR_MS - 17, newest + HOUR_MS + 17],
+      [newest - 2 * HOUR_MS + 5, newest + HOUR_MS - 5],
+      [NOW - DAY_MS, NOW],
     ]);
   });
 
@@ -859,7 +854,7 @@ describe('rollups', () => {
     // Four hours, each: 9 URLs of every hour (50 requests), 91 of that hour alone (40 down to 22),
     // then /steady (19), first outside every hour's 100-key list. Over the four hours /steady (76)
     // is 10th; a proof that left out the hours' thresholds would take a 40-request URL instead.
-    const newest = Math.floor((NOW - 9 * HOUR) / HOUR) * HOUR;
+    const newest = Math.floor((NOW - 9 * HOUR_MS) / HOUR_MS) * HOUR_MS;
     const entries: Entry[] = [];
     for (let h = 0; h < 4; h++) {
       const counts: [string, number][] = [
@@ -869,13 +864,13 @@ describe('rollups', () => {
       ];
       let second = 0;
       for (const [url, n] of counts) {
-        for (let i = 0; i < n; i++) entries.push({ t: newest - h * HOUR + (second++ % 3_600) * 1000, ip: '10.3.0.1', url, status: 200, referrer: '', agent: 'a', rt: 1 });
+        for (let i = 0; i < n; i++) entries.push({ t: newest - h * HOUR_MS + (second++ % 3_600) * 1000, ip: '10.3.0.1', url, status: 200, referrer: '', agent: 'a', rt: 1 });
       }
     }
     entries.sort((a, b) => a.t - b.t);
     await importEntries(domain.name, entries, FORMAT);
     await buildAll();
-    const window: [number, number] = [newest - 3 * HOUR, newest + HOUR - 1];
+    const window: [number, number] = [newest - 3 * HOUR_MS, newest + HOUR_MS - 1];
     const plan = planWindow(...window, await queryBuildState(t.runtime.clickhouse, domain.id, ...window));
     expect(bucketSetOf(plan.listed).hours).toHaveLength(3);
     const top = (await queryWindowStats(t.runtime.clickhouse, domain.id, ...window)).topUrls;
@@ -890,7 +885,7 @@ describe('rollups', () => {
     // list), 5 in the others (below theirs). It is 10th over the three (55), proven by the lists
     // (thresholds 10 + 10 + 10), its count outside the oldest hour's list looked up in the others'
     // full rows.
-    const newest = Math.floor((NOW - 9 * HOUR) / HOUR) * HOUR;
+    const newest = Math.floor((NOW - 9 * HOUR_MS) / HOUR_MS) * HOUR_MS;
     const line = (t: number, url: string) => ({ t, ip: '10.4.0.1', url, status: 200, referrer: '', agent: 'a', rt: 1 });
     const entries: Entry[] = [];
     for (let h = 1; h <= 3; h++) {
@@ -901,26 +896,26 @@ describe('rollups', () => {
         ['/rising', h === 3 ? 45 : 5],
       ];
       let second = 0;
-      for (const [url, n] of counts) for (let i = 0; i < n; i++) entries.push(line(newest - h * HOUR + (second++ % 3_600) * 1000, url));
+      for (const [url, n] of counts) for (let i = 0; i < n; i++) entries.push(line(newest - h * HOUR_MS + (second++ % 3_600) * 1000, url));
     }
     // A line after them: the builder leaves a domain's newest hour for later.
     entries.push(line(newest + 1000, '/after'));
     entries.sort((a, b) => a.t - b.t);
     await importEntries(domain.name, entries, FORMAT);
     await buildAll();
-    const window: [number, number] = [newest - 3 * HOUR, newest];
+    const window: [number, number] = [newest - 3 * HOUR_MS, newest];
     const listed = async (w = window) => bucketSetOf(planWindow(...w, await queryBuildState(t.runtime.clickhouse, domain.id, ...w)).listed).hours;
     const tenth = async (w = window) => (await queryWindowStats(t.runtime.clickhouse, domain.id, ...w)).topUrls[9];
     expect(await listed()).toHaveLength(3);
     expect(await tenth()).toEqual({ url: '/rising', requests: 55, percentage: expect.any(Number) });
     // Three more /rising in the middle hour, built again: its lists hold the same keys at a new
     // version, and its count of /rising is read again (the one in memory is of the old version).
-    const late = [0, 1, 2].map((i) => line(newest - 2 * HOUR + 100_000 + i, '/rising'));
+    const late = [0, 1, 2].map((i) => line(newest - 2 * HOUR_MS + 100_000 + i, '/rising'));
     await importEntries(domain.name, late, FORMAT);
     await buildAll();
     // A window of other whole hours plans from a state read now (the same window would go on
     // reading the rebuilt hour raw from the state kept for its hours, known-plans.ts).
-    const longer: [number, number] = [window[0] - HOUR, window[1]];
+    const longer: [number, number] = [window[0] - HOUR_MS, window[1]];
     expect(await listed(longer)).toHaveLength(3);
     expect(await tenth(longer)).toEqual({ url: '/rising', requests: 58, percentage: expect.any(Number) });
     await expectWindowsExact(domain.id, [...entries, ...late], [window, longer]);
@@ -983,7 +978,7 @@ describe('rollups', () => {
     const start = Date.UTC(2026, 0, 1, 22, 30);
     const end = Date.UTC(2026, 0, 4, 1, 15);
     const state = emptyBuildState();
-    for (let t0 = h(1, 23); t0 < h(4, 1); t0 += HOUR) {
+    for (let t0 = h(1, 23); t0 < h(4, 1); t0 += HOUR_MS) {
       state.counted.set(t0, 10);
       state.builtHours.set(t0, 10);
     }
@@ -1015,9 +1010,9 @@ describe('rollups', () => {
     // Without a state, or with more raw ranges than a query should carry, the whole window is raw.
     expect(planWindow(start, end, null)).toEqual({ start, end, days: [], hours: [], raw: [[start, end + 1]], listed: [] });
     const patchy = emptyBuildState();
-    for (let t0 = h(1, 0); t0 < h(6, 0); t0 += HOUR) {
+    for (let t0 = h(1, 0); t0 < h(6, 0); t0 += HOUR_MS) {
       patchy.counted.set(t0, 1);
-      if (t0 % (2 * HOUR) === 0) patchy.builtHours.set(t0, 1);
+      if (t0 % (2 * HOUR_MS) === 0) patchy.builtHours.set(t0, 1);
     }
     expect(planWindow(h(1, 0) - 5, h(6, 0) + 5, patchy).raw).toEqual([[h(1, 0) - 5, h(6, 0) + 6]]);
   });
@@ -1034,25 +1029,25 @@ describe('rollups', () => {
     }
     const state = { counted: new CountingMap(), builtHours: new CountingMap(), builtDays: new CountingMap(), topsHours: new CountingMap(), topsDays: new CountingMap() };
     const day = Date.UTC(2026, 0, 10);
-    for (let h = day - 5 * HOUR; h < day + 2 * DAY + 3 * HOUR; h += HOUR) {
+    for (let h = day - 5 * HOUR_MS; h < day + 2 * DAY_MS + 3 * HOUR_MS; h += HOUR_MS) {
       state.counted.set(h, 7);
       state.builtHours.set(h, 7);
     }
     state.builtDays.set(day, 7 * 24);
-    state.counted.set(day + 30 * HOUR, 0);
-    state.builtHours.set(day + 31 * HOUR, 6); // counted 7: raw
+    state.counted.set(day + 30 * HOUR_MS, 0);
+    state.builtHours.set(day + 31 * HOUR_MS, 6); // counted 7: raw
     const start = Date.UTC(1970, 0, 1);
     const end = Date.UTC(2106, 1, 6, 23, 59, 59, 999);
     const plan = planWindow(start, end, state);
     expect(lookups).toBeLessThan(10 * state.counted.size);
     expect(plan.days).toEqual([day]);
     expect(plan.hours).toEqual([
-      ...Array.from({ length: 5 }, (_, i) => day - (5 - i) * HOUR),
-      ...Array.from({ length: 27 }, (_, i) => day + DAY + i * HOUR).filter((h) => h !== day + 30 * HOUR && h !== day + 31 * HOUR),
+      ...Array.from({ length: 5 }, (_, i) => day - (5 - i) * HOUR_MS),
+      ...Array.from({ length: 27 }, (_, i) => day + DAY_MS + i * HOUR_MS).filter((h) => h !== day + 30 * HOUR_MS && h !== day + 31 * HOUR_MS),
     ]);
     expect(plan.raw).toEqual([
       [start, start],
-      [day + 31 * HOUR, day + 32 * HOUR],
+      [day + 31 * HOUR_MS, day + 32 * HOUR_MS],
       [Date.UTC(2106, 1, 6, 23), end + 1],
     ].filter(([a, b]) => a! < b!));
   });
@@ -1074,18 +1069,18 @@ describe('rollups', () => {
         const counted = state.counted.get(h) ?? 0;
         if (counted === 0) return;
         if (state.builtHours.get(h) === counted) hours.push(h);
-        else addRaw(h, h + HOUR);
+        else addRaw(h, h + HOUR_MS);
       };
       addRaw(start, b.hourFrom);
-      for (let h = b.hourFrom; h < b.dayFrom; h += HOUR) hour(h);
-      for (let d = b.dayFrom; d < b.dayTo; d += DAY) {
+      for (let h = b.hourFrom; h < b.dayFrom; h += HOUR_MS) hour(h);
+      for (let d = b.dayFrom; d < b.dayTo; d += DAY_MS) {
         let counted = 0;
-        for (let h = d; h < d + DAY; h += HOUR) counted += state.counted.get(h) ?? 0;
+        for (let h = d; h < d + DAY_MS; h += HOUR_MS) counted += state.counted.get(h) ?? 0;
         if (counted === 0) continue;
         if (state.builtDays.get(d) === counted) days.push(d);
-        else for (let h = d; h < d + DAY; h += HOUR) hour(h);
+        else for (let h = d; h < d + DAY_MS; h += HOUR_MS) hour(h);
       }
-      for (let h = b.dayTo; h < b.hourTo; h += HOUR) hour(h);
+      for (let h = b.dayTo; h < b.hourTo; h += HOUR_MS) hour(h);
       addRaw(b.hourTo, end + 1);
       return { days, hours, raw };
     };
@@ -1093,20 +1088,20 @@ describe('rollups', () => {
     const base = Date.UTC(2026, 2, 1);
     for (let run = 0; run < 300; run++) {
       const state = emptyBuildState();
-      for (let h = base - 2 * DAY; h < base + 6 * DAY; h += HOUR) {
+      for (let h = base - 2 * DAY_MS; h < base + 6 * DAY_MS; h += HOUR_MS) {
         const r = random();
         if (r < 0.4) continue;
         const n = r < 0.45 ? 0 : 1 + Math.floor(random() * 5);
         state.counted.set(h, n);
         if (random() < 0.8) state.builtHours.set(h, random() < 0.95 ? n : n + 1);
       }
-      for (let d = base - 2 * DAY; d < base + 6 * DAY; d += DAY) {
+      for (let d = base - 2 * DAY_MS; d < base + 6 * DAY_MS; d += DAY_MS) {
         let sum = 0;
-        for (let h = d; h < d + DAY; h += HOUR) sum += state.counted.get(h) ?? 0;
+        for (let h = d; h < d + DAY_MS; h += HOUR_MS) sum += state.counted.get(h) ?? 0;
         if (random() < 0.6) state.builtDays.set(d, random() < 0.8 ? sum : sum - 1);
       }
-      const start = base - DAY + Math.floor(random() * 3 * DAY);
-      const end = start + Math.floor(random() * 4 * DAY);
+      const start = base - DAY_MS + Math.floor(random() * 3 * DAY_MS);
+      const end = start + Math.floor(random() * 4 * DAY_MS);
       const plan = planWindow(start, end, state);
       const want = walk(start, end, state);
       const expected = want.raw.length > 48 ? { days: [], hours: [], raw: [[start, end + 1]] } : want;
@@ -1122,7 +1117,7 @@ describe('rollups', () => {
       ...base,
       domainId: domain.id,
       id: i + 1,
-      timestamp: NOW - 2 * DAY - i * 11 * 60_000,
+      timestamp: NOW - 2 * DAY_MS - i * 11 * 60_000,
       ipAddress: `10.0.0.${i % 37}`,
       url: `/r/${i % 13}`,
       statusCode: i % 9 === 0 ? 503 : 200,
@@ -1147,10 +1142,10 @@ describe('rollups', () => {
     // Another batch with the same rows but its own token is new data, and is counted.
     const entries: Entry[] = rows.map((r) => ({ t: r.timestamp, ip: r.ipAddress, url: r.url, status: r.statusCode, referrer: r.referrer, agent: r.userAgent, rt: r.responseTime, bytes: r.responseSize }));
     const res = await stats(domain.id, alice.token, '?period=7d');
-    expect(res.body.data).toEqual({ period: '7d', ...bruteForce(entries, NOW - 7 * DAY, NOW) });
+    expect(res.body.data).toEqual({ period: '7d', ...bruteForce(entries, NOW - 7 * DAY_MS, NOW) });
     await insertAccessBatch(t.runtime.clickhouse, rows.map((r) => ({ ...r, id: r.id + 1000 })), dedupToken('test:retry', 300, 600));
     const twice = await stats(domain.id, alice.token, '?period=7d');
-    expect(twice.body.data).toEqual({ period: '7d', ...bruteForce([...entries, ...entries], NOW - 7 * DAY, NOW) });
+    expect(twice.body.data).toEqual({ period: '7d', ...bruteForce([...entries, ...entries], NOW - 7 * DAY_MS, NOW) });
   });
 
   it('deleteDomainData removes a domain’s rollup rows and no other domain’s', async () => {

@@ -11,9 +11,10 @@ import { selectRows as select } from '../../../core/db/clickhouse.js';
 import { LIST_PARTIALS, mergedPartial, mergedStates, metricValues, METRICS, sentPartial, sourcePartial, statesOf, type Metric, type PartialStates } from '../../../src/stats/registry.js';
 import { prng } from '../../support/random.js';
 import { startTestApp, type TestApp } from '../../support/app.js';
-import { DAY, generateRows, HOUR, insertRows, metricValue, PERCENTILE_METRICS, withinPercentileBound, type Row } from '../../support/query-rows.js';
+import { generateRows, insertRows, metricValue, PERCENTILE_METRICS, withinPercentileBound, type Row } from '../../support/query-rows.js';
+import { DAY_MS, HOUR_MS } from '../../../core/durations.js';
 
-const BASE = Math.floor(Date.now() / DAY) * DAY - 10 * DAY;
+const BASE = Math.floor(Date.now() / DAY_MS) * DAY_MS - 10 * DAY_MS;
 /** Every partial of every metric, each once. */
 const PARTIALS = [...new Set(METRICS.flatMap((m) => m.partials))];
 
@@ -56,9 +57,9 @@ beforeAll(async () => {
   t = await startTestApp({ LOG_RETENTION_DAYS: '3650' });
   for (const name of ['one.example.com', 'two.example.com', 'tie.example.com']) domains.push((await insertDomain(t.runtime.db, { name, ownerId: null })).id);
   tie = domains.pop()!;
-  rows.push(...generateRows({ seed: 11, domain: domains[0]!, count: 1500, from: BASE, to: BASE + 3 * DAY }));
-  rows.push(...generateRows({ seed: 12, domain: domains[1]!, count: 300, from: BASE, to: BASE + 3 * DAY, firstId: 5_001 }));
-  const tied = generateRows({ seed: 13, domain: tie, count: 40, from: BASE, to: BASE + HOUR, firstId: 9_001 });
+  rows.push(...generateRows({ seed: 11, domain: domains[0]!, count: 1500, from: BASE, to: BASE + 3 * DAY_MS }));
+  rows.push(...generateRows({ seed: 12, domain: domains[1]!, count: 300, from: BASE, to: BASE + 3 * DAY_MS, firstId: 5_001 }));
+  const tied = generateRows({ seed: 13, domain: tie, count: 40, from: BASE, to: BASE + HOUR_MS, firstId: 9_001 });
   tied.forEach((r, i) => (r.rt = i < 23 ? 1 : 0));
   rows.push(...tied);
   await insertRows(t.runtime.clickhouse, rows);
@@ -75,8 +76,8 @@ describe('the registry merges every partial in SQL and in JavaScript alike', () 
     for (let round = 0; round < 40; round++) {
       const domain = domains[round % 2]!;
       // Windows of minutes to days; some sources hold no row, or rows without response times.
-      const start = BASE + Math.floor(rnd() * 3 * DAY);
-      const end = start + Math.floor(rnd() ** 3 * 2 * DAY);
+      const start = BASE + Math.floor(rnd() * 3 * DAY_MS);
+      const end = start + Math.floor(rnd() ** 3 * 2 * DAY_MS);
       const cuts = Array.from({ length: Math.floor(rnd() * 3) }, () => start + Math.floor(rnd() * (end - start))).sort((a, b) => a - b);
       const bounds = [start, ...cuts, end];
       const parts = bounds.slice(1).map((e, i): [number, number] => [bounds[i]!, e]);
@@ -95,8 +96,8 @@ describe('the registry merges every partial in SQL and in JavaScript alike', () 
 
   it('a mean or share whose exact value ends in 5 rounds up both ways (23 ÷ 40 = 0.575 → 0.58)', async () => {
     const { sql, js } = await bothWays(tie, [
-      [BASE, BASE + HOUR / 2],
-      [BASE + HOUR / 2, BASE + HOUR],
+      [BASE, BASE + HOUR_MS / 2],
+      [BASE + HOUR_MS / 2, BASE + HOUR_MS],
     ]);
     const at = METRICS.findIndex((m) => m.name === 'averageResponseTime');
     expect([sql[at], js[at]]).toEqual([0.58, 0.58]);

@@ -12,11 +12,12 @@ import { BATCH_QUERIES_MAX } from '../../../../src/stats/query/schemas.js';
 import { PANELS } from '../../../../web/src/panels.js';
 import { viewQueries } from '../../../../web/src/view.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from '../../../support/app.js';
-import { bruteForce, DAY, generateRows, HOSTILE, HOUR, insertRows, MINUTE, PERCENTILE_METRICS, withinPercentileBound, type ExpectedRow, type Row } from '../../../support/query-rows.js';
+import { bruteForce, generateRows, HOSTILE, insertRows, PERCENTILE_METRICS, withinPercentileBound, type ExpectedRow, type Row } from '../../../support/query-rows.js';
+import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../../core/durations.js';
 
-const BASE = Math.floor(Date.now() / DAY) * DAY - 20 * DAY;
+const BASE = Math.floor(Date.now() / DAY_MS) * DAY_MS - 20 * DAY_MS;
 /** Odd edges: partly built hours and days on both sides. */
-const WINDOW = { start: BASE + 7 * HOUR + 13 * MINUTE, end: BASE + 4 * DAY + 5 * HOUR + 2 * MINUTE };
+const WINDOW = { start: BASE + 7 * HOUR_MS + 13 * MINUTE_MS, end: BASE + 4 * DAY_MS + 5 * HOUR_MS + 2 * MINUTE_MS };
 
 let t: TestApp;
 let alice: { id: number; token: string };
@@ -70,12 +71,12 @@ beforeAll(async () => {
   };
   alpha = await domain('alpha.example.com', alice.id);
   gamma = await domain('gamma-secret.example.com', bob.id);
-  rows.push(...generateRows({ seed: 11, domain: alpha.id, count: 3000, from: BASE - DAY, to: BASE + 6 * DAY }));
-  rows.push(...generateRows({ seed: 12, domain: gamma.id, count: 600, from: BASE - DAY, to: BASE + 6 * DAY }));
+  rows.push(...generateRows({ seed: 11, domain: alpha.id, count: 3000, from: BASE - DAY_MS, to: BASE + 6 * DAY_MS }));
+  rows.push(...generateRows({ seed: 12, domain: gamma.id, count: 600, from: BASE - DAY_MS, to: BASE + 6 * DAY_MS }));
   await insertRows(t.runtime.clickhouse, rows);
   // The first days built, the rest read raw: a view reads both.
   await buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 120_000, retentionDays: 3650 });
-  await insertRows(t.runtime.clickhouse, generateRows({ seed: 13, domain: alpha.id, count: 200, from: BASE + 2 * DAY, to: BASE + 3 * DAY, firstId: 50_001 }).map((r) => (rows.push(r), r)));
+  await insertRows(t.runtime.clickhouse, generateRows({ seed: 13, domain: alpha.id, count: 200, from: BASE + 2 * DAY_MS, to: BASE + 3 * DAY_MS, firstId: 50_001 }).map((r) => (rows.push(r), r)));
 }, 400_000);
 
 afterAll(async () => {

@@ -23,14 +23,11 @@ import {
   AGENTS,
   bruteForce,
   dimensionValue,
-  DAY,
   generateRows,
   HOSTILE,
-  HOUR,
   insertRows,
   LONG_URL,
   LONG_URL_PCT,
-  MINUTE,
   PERCENTILE_METRICS,
   REFERRERS,
   selected,
@@ -40,6 +37,7 @@ import {
   type Row,
   type Spec,
 } from '../../../support/query-rows.js';
+import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../../core/durations.js';
 
 const ALL_METRICS = [...METRIC_NAMES];
 /** The metrics whose partials the rollups hold (a raw-only partial, such as uniquePaths', has `rollup` null): those the rollup tests ask for. */
@@ -49,12 +47,12 @@ const PLAIN_DIMENSIONS = DIMENSION_NAMES.filter((d) => dimensionByName.get(d)!.k
 const STRING_DIMENSIONS = PLAIN_DIMENSIONS.filter((d) => dimensionByName.get(d)!.ops.includes('contains'));
 
 /** A whole day 20 days back: most rows lie in the week from it; 'custom' windows are fixed times around it. */
-const BASE = Math.floor(Date.now() / DAY) * DAY - 20 * DAY;
-const W_ALL = { start: BASE - 2 * DAY, end: BASE + 8 * DAY };
+const BASE = Math.floor(Date.now() / DAY_MS) * DAY_MS - 20 * DAY_MS;
+const W_ALL = { start: BASE - 2 * DAY_MS, end: BASE + 8 * DAY_MS };
 /** Odd edges, with rows on them and a millisecond outside them. */
-const W_PART = { start: BASE + DAY + 7 * HOUR + 13 * MINUTE + 7_123, end: BASE + 3 * DAY + 5 * HOUR + 2 * MINUTE + 456 };
+const W_PART = { start: BASE + DAY_MS + 7 * HOUR_MS + 13 * MINUTE_MS + 7_123, end: BASE + 3 * DAY_MS + 5 * HOUR_MS + 2 * MINUTE_MS + 456 };
 /** Between the rows far back (up to 30 days before BASE) and the others. */
-const W_EMPTY = { start: BASE - 10 * DAY, end: BASE - 9 * DAY };
+const W_EMPTY = { start: BASE - 10 * DAY_MS, end: BASE - 9 * DAY_MS };
 
 let t: TestApp;
 let admin: string;
@@ -139,17 +137,17 @@ beforeAll(async () => {
   fleet = [];
   for (let i = 0; i < 40; i++) fleet.push(await domain(`fleet-${String(i).padStart(2, '0')}.example.net`, null));
 
-  rows.push(...generateRows({ seed: 1, domain: alpha.id, count: 3000, from: BASE - DAY, to: BASE + 6 * DAY }));
+  rows.push(...generateRows({ seed: 1, domain: alpha.id, count: 3000, from: BASE - DAY_MS, to: BASE + 6 * DAY_MS }));
   // Far back (weeks and months), and in the last hour (the relative date ranges).
-  rows.push(...generateRows({ seed: 2, domain: alpha.id, count: 300, from: BASE - 400 * DAY, to: BASE - 30 * DAY, firstId: 10_001 }));
-  rows.push(...generateRows({ seed: 3, domain: alpha.id, count: 20, from: Date.now() - 30 * MINUTE, to: Date.now() - 10 * MINUTE, firstId: 20_001 }));
+  rows.push(...generateRows({ seed: 2, domain: alpha.id, count: 300, from: BASE - 400 * DAY_MS, to: BASE - 30 * DAY_MS, firstId: 10_001 }));
+  rows.push(...generateRows({ seed: 3, domain: alpha.id, count: 20, from: Date.now() - 30 * MINUTE_MS, to: Date.now() - 10 * MINUTE_MS, firstId: 20_001 }));
   // On W_PART's edges and a millisecond outside them.
   const edges = generateRows({ seed: 4, domain: alpha.id, count: 4, from: 0, to: 1, firstId: 30_001 });
   [W_PART.start - 1, W_PART.start, W_PART.end, W_PART.end + 1].forEach((at, i) => (edges[i]!.t = at));
   rows.push(...edges);
-  rows.push(...generateRows({ seed: 5, domain: beta.id, count: 800, from: BASE - DAY, to: BASE + 6 * DAY }));
-  rows.push(...generateRows({ seed: 6, domain: gamma.id, count: 500, from: BASE - DAY, to: BASE + 6 * DAY }));
-  fleet.forEach((d, i) => rows.push(...generateRows({ seed: 100 + i, domain: d.id, count: 3 + ((i * 7) % 30), from: BASE + DAY, to: BASE + 2 * DAY })));
+  rows.push(...generateRows({ seed: 5, domain: beta.id, count: 800, from: BASE - DAY_MS, to: BASE + 6 * DAY_MS }));
+  rows.push(...generateRows({ seed: 6, domain: gamma.id, count: 500, from: BASE - DAY_MS, to: BASE + 6 * DAY_MS }));
+  fleet.forEach((d, i) => rows.push(...generateRows({ seed: 100 + i, domain: d.id, count: 3 + ((i * 7) % 30), from: BASE + DAY_MS, to: BASE + 2 * DAY_MS })));
   await insertRows(t.runtime.clickhouse, rows);
 }, 120_000);
 
@@ -177,7 +175,7 @@ describe('POST /api/logs/query: metrics', () => {
       const { data } = await ask(alice.token, { metrics: ALL_METRICS, dateRange });
       const [start, end] = [Date.parse(data.meta.startDate), Date.parse(data.meta.endDate)];
       expect(end).toBeGreaterThanOrEqual(before);
-      expect(end - start).toBe({ '1h': HOUR, '24h': DAY, '7d': 7 * DAY, '30d': 30 * DAY }[dateRange]);
+      expect(end - start).toBe({ '1h': HOUR_MS, '24h': DAY_MS, '7d': 7 * DAY_MS, '30d': 30 * DAY_MS }[dateRange]);
       const expected = bruteForce(rows, { domains: aliceDomains(), metrics: ALL_METRICS, dimensions: [], filters: [], window: { start, end }, names });
       expect(comparable(data.results, expected, ALL_METRICS)).toEqual(expected);
       expect(data.results[0].metrics[0]).toBeGreaterThan(dateRange === '30d' ? 3000 : 0);
@@ -372,20 +370,20 @@ describe('POST /api/logs/query: filters', () => {
 describe('POST /api/logs/query: time', () => {
   it('time buckets of every interval run from the bucket of startDate to that of endDate, gaps filled', async () => {
     const cases: [string, { start: number; end: number }, string][] = [
-      ['time:minute', { start: W_PART.start, end: W_PART.start + 3 * HOUR }, 'minute'],
+      ['time:minute', { start: W_PART.start, end: W_PART.start + 3 * HOUR_MS }, 'minute'],
       ['time:hour', W_PART, 'hour'],
       ['time:day', W_ALL, 'day'],
-      ['time:week', { start: BASE - 300 * DAY, end: BASE + 5 * DAY }, 'week'],
-      ['time:month', { start: BASE - 420 * DAY, end: BASE + 5 * DAY }, 'month'],
+      ['time:week', { start: BASE - 300 * DAY_MS, end: BASE + 5 * DAY_MS }, 'week'],
+      ['time:month', { start: BASE - 420 * DAY_MS, end: BASE + 5 * DAY_MS }, 'month'],
       // The automatic interval: the first giving at most 400 buckets.
-      ['time', { start: W_PART.start, end: W_PART.start + 6 * HOUR }, 'minute'],
-      ['time', { start: W_PART.start, end: W_PART.start + 30 * HOUR }, '5minutes'],
-      ['time', { start: W_PART.start, end: W_PART.start + 4 * DAY }, '15minutes'],
-      ['time', { start: BASE - 5 * DAY, end: BASE + 7 * DAY }, 'hour'],
-      ['time', { start: BASE - 80 * DAY, end: BASE + 7 * DAY }, '6hours'],
-      ['time', { start: BASE - 380 * DAY, end: BASE + 7 * DAY }, 'day'],
-      ['time', { start: BASE - 1500 * DAY, end: BASE + 7 * DAY }, 'week'],
-      ['time', { start: BASE - 3000 * DAY, end: BASE + 7 * DAY }, 'month'],
+      ['time', { start: W_PART.start, end: W_PART.start + 6 * HOUR_MS }, 'minute'],
+      ['time', { start: W_PART.start, end: W_PART.start + 30 * HOUR_MS }, '5minutes'],
+      ['time', { start: W_PART.start, end: W_PART.start + 4 * DAY_MS }, '15minutes'],
+      ['time', { start: BASE - 5 * DAY_MS, end: BASE + 7 * DAY_MS }, 'hour'],
+      ['time', { start: BASE - 80 * DAY_MS, end: BASE + 7 * DAY_MS }, '6hours'],
+      ['time', { start: BASE - 380 * DAY_MS, end: BASE + 7 * DAY_MS }, 'day'],
+      ['time', { start: BASE - 1500 * DAY_MS, end: BASE + 7 * DAY_MS }, 'week'],
+      ['time', { start: BASE - 3000 * DAY_MS, end: BASE + 7 * DAY_MS }, 'month'],
     ];
     let gaps = 0;
     for (const [dimension, window, interval] of cases) {
@@ -420,7 +418,7 @@ describe('POST /api/logs/query: compare', () => {
   const change = (cur: number | null, prev: number | null) => (cur === null || prev === null || prev === 0 ? null : Math.round(((cur - prev) / prev) * 10_000) / 10_000 || 0);
 
   it('the previous window of the same length, for a breakdown (on any page) and without dimensions', async () => {
-    const window = { start: BASE + 3 * DAY + 5 * HOUR + 17 * MINUTE + 3, end: BASE + 5 * DAY + 11 * HOUR };
+    const window = { start: BASE + 3 * DAY_MS + 5 * HOUR_MS + 17 * MINUTE_MS + 3, end: BASE + 5 * DAY_MS + 11 * HOUR_MS };
     const metrics = ['requests', 'visitors', 'errorRate', 'averageResponseTime', 'maxResponseTime'];
     for (const [dimensions, page, limit] of [[[], 1, 100], [['url'], 1, 5], [['url'], 2, 5], [['statusClass', 'bot'], 1, 100]] as const) {
       const { data } = await ask(alice.token, { ...custom(window), metrics, dimensions, compare: 'previous', page, limit });
@@ -439,7 +437,7 @@ describe('POST /api/logs/query: compare', () => {
   });
 
   it('a time series compares each bucket with the bucket at the same place of the previous window', async () => {
-    const window = { start: BASE + 3 * DAY + 30 * MINUTE, end: BASE + 5 * DAY + 29 * MINUTE };
+    const window = { start: BASE + 3 * DAY_MS + 30 * MINUTE_MS, end: BASE + 5 * DAY_MS + 29 * MINUTE_MS };
     const metrics = ['requests', 'bandwidth'];
     const data = await askAll(alice.token, { ...custom(window), metrics, dimensions: ['time:hour'], compare: 'previous' });
     const previousWindow = previousOf(window);
@@ -498,7 +496,7 @@ describe('POST /api/logs/query: order and pages', () => {
     const pages = first.pagination.pages;
     expect(pages).toBeGreaterThan(2);
     // A line into the window's last hour of a fleet domain: on the last page.
-    const late = generateRows({ seed: 77, domain: fleet[0]!.id, count: 1, from: W_PART.end - 10 * MINUTE, to: W_PART.end - 9 * MINUTE, firstId: 90_001 });
+    const late = generateRows({ seed: 77, domain: fleet[0]!.id, count: 1, from: W_PART.end - 10 * MINUTE_MS, to: W_PART.end - 9 * MINUTE_MS, firstId: 90_001 });
     await insertRows(t.runtime.clickhouse, late);
     rows.push(...late);
     const after = bruteForce(rows, spec());
@@ -546,7 +544,7 @@ describe('POST /api/logs/query: domains', () => {
     const all = await expectBruteForce(admin, everyDomain(), byDomain, W_ALL);
     expect(all.results.map((r: ExpectedRow) => r.dimensions[0]).sort()).toEqual([alpha.name, beta.name, gamma.name, ...fleet.map((d) => d.name)].sort());
     // The fleet's sparklines: every domain, every hour of a day.
-    const day = { start: BASE + DAY, end: BASE + 2 * DAY - 1 };
+    const day = { start: BASE + DAY_MS, end: BASE + 2 * DAY_MS - 1 };
     const sparklines = await expectBruteForce(admin, fleet.map((d) => d.id), { domains: fleet.map((d) => d.id), metrics: ['requests', 'errorRate', 'p95ResponseTime'], dimensions: ['domain', 'time:hour'] }, day);
     expect(sparklines.results).toHaveLength(fleet.length * 24);
   });
@@ -571,8 +569,8 @@ describe('POST /api/logs/query: validation', () => {
     ['unknown dimension', { ...valid, dimensions: ['nope'] }, ['dimensions']],
     ['dimension twice', { ...valid, dimensions: ['url', 'url'] }, ['dimensions']],
     ['two time dimensions', { ...valid, dimensions: ['time', 'time:day'] }, ['dimensions']],
-    ['too many buckets', { ...valid, dimensions: ['time:minute'], ...custom({ start: BASE - 30 * DAY, end: BASE }) }, ['dimensions']],
-    ['a series of too many rows', { ...valid, dimensions: ['time:minute', 'ipAddress'], ...custom({ start: BASE, end: BASE + 6 * DAY }) }, ['dimensions']],
+    ['too many buckets', { ...valid, dimensions: ['time:minute'], ...custom({ start: BASE - 30 * DAY_MS, end: BASE }) }, ['dimensions']],
+    ['a series of too many rows', { ...valid, dimensions: ['time:minute', 'ipAddress'], ...custom({ start: BASE, end: BASE + 6 * DAY_MS }) }, ['dimensions']],
     ['statusClass 6xx', { ...valid, filters: [['is', 'statusClass', ['6xx']]] }, ['filters']],
     ['bot "yes"', { ...valid, filters: [['is', 'bot', ['yes']]] }, ['filters']],
     ['cidr "x"', { ...valid, filters: [['cidr', 'ipAddress', ['x']]] }, ['filters']],
@@ -638,7 +636,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     { dimensions: ['domain', 'time:day'] },
     { dimensions: ['time:hour', 'domain'] },
   ];
-  const WINDOWS = [W_PART, W_ALL, { start: BASE - 400 * DAY, end: BASE + 8 * DAY - 1 }];
+  const WINDOWS = [W_PART, W_ALL, { start: BASE - 400 * DAY_MS, end: BASE + 8 * DAY_MS - 1 }];
   /** A filter that every row passes and the rollups do not hold: the same question, read from raw rows only. */
   const RAW_ONLY: Filter = ['isNot', 'method', ['\u0001 no such method']];
 
@@ -647,7 +645,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     for (const window of windows) {
       for (const shape of SHAPES) {
         // Series of at most a few thousand rows.
-        const days = (window.end - window.start) / DAY;
+        const days = (window.end - window.start) / DAY_MS;
         if ((shape.dimensions.includes('time:hour') && days > 3) || (shape.dimensions.length > 1 && days > 30)) continue;
         const body = { metrics: HELD_METRICS, dimensions: shape.dimensions, filters };
         const data = await expectBruteForce(admin, everyDomain(), body, window);
@@ -695,7 +693,7 @@ describe('POST /api/logs/query: from the rollups', () => {
   async function expectListShapes(windows = WINDOWS): Promise<void> {
     for (const window of windows) {
       for (const shape of LIST_SHAPES) {
-        const days = (window.end - window.start) / DAY;
+        const days = (window.end - window.start) / DAY_MS;
         if ((shape.dimensions.includes('time:hour') && days > 3) || (shape.dimensions.some((d) => d.startsWith('time')) && days > 30)) continue;
         const body = { metrics: LIST_METRICS, dimensions: shape.dimensions, filters: shape.filters ?? [] };
         const data = await expectBruteForce(admin, everyDomain(), body, window);
@@ -706,7 +704,7 @@ describe('POST /api/logs/query: from the rollups', () => {
   }
 
   it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, referrer hosts, agent classes, client addresses, paths, URLs, error URLs; anything else raw', () => {
-    const now = BASE + 10 * DAY;
+    const now = BASE + 10 * DAY_MS;
     const rollupOf = (body: Record<string, unknown>) =>
       parseQuery(queryBody.parse({ dateRange: '30d', metrics: ['requests'], ...body }), { now, retentionDays: 3650, domains: [{ id: 1, name: 'a.example.com' }] }).rollup;
     for (const shape of SHAPES) expect(rollupOf({ metrics: HELD_METRICS, dimensions: shape.dimensions })?.rows.dim, JSON.stringify(shape)).toBe('total');
@@ -751,11 +749,11 @@ describe('POST /api/logs/query: from the rollups', () => {
   it('late lines into built hours: read raw for every domain until built again, then from the rollups, exact', async () => {
     const late = [
       // Into built hours and days of alpha only: a plan for several domains reads those buckets raw for all.
-      ...generateRows({ seed: 900, domain: alpha.id, count: 40, from: BASE + 2 * DAY + 3 * HOUR, to: BASE + 2 * DAY + 5 * HOUR, firstId: 90_001 }),
-      ...generateRows({ seed: 901, domain: alpha.id, count: 25, from: BASE + 4 * DAY, to: BASE + 5 * DAY, firstId: 91_001 }),
-      ...generateRows({ seed: 902, domain: fleet[5]!.id, count: 10, from: BASE + DAY + 7 * HOUR, to: BASE + DAY + 8 * HOUR, firstId: 92_001 }),
+      ...generateRows({ seed: 900, domain: alpha.id, count: 40, from: BASE + 2 * DAY_MS + 3 * HOUR_MS, to: BASE + 2 * DAY_MS + 5 * HOUR_MS, firstId: 90_001 }),
+      ...generateRows({ seed: 901, domain: alpha.id, count: 25, from: BASE + 4 * DAY_MS, to: BASE + 5 * DAY_MS, firstId: 91_001 }),
+      ...generateRows({ seed: 902, domain: fleet[5]!.id, count: 10, from: BASE + DAY_MS + 7 * HOUR_MS, to: BASE + DAY_MS + 8 * HOUR_MS, firstId: 92_001 }),
       // Into the same built hours of beta: rebuilt in one group with alpha's (builder.ts packs domains), each against its own rows.
-      ...generateRows({ seed: 904, domain: beta.id, count: 30, from: BASE + 2 * DAY + 3 * HOUR, to: BASE + 2 * DAY + 5 * HOUR, firstId: 94_001 }),
+      ...generateRows({ seed: 904, domain: beta.id, count: 30, from: BASE + 2 * DAY_MS + 3 * HOUR_MS, to: BASE + 2 * DAY_MS + 5 * HOUR_MS, firstId: 94_001 }),
     ];
     await insertRows(t.runtime.clickhouse, late);
     rows.push(...late);
@@ -777,20 +775,20 @@ describe('POST /api/logs/query: from the rollups', () => {
 
   it('the rollups serve the shapes they hold where built; finer buckets, other dimensions and filters read raw rows', async () => {
     // A mark in gamma's rollups that the raw rows do not hold: bytes without requests in one built hour and its day.
-    const hour = BASE + 2 * DAY + 10 * HOUR;
+    const hour = BASE + 2 * DAY_MS + 10 * HOUR_MS;
     const mark = 1_000_000_000;
     await t.runtime.clickhouse.command({
       query: `INSERT INTO access_rollups (domain_id, span, dim, bucket, key, requests, bytes) VALUES
         ({d:UInt32}, 'hour', 'total', toDateTime({h:UInt32}, 'UTC'), '', 0, {mark:UInt64}), ({d:UInt32}, 'day', 'total', toDateTime({day:UInt32}, 'UTC'), '', 0, {mark:UInt64})`,
-      query_params: { d: gamma.id, h: hour / 1000, day: (BASE + 2 * DAY) / 1000, mark },
+      query_params: { d: gamma.id, h: hour / 1000, day: (BASE + 2 * DAY_MS) / 1000, mark },
     });
-    const window = { start: BASE + 2 * DAY - HOUR, end: BASE + 3 * DAY + HOUR - 1 };
+    const window = { start: BASE + 2 * DAY_MS - HOUR_MS, end: BASE + 3 * DAY_MS + HOUR_MS - 1 };
     const bandwidth = async (body: Record<string, unknown>) => (await askAll(admin, { ...custom(window), domains: [gamma.id], metrics: ['bandwidth', 'requests'], ...body })).results;
     const exact = bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth', 'requests'], dimensions: [], filters: [], window, names })[0]!.metrics;
     // From the day's row (totals, days) or the hour's (hours): the mark shows.
     expect((await bandwidth({}))[0].metrics).toEqual([exact[0]! + mark, exact[1]]);
     expect((await bandwidth({ dimensions: ['time:day'] })).map((r: ExpectedRow) => r.metrics[0])).toContain(
-      bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth'], dimensions: ['time:day'], filters: [], window, interval: 'day', names }).find((r) => r.dimensions[0] === iso(BASE + 2 * DAY))!.metrics[0]! + mark,
+      bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth'], dimensions: ['time:day'], filters: [], window, interval: 'day', names }).find((r) => r.dimensions[0] === iso(BASE + 2 * DAY_MS))!.metrics[0]! + mark,
     );
     const hours = await bandwidth({ dimensions: ['time:hour'] });
     expect(hours.find((r: ExpectedRow) => r.dimensions[0] === iso(hour)).metrics[0]).toBe(
@@ -818,7 +816,7 @@ describe('POST /api/logs/query: from the rollups', () => {
       await t.runtime.clickhouse.command({
         query: `INSERT INTO access_rollups (domain_id, span, dim, bucket, key, requests) VALUES
           ({d:UInt32}, 'hour', {dim:String}, toDateTime({h:UInt32}, 'UTC'), {key:String}, {mark:UInt64}), ({d:UInt32}, 'day', {dim:String}, toDateTime({day:UInt32}, 'UTC'), {key:String}, {mark:UInt64})`,
-        query_params: { d: gamma.id, dim, key, h: hour / 1000, day: (BASE + 2 * DAY) / 1000, mark: listMark },
+        query_params: { d: gamma.id, dim, key, h: hour / 1000, day: (BASE + 2 * DAY_MS) / 1000, mark: listMark },
       });
     }
     const requestsOf = async (body: Record<string, unknown>, value: unknown[]) => {
@@ -841,7 +839,7 @@ describe('POST /api/logs/query: from the rollups', () => {
 
     // Hours with fewer rows per domain than STATS_ROLLUP_MIN_ROWS are read raw; days are not.
     const exactHourBytes = bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth'], dimensions: ['time:hour'], filters: [], window, interval: 'hour', names }).find((r) => r.dimensions[0] === iso(hour))!.metrics[0]!;
-    const hourRows = rows.filter((r) => r.domain === gamma.id && Math.floor(r.t / HOUR) * HOUR === hour).length;
+    const hourRows = rows.filter((r) => r.domain === gamma.id && Math.floor(r.t / HOUR_MS) * HOUR_MS === hour).length;
     t.runtime.config.statsRollupMinRows = hourRows + 1;
     try {
       expect((await bandwidth({ dimensions: ['time:hour'] })).find((r: ExpectedRow) => r.dimensions[0] === iso(hour)).metrics[0]).toBe(exactHourBytes);
@@ -853,7 +851,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     }
 
     // A late line in the marked hour: its hour and day are read raw again.
-    const late = generateRows({ seed: 903, domain: gamma.id, count: 1, from: hour + MINUTE, to: hour + 2 * MINUTE, firstId: 93_001 });
+    const late = generateRows({ seed: 903, domain: gamma.id, count: 1, from: hour + MINUTE_MS, to: hour + 2 * MINUTE_MS, firstId: 93_001 });
     await insertRows(t.runtime.clickhouse, late);
     rows.push(...late);
     const after = bruteForce(rows, { domains: [gamma.id], metrics: ['bandwidth', 'requests'], dimensions: [], filters: [], window, names })[0]!.metrics;
@@ -868,7 +866,7 @@ describe('POST /api/logs/query: from the rollups', () => {
 
   it('a plan that reads its whole window raw is made from the kept state without checking the counts, and stays exact', async () => {
     // Whole hours of one day, each built, each read raw while STATS_ROLLUP_MIN_ROWS is above its rows.
-    const window = { start: BASE + 3 * DAY + 2 * HOUR, end: BASE + 3 * DAY + 8 * HOUR - 1 };
+    const window = { start: BASE + 3 * DAY_MS + 2 * HOUR_MS, end: BASE + 3 * DAY_MS + 8 * HOUR_MS - 1 };
     const metrics = ['requests', 'bandwidth'];
     await buildAll();
     // A request's statements go through the client of the reads of requests.
@@ -888,7 +886,7 @@ describe('POST /api/logs/query: from the rollups', () => {
       await queriesOfExact();
       expect(await queriesOfExact()).toBe(2);
       // Late lines in a built hour: read raw, they count at once, and nothing else is read.
-      const late = generateRows({ seed: 904, domain: alpha.id, count: 3, from: window.start + HOUR, to: window.start + 2 * HOUR, firstId: 94_001 });
+      const late = generateRows({ seed: 904, domain: alpha.id, count: 3, from: window.start + HOUR_MS, to: window.start + 2 * HOUR_MS, firstId: 94_001 });
       await insertRows(t.runtime.clickhouse, late);
       rows.push(...late);
       expect(await queriesOfExact()).toBe(2);
@@ -965,41 +963,41 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
     let id = 500_001;
     const hits = (path: string, count: number, at: number): Row[] =>
       Array.from({ length: count }, (_, i) => ({ ...template, id: id++, url: path, t: at + i * 1000, status: 200, rt: 100 }));
-    const S = BASE + 10 * DAY;
+    const S = BASE + 10 * DAY_MS;
     const added: Row[] = [];
     // Three days, each holding /hot 4 times and 100 others 3 times (their own each day): the lists
     // (TOP_KEYS = 100) hold /hot and 99 of those; /sleeper, twice a day, is in none, and second over the three days.
     for (let k = 0; k < 3; k++) {
-      const day = S + k * DAY;
-      for (let i = 0; i < 100; i++) added.push(...hits(`/0-${k}-${String(i).padStart(3, '0')}`, 3, day + HOUR + i * 10_000));
-      added.push(...hits('/sleeper', 2, day + 2 * HOUR), ...hits('/hot', 4, day + 3 * HOUR));
+      const day = S + k * DAY_MS;
+      for (let i = 0; i < 100; i++) added.push(...hits(`/0-${k}-${String(i).padStart(3, '0')}`, 3, day + HOUR_MS + i * 10_000));
+      added.push(...hits('/sleeper', 2, day + 2 * HOUR_MS), ...hits('/hot', 4, day + 3 * HOUR_MS));
     }
     // Two days holding /b 6 times, 99 others 3 times, /a 3 times (the 101st key: the threshold is its
     // count) and /z once; then /a 6 times in the first minute of the third day, read raw: /a ties
     // with /b over the window, and comes first by its path.
-    const T = S + 5 * DAY;
+    const T = S + 5 * DAY_MS;
     for (let k = 0; k < 2; k++) {
-      const day = T + k * DAY;
-      for (let i = 0; i < 99; i++) added.push(...hits(`/0-${k}-${String(i).padStart(3, '0')}`, 3, day + HOUR + i * 10_000));
-      added.push(...hits('/b', 6, day + 2 * HOUR), ...hits('/a', 3, day + 3 * HOUR), ...hits('/z', 1, day + 4 * HOUR));
+      const day = T + k * DAY_MS;
+      for (let i = 0; i < 99; i++) added.push(...hits(`/0-${k}-${String(i).padStart(3, '0')}`, 3, day + HOUR_MS + i * 10_000));
+      added.push(...hits('/b', 6, day + 2 * HOUR_MS), ...hits('/a', 3, day + 3 * HOUR_MS), ...hits('/z', 1, day + 4 * HOUR_MS));
     }
-    added.push(...hits('/a', 6, T + 2 * DAY));
+    added.push(...hits('/a', 6, T + 2 * DAY_MS));
     // Two days: /warm 50 times on the first (in its list), 3 times on the second (out of it, after the
     // 99 others of 3): first over both, but its count in the lists is not all of it.
-    const W = S + 3 * DAY;
+    const W = S + 3 * DAY_MS;
     for (let k = 0; k < 2; k++) {
-      const day = W + k * DAY;
-      for (let i = 0; i < 100; i++) added.push(...hits(`/0-${k}-${String(i).padStart(3, '0')}`, 3, day + HOUR + i * 10_000));
-      added.push(...hits('/warm', k === 0 ? 50 : 3, day + 2 * HOUR), ...hits('/hot', 4, day + 3 * HOUR));
+      const day = W + k * DAY_MS;
+      for (let i = 0; i < 100; i++) added.push(...hits(`/0-${k}-${String(i).padStart(3, '0')}`, 3, day + HOUR_MS + i * 10_000));
+      added.push(...hits('/warm', k === 0 ? 50 : 3, day + 2 * HOUR_MS), ...hits('/hot', 4, day + 3 * HOUR_MS));
     }
     await insertRows(t.runtime.clickhouse, added);
     rows.push(...added);
     await buildAll();
 
     // Windows of whole days (the end is included: a window ending a millisecond before midnight reads its last day by the hour).
-    const sleeper = { start: S, end: S + 3 * DAY };
-    const tie = { start: T, end: T + 2 * DAY + 30 * MINUTE - 1 };
-    const warm = { start: W, end: W + 2 * DAY };
+    const sleeper = { start: S, end: S + 3 * DAY_MS };
+    const tie = { start: T, end: T + 2 * DAY_MS + 30 * MINUTE_MS - 1 };
+    const warm = { start: W, end: W + 2 * DAY_MS };
     for (const order of ORDERS) {
       const page = (limit: number, window: typeof sleeper, filters: Filter[] = []) => expectPage([shaped.id], { ...order, dimensions: ['path'], filters, limit, page: 1 }, window);
       // /hot above anything the lists leave out: proven.
@@ -1016,7 +1014,7 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
     }
     // Late lines into a built day: its bucket is read raw until built again, then its new lists are
     // read at their new version (the answer kept under the old data version is not reused).
-    const late = hits('/sleeper', 12, S + DAY + 5 * HOUR);
+    const late = hits('/sleeper', 12, S + DAY_MS + 5 * HOUR_MS);
     await insertRows(t.runtime.clickhouse, late);
     rows.push(...late);
     for (const rebuilt of [false, true]) {

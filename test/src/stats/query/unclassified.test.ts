@@ -11,9 +11,10 @@ import { insertDomain } from '../../../../src/domains/store.js';
 import { buildRollups } from '../../../../src/rollups/builder.js';
 import { planWindow, queryDomainsBuildState } from '../../../../src/rollups/plan.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../../support/app.js';
-import { DAY, generateRows, insertRows } from '../../../support/query-rows.js';
+import { generateRows, insertRows } from '../../../support/query-rows.js';
+import { DAY_MS } from '../../../../core/durations.js';
 
-const BASE = Math.floor(Date.now() / DAY) * DAY - 5 * DAY;
+const BASE = Math.floor(Date.now() / DAY_MS) * DAY_MS - 5 * DAY_MS;
 const COUNT = 400;
 let t: TestApp;
 let admin: string;
@@ -23,7 +24,7 @@ beforeAll(async () => {
   t = await startTestApp({ LOG_RETENTION_DAYS: '3650' });
   admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
   domainId = (await insertDomain(t.runtime.db, { name: 'unclassified.example.com', ownerId: null })).id;
-  await insertRows(t.runtime.clickhouse, generateRows({ seed: 7, domain: domainId, count: COUNT, from: BASE, to: BASE + DAY }), false);
+  await insertRows(t.runtime.clickhouse, generateRows({ seed: 7, domain: domainId, count: COUNT, from: BASE, to: BASE + DAY_MS }), false);
 }, 60_000);
 
 afterAll(async () => {
@@ -34,7 +35,7 @@ afterAll(async () => {
 async function requests(body: Record<string, unknown>): Promise<unknown[][]> {
   const res = await call(t.app, 'POST', '/api/logs/query', {
     token: admin,
-    body: { dateRange: 'custom', startDate: new Date(BASE - DAY).toISOString(), endDate: new Date(BASE + 2 * DAY).toISOString(), domains: [domainId], metrics: ['requests'], ...body },
+    body: { dateRange: 'custom', startDate: new Date(BASE - DAY_MS).toISOString(), endDate: new Date(BASE + 2 * DAY_MS).toISOString(), domains: [domainId], metrics: ['requests'], ...body },
   });
   expect(res.status, JSON.stringify(res.body).slice(0, 300)).toBe(200);
   return res.body.data.results.map((r: { dimensions: unknown[]; metrics: number[] }) => [...r.dimensions, r.metrics[0]]);
@@ -59,7 +60,7 @@ describe('POST /api/logs/query: rows not classified yet', () => {
 });
 
 describe('the rollups over rows not classified yet', () => {
-  const window = { start: BASE - DAY, end: BASE + 2 * DAY - 1 };
+  const window = { start: BASE - DAY_MS, end: BASE + 2 * DAY_MS - 1 };
   const build = () => buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 120_000, retentionDays: 3650 });
   /** The hours and days the plan of the window reads from the rollups. */
   const builtBuckets = async () => {
@@ -97,7 +98,7 @@ describe('the rollups over rows not classified yet', () => {
     });
     // Another window: the answers above are kept, and so is the build state they planned from
     // (known-plans.ts, for REFRESH_MS), and a mark written by hand changes neither.
-    const marked = await requests({ dimensions: ['browser'], limit: 1000, startDate: new Date(BASE - DAY + 1000).toISOString() });
+    const marked = await requests({ dimensions: ['browser'], limit: 1000, startDate: new Date(BASE - DAY_MS + 1000).toISOString() });
     expect(marked.reduce((n, r) => n + Number(r.at(-1)), 0)).toBe(COUNT + 1000);
   });
 });
