@@ -23,7 +23,7 @@ describe('loadConfig defaults', () => {
       port: 3000,
       host: '0.0.0.0',
       baseUrl: 'http://localhost:3000',
-      dataDir: path.resolve('../data'),
+      dataDir: path.resolve('./data'),
       databaseUrl: undefined,
       clickhouseUrl: undefined,
       jwtSecret: undefined,

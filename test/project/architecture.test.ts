@@ -77,7 +77,7 @@ function filesUnder(dir: string): string[] {
   );
 }
 
-/** The module a relative specifier names (`../x.js` is `../x.ts` or `../x.tsx`); null for a non-code file (a style sheet). */
+/** The module a relative specifier names (`./x.js` is `./x.ts` or `./x.tsx`); null for a non-code file (a style sheet). */
 function resolveModule(from: string, specifier: string): string | null {
   const target = path.join(path.dirname(from), specifier);
   for (const candidate of [target.replace(/\.js$/, '.ts'), target.replace(/\.js$/, '.tsx'), `${target}.ts`, `${target}.tsx`]) {

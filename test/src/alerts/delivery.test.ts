@@ -21,7 +21,8 @@ import { sql } from '../../../core/db/sql.js';
 import { createLogger } from '../../../core/log.js';
 import { createMailer } from '../../../src/mail/mailer.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from '../../support/app.js';
-import { importText, newDomain as registerDomain, timeLocal } from '../../support/ingest.js';
+import { importText, newDomain as domainInStore, timeLocal } from '../../support/ingest.js';
+import { registerDomain } from '../../support/domains.js';
 import { freePort } from '../../support/ports.js';
 import { alertJson, evaluatorOf, postAlert } from '../../support/alerts.js';
 import { ISO_MS } from '../../support/auth.js';
@@ -50,7 +51,7 @@ afterAll(async () => {
 let seq = 0;
 const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
-const newDomain = () => registerDomain(t.runtime.db, 'delivery');
+const newDomain = () => domainInStore(t.runtime.db, 'delivery');
 
 /** An alert that fires on an idle domain (fewer than 1 request in 5 minutes) unless told otherwise. */
 async function newAlert(domainId: number, fields: Record<string, unknown> = {}): Promise<{ id: number; target: string }> {
@@ -338,9 +339,7 @@ describe('abuse limits', () => {
     const ev = evaluator({ mailer });
     const malloryEmail = `${unique('mallory')}@example.com`;
     const mallory = await createUserAndLogin(t.app, admin, { email: malloryEmail, name: 'Mallory Example' });
-    const made = await call(t.app, 'POST', '/api/domains', { token: admin, body: { name: `${unique('relay')}.example.com`, ownerId: mallory.id } });
-    expect(made.status).toBe(201);
-    const domain: { id: number; name: string } = made.body.data;
+    const domain = await registerDomain(t.app, admin, { ownerId: mallory.id, tag: 'relay' });
     // A name written to pass for a message of the operator: a quote, line breaks, a link, a right-to-left override.
     const name = 'Your password expired"\n\nLog in at https://evil.example/login to keep your account \u202egnp.exe';
     const shown = '"Your password expired\\"\\n\\nLog in at https://evil.example/login to keep your account \\u202egnp.exe"';

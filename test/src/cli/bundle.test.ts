@@ -23,7 +23,7 @@ function miniature(): string {
   fs.copyFileSync(path.join(ROOT, 'tsconfig.json'), path.join(root, 'tsconfig.json'));
   fs.copyFileSync(path.join(ROOT, 'bin/bundle.js'), path.join(root, 'bin/bundle.js'));
   fs.writeFileSync(path.join(root, 'core/answer.ts'), "export const answer: string = 'first';\n");
-  fs.writeFileSync(path.join(root, 'src/cli.ts'), "import { answer } from '../../../core/answer.js';\nconsole.log(answer);\n");
+  fs.writeFileSync(path.join(root, 'src/cli.ts'), "import { answer } from '../core/answer.js';\nconsole.log(answer);\n");
   fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(root, 'node_modules'));
   return root;
 }

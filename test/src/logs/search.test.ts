@@ -306,7 +306,7 @@ describe('search on userAgent and referrer with built rollups (src/logs/search-f
     };
     // In a built day, a built hour, the raw edge: the field stays, and the rows are found.
     expect(await expectFound('needle-day', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
-    expect(await expectFound('NEEDLE-HOUR_MS', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
+    expect(await expectFound('NEEDLE-HOUR', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
     expect(await expectFound('needle-edge', ['userAgent'], all)).toEqual({ found: 1, fields: ['userAgent'] });
     expect(await expectFound('ref-needle-day', ['referrer', 'ipAddress'], all)).toEqual({ found: 1, fields: ['referrer', 'ipAddress'] });
     // Nowhere in the range (or only outside it): left out; a search without fields reads nothing.
