@@ -6,7 +6,8 @@ import type { PageRequest } from '../../core/db/paging.js';
 import type { Action } from '../users/permissions.js';
 import { nonPublicAddressOf, nonPublicRange, systemResolve, webhookAddressRule, type AddressRule, type ResolveAll } from './addresses.js';
 import { ALERTS_PER_DOMAIN, RULES_PER_USER } from './limits.js';
-import { definitionProblems, type AlertDefinition, type AlertScope } from './schemas.js';
+import type { z } from '@hono/zod-openapi';
+import { definitionProblems, type AlertDefinition, type AlertScope, type historyEntrySchema } from './schemas.js';
 import { silenceOf } from './silences/match.js';
 import { liveSilences } from './silences/store.js';
 import {
@@ -288,19 +289,7 @@ export async function deleteRule(deps: Deps, principal: Principal, alertId: numb
   await removeAlert(deps, principal, await reachableAlert(deps, principal, alertId, 'delete'), client);
 }
 
-export interface HistoryEntryView {
-  id: number;
-  alertId: number;
-  alertName: string;
-  domainId: number;
-  domain: string;
-  from: 'ok' | 'firing';
-  to: 'ok' | 'firing';
-  at: string;
-  value: number | null;
-  notified: boolean;
-  silencedBy: number | null;
-}
+export type HistoryEntryView = z.infer<typeof historyEntrySchema>;
 
 const historyView = (r: HistoryRow): HistoryEntryView => ({
   id: Number(r.id),

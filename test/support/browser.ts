@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { expect } from 'vitest';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterEach, expect } from 'vitest';
 import { createApp } from '../../src/app.js';
 import { NODE_SERVER_OPTIONS } from '../../src/http/node-server.js';
 import { buildWebAssets } from '../../src/web/assets.js';
@@ -39,6 +39,37 @@ export async function startBrowserApp(env?: Parameters<typeof startTestApp>[0]):
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await t.close();
     },
+  };
+}
+
+/**
+ * Opens each page in a browser context of its own on `site()`'s browser, watching it for requests
+ * outside the server (and loads its CSP refused before they became requests); after every test of
+ * the file the last context closes (a new page closes the one before) and no such request may have
+ * been made. Confirmations are accepted when `acceptDialogs`.
+ */
+export function watchedPages(site: () => BrowserApp, { acceptDialogs = false } = {}) {
+  let context: BrowserContext | undefined;
+  let foreign: string[] = [];
+  afterEach(async () => {
+    await context?.close();
+    context = undefined;
+    expect(foreign, 'requests outside the server').toEqual([]);
+  });
+  return async function newPage(viewport?: { width: number; height: number }, timezoneId?: string): Promise<Page> {
+    const { base, browser } = site();
+    await context?.close();
+    context = await browser.newContext({ ...(viewport ? { viewport } : {}), ...(timezoneId ? { timezoneId } : {}) });
+    foreign = [];
+    const page = await context.newPage();
+    page.on('request', (request) => {
+      if (!request.url().startsWith(`${base}/`) && !request.url().startsWith('data:')) foreign.push(request.url());
+    });
+    page.on('console', (message) => {
+      if (message.type() === 'error' && message.text().includes('Content Security Policy')) foreign.push(message.text());
+    });
+    if (acceptDialogs) page.on('dialog', (dialog) => void dialog.accept());
+    return page;
   };
 }
 

@@ -8,13 +8,13 @@
  * clock, logs through the real import path). axe-core finds no serious or critical violation.
  */
 import fs from 'node:fs';
-import { type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../core/log.js';
 import { recordHistory } from '../../src/alerts/store.js';
 import { insertDomain } from '../../src/domains/store.js';
 import { evaluatorOf } from '../support/alerts.js';
-import { expectAccessible, signIn, startBrowserApp, type BrowserApp } from '../support/browser.js';
+import { type BrowserApp, expectAccessible, signIn, startBrowserApp, watchedPages } from '../support/browser.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type TestApp } from '../support/app.js';
 import { HOST_FORMAT, importText, timeLocal } from '../support/ingest.js';
 
@@ -24,17 +24,14 @@ const INTERVAL = 30_000;
 let t: TestApp;
 let site: BrowserApp;
 let base: string;
-let browser: Browser;
 let admin: string;
 let alice: { id: number; token: string };
 const names = { shop: 'shop.oncall.example', blog: 'blog.oncall.example', api: 'api.oncall.example' };
 const ids = { shop: 0, blog: 0, api: 0 };
-let context: BrowserContext;
-let foreign: string[] = [];
 
 beforeAll(async () => {
   site = await startBrowserApp();
-  ({ t, base, browser } = site);
+  ({ t, base } = site);
   admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
   alice = await createUserAndLogin(t.app, admin, { email: 'alice@example.com', password: PASSWORD });
   // On-call staff: the default permissions plus alerts:update, which silences need.
@@ -52,24 +49,7 @@ afterAll(async () => {
   await site?.close();
 });
 
-async function newPage(viewport?: { width: number; height: number }): Promise<Page> {
-  context = await browser.newContext(viewport ? { viewport } : {});
-  foreign = [];
-  const page = await context.newPage();
-  page.on('request', (request) => {
-    if (!request.url().startsWith(`${base}/`) && !request.url().startsWith('data:')) foreign.push(request.url());
-  });
-  page.on('console', (message) => {
-    if (message.type() === 'error' && message.text().includes('Content Security Policy')) foreign.push(message.text());
-  });
-  page.on('dialog', (dialog) => void dialog.accept());
-  return page;
-}
-
-afterEach(async () => {
-  await context?.close();
-  expect(foreign, 'requests outside the server').toEqual([]);
-});
+const newPage = watchedPages(() => site, { acceptDialogs: true });
 
 
 /** The rows' header cells (the first column's text) of the tables of `kind`. */
@@ -126,7 +106,7 @@ describe('the Alerting page', { timeout: 90_000 }, () => {
     // A user who may not read alerts: no link, and the page says why.
     const bob = await createUserAndLogin(t.app, admin, { email: 'bob@example.com', password: PASSWORD });
     expect((await call(t.app, 'PUT', `/api/users/${bob.id}/permissions`, { token: admin, body: { permissions: [{ resource: 'logs', actions: ['read'] }] } })).status).toBe(200);
-    await context.close();
+    await page.context().close();
     const other = await newPage();
     await other.goto(`${base}/alerting`);
     await signIn(other, 'bob@example.com', PASSWORD);
@@ -371,6 +351,6 @@ async function screenshots(dir: string): Promise<void> {
       await page.locator('form .error').first().waitFor();
       await page.screenshot({ path: `${dir}/${name}-form-${width}.png`, fullPage: true });
     }
-    await context.close();
+    await page.context().close();
   }
 }

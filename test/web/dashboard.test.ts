@@ -7,14 +7,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { type Browser, type BrowserContext, type Page, type Request } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type Page, type Request } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../../core/db/sql.js';
 import { parseIngestConfig } from '../../ingest/config.js';
 import { startIngest, type IngestWorker } from '../../ingest/worker.js';
 import { createLogger } from '../../core/log.js';
 import { insertDomain } from '../../src/domains/store.js';
-import { expectAccessible, signIn, startBrowserApp, type BrowserApp } from '../support/browser.js';
+import { type BrowserApp, expectAccessible, signIn, startBrowserApp, watchedPages } from '../support/browser.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type TestApp } from '../support/app.js';
 import { generateRows, insertRows } from '../support/query-rows.js';
 import { PANELS } from '../../web/src/panels.js';
@@ -25,22 +25,18 @@ const PASSWORD = 'correct horse battery staple';
 let t: TestApp;
 let site: BrowserApp;
 let base: string;
-let browser: Browser;
 let admin: string;
 let alice: { id: number; token: string };
 const aliceDomains = ['shop.alice.example', 'blog.alice.example', 'api.alice.example'];
 let aliceIds: number[] = [];
 /** A log value that would run script if the page put it into HTML. */
 const SCRIPT_URL = '/x"><img src=x onerror="window.__hacked=1"><script>window.__hacked=1</script>';
-let context: BrowserContext;
 // Each flow drives a browser through several pages: up to 90 s on a loaded 2-core machine (the
 // describes say so); expect.poll's own deadlines keep each wait bounded.
-/** Requests of the current test's pages to anywhere but the server, and loads their CSP refused. */
-let foreign: string[] = [];
 
 beforeAll(async () => {
   site = await startBrowserApp();
-  ({ t, base, browser } = site);
+  ({ t, base } = site);
   admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
   alice = await createUserAndLogin(t.app, admin, { email: 'alice@example.com', password: PASSWORD });
   const ids: number[] = [];
@@ -68,24 +64,7 @@ afterAll(async () => {
   await site?.close();
 });
 
-async function newPage(viewport?: { width: number; height: number }, timezoneId?: string): Promise<Page> {
-  context = await browser.newContext({ ...(viewport ? { viewport } : {}), ...(timezoneId ? { timezoneId } : {}) });
-  foreign = [];
-  const page = await context.newPage();
-  page.on('request', (request) => {
-    if (!request.url().startsWith(`${base}/`) && !request.url().startsWith('data:')) foreign.push(request.url());
-  });
-  // What the page's CSP stopped before it became a request counts too.
-  page.on('console', (message) => {
-    if (message.type() === 'error' && message.text().includes('Content Security Policy')) foreign.push(message.text());
-  });
-  return page;
-}
-
-afterEach(async () => {
-  await context?.close();
-  expect(foreign, 'requests outside the server').toEqual([]);
-});
+const newPage = watchedPages(() => site);
 
 
 const fleetNames = (page: Page) => page.locator('table.fleet tbody th[scope=row]').allTextContents();
@@ -135,7 +114,7 @@ describe('the dashboard', { timeout: 90_000 }, () => {
     await expect.poll(() => fleetNames(page)).toEqual(['blog.alice.example']);
     // No token in the page's storage; the refresh token is a cookie its scripts cannot read.
     expect(await page.evaluate(() => [localStorage.length, sessionStorage.length, document.cookie])).toEqual([0, 0, '']);
-    const [cookie] = await context.cookies();
+    const [cookie] = await page.context().cookies();
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/api/auth/session' });
     await page.reload();
     await expect.poll(() => fleetNames(page)).toEqual(['blog.alice.example']);
@@ -155,7 +134,7 @@ describe('the dashboard', { timeout: 90_000 }, () => {
     await expect.poll(() => fleetNames(page)).toHaveLength(aliceDomains.length + 2);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.waitForURL(`${base}/signin`);
-    expect(await context.cookies()).toEqual([]);
+    expect(await page.context().cookies()).toEqual([]);
     await page.goto(`${base}/`);
     await page.waitForURL(/\/signin\?next=/);
   });
@@ -220,7 +199,7 @@ describe('the dashboard', { timeout: 90_000 }, () => {
     await expect.poll(() => region.evaluate((e) => e.scrollLeft)).toBeGreaterThan(0);
     await expectAccessible(page, 'the fleet at 375 px');
     // Where a table fits, its box is no stop of Tab's.
-    await context.close();
+    await page.context().close();
     const wide = await newPage();
     await wide.goto(`${base}/signin?next=%2Faccount`);
     await signIn(wide, ADMIN_EMAIL, ADMIN_PASSWORD);
@@ -567,7 +546,7 @@ describe('administration', { timeout: 90_000 }, () => {
     await expect.poll(owned).toEqual([]);
 
     // A plain user has no administration.
-    await context.close();
+    await page.context().close();
     const other = await newPage();
     await other.goto(`${base}/admin`);
     await signIn(other, 'alice@example.com', PASSWORD);

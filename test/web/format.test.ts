@@ -6,7 +6,7 @@
 // A zone far from UTC (set before any Date is made): labels in the local time would differ.
 process.env.TZ = 'America/New_York';
 import { describe, expect, it } from 'vitest';
-import { ago, compact, ms, utcTicks } from '../../web/src/format.js';
+import { ago, compact, ms, utcCell, utcTicks, utcTime } from '../../web/src/format.js';
 
 describe('ms', () => {
   it('writes ms below a second, seconds below a minute, minutes below an hour, then hours', () => {
@@ -60,5 +60,17 @@ describe('utcTicks', () => {
   });
   it('writes steps of a day or more as dates', () => {
     expect(utcTicks([at('2026-11-29T00:00:00Z'), at('2026-11-30T00:00:00Z')], 86_400)).toEqual(['2026-11-29', '2026-11-30']);
+  });
+});
+
+describe('utcTime and utcCell', () => {
+  it('write an ISO time to the minute or the second, with UTC or, in a table whose header says it, without', () => {
+    const iso = '2026-12-01T08:15:30.123Z';
+    expect(utcTime(iso)).toBe('2026-12-01 08:15 UTC');
+    expect(utcTime(iso, true)).toBe('2026-12-01 08:15:30 UTC');
+    expect(utcCell(iso)).toBe('2026-12-01 08:15');
+    expect(utcCell(iso, true)).toBe('2026-12-01 08:15:30');
+    expect(utcTime(null)).toBe('never');
+    expect(utcCell(null)).toBe('never');
   });
 });

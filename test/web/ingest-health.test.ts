@@ -6,13 +6,13 @@
  * and its rejected lines, whose markup stays text. Accessible (axe-core), and at a phone's width
  * the page does not scroll sideways.
  */
-import { type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishSources } from '../../ingest/health-report.js';
 import { newStats } from '../../ingest/pipeline.js';
 import { dedupToken, insertRejects, writeRows } from '../../ingest/sinks/clickhouse.js';
 import { insertDomain } from '../../src/domains/store.js';
-import { expectAccessible, signIn, startBrowserApp, type BrowserApp } from '../support/browser.js';
+import { expectAccessible, signIn, startBrowserApp, watchedPages, type BrowserApp } from '../support/browser.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type TestApp } from '../support/app.js';
 import { accessRow } from '../support/ingest.js';
 
@@ -24,14 +24,12 @@ const SCRIPT = '<script>window.__hacked=1</script><img src=x onerror="window.__h
 let t: TestApp;
 let site: BrowserApp;
 let base: string;
-let browser: Browser;
-let context: BrowserContext;
 let ops: { id: number; token: string };
 const domains: Record<'fresh' | 'never' | 'broken', { id: number; name: string }> = {} as never;
 
 beforeAll(async () => {
   site = await startBrowserApp({ INGEST_STALE_S: String(STALE_S) });
-  ({ t, base, browser } = site);
+  ({ t, base } = site);
   const admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
   ops = await createUserAndLogin(t.app, admin, { email: 'ops@example.com', password: PASSWORD });
   const grant = await call(t.app, 'PUT', `/api/users/${ops.id}/permissions`, {
@@ -49,13 +47,10 @@ afterAll(async () => {
   await site?.close();
 });
 
-afterEach(async () => {
-  await context?.close();
-});
+const newPage = watchedPages(() => site);
 
 async function signedInPage(viewport?: { width: number; height: number }): Promise<Page> {
-  context = await browser.newContext(viewport ? { viewport } : {});
-  const page = await context.newPage();
+  const page = await newPage(viewport);
   await page.goto(`${base}/signin`);
   await signIn(page, 'ops@example.com', PASSWORD);
   await page.waitForURL(`${base}/`);
@@ -78,7 +73,7 @@ describe('the fleet’s last log line', { timeout: 90_000 }, () => {
     const page = await signedInPage();
     // A second tab, loaded again and again: each load draws from a fresh answer, so a mark drawn
     // too early shows there even if the open page would draw it in time.
-    const reloaded = await context.newPage();
+    const reloaded = await page.context().newPage();
     const storedAt = await storeLine(domains.fresh.id);
     await page.goto(`${base}/?sort=name`);
     const cell = lastLineCell(page, domains.fresh.name);
@@ -155,7 +150,7 @@ describe('a domain’s ingest section', { timeout: 90_000 }, () => {
       const widths = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth }));
       expect(widths.page).toBeLessThanOrEqual(widths.view);
       await expectAccessible(page, `the ingest section at ${viewport?.width ?? 'full'} width`);
-      await context.close();
+      await page.context().close();
     }
   });
 });

@@ -6,10 +6,10 @@
  * every change checked against the API's own state. axe-core finds no serious or critical
  * violation.
  */
-import { type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertDomain } from '../../src/domains/store.js';
-import { expectAccessible, signIn, startBrowserApp, type BrowserApp } from '../support/browser.js';
+import { type BrowserApp, expectAccessible, signIn, startBrowserApp, watchedPages } from '../support/browser.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type TestApp } from '../support/app.js';
 import { mailRecipients } from '../support/auth.js';
 import { startSmtpSink, type SmtpSink } from '../support/smtp-sink.js';
@@ -20,7 +20,6 @@ let sink: SmtpSink;
 let t: TestApp;
 let site: BrowserApp;
 let base: string;
-let browser: Browser;
 let admin: string;
 let olivia: { id: number; token: string };
 let bob: { id: number; token: string };
@@ -28,14 +27,11 @@ let carol: { id: number; token: string };
 /** Olivia's: the first test manages shop's members, the second reads blog's. */
 let shop: number;
 let blog: number;
-let context: BrowserContext;
-/** Requests of the current test's pages to anywhere but the server, and loads their CSP refused. */
-let foreign: string[] = [];
 
 beforeAll(async () => {
   sink = await startSmtpSink();
   site = await startBrowserApp({ SMTP_URL: sink.url, MAIL_FROM: 'tailhouse <noreply@tailhouse.test>' });
-  ({ t, base, browser } = site);
+  ({ t, base } = site);
   admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
   olivia = await createUserAndLogin(t.app, admin, { email: 'olivia@example.com', password: PASSWORD });
   bob = await createUserAndLogin(t.app, admin, { email: 'bob@example.com', password: PASSWORD, name: 'Bob Stone' });
@@ -49,25 +45,7 @@ afterAll(async () => {
   await sink?.close();
 });
 
-async function newPage(viewport?: { width: number; height: number }): Promise<Page> {
-  context = await browser.newContext(viewport ? { viewport } : {});
-  foreign = [];
-  const page = await context.newPage();
-  page.on('request', (request) => {
-    if (!request.url().startsWith(`${base}/`) && !request.url().startsWith('data:')) foreign.push(request.url());
-  });
-  page.on('console', (message) => {
-    if (message.type() === 'error' && message.text().includes('Content Security Policy')) foreign.push(message.text());
-  });
-  // Removing a member and withdrawing an invitation are confirmed.
-  page.on('dialog', (dialog) => void dialog.accept());
-  return page;
-}
-
-afterEach(async () => {
-  await context?.close();
-  expect(foreign, 'requests outside the server').toEqual([]);
-});
+const newPage = watchedPages(() => site, { acceptDialogs: true });
 
 /** The rows' header cells (the first column's text) of the tables of `kind`. */
 const rowNames = (page: Page, kind: string) => page.locator(`table.${kind} tbody th[scope=row]`).allTextContents();
@@ -152,7 +130,7 @@ describe("a domain's Members tab", { timeout: 90_000 }, () => {
     await page.goto(`${base}/`);
     await expect.poll(() => page.locator('table.fleet th[scope=row]').allTextContents()).toContain('blog.members.exampleviewer');
 
-    await context.close();
+    await page.context().close();
     const other = await newPage();
     await other.goto(`${base}/domains/${blog}/members`);
     await signIn(other, ADMIN_EMAIL, ADMIN_PASSWORD);

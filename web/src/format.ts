@@ -51,8 +51,11 @@ export function ago(seconds: number): string {
   return `${integer.format(Math.floor(seconds / 86_400))} d ago`;
 }
 
+/** An ISO 8601 time as "YYYY-MM-DD HH:MM[:SS]", for a table whose header says UTC; or "never". */
+export const utcCell = (iso: string | null, seconds = false) => (iso ? iso.replace('T', ' ').slice(0, seconds ? 19 : 16) : 'never');
+
 /** An ISO 8601 time as "YYYY-MM-DD HH:MM[:SS] UTC", or "never". */
-export const utcTime = (iso: string | null, seconds = false) => (iso ? `${iso.replace('T', ' ').slice(0, seconds ? 19 : 16)} UTC` : 'never');
+export const utcTime = (iso: string | null, seconds = false) => (iso ? `${utcCell(iso, seconds)} UTC` : 'never');
 
 /** A time bucket's name (meta.interval: "hour", "6hours", "5minutes") as words: "hour", "6 hours", "5 minutes". */
 export const interval = (name: string) => name.replace(/^(\d+)(?=\D)/, '$1 ');

@@ -4,24 +4,13 @@ import { resolveDomains } from '../../domains/service.js';
 import { conflict, notFound } from '../../http/errors.js';
 import { SILENCES_PER_USER } from '../limits.js';
 import { nextWindow, windowAround } from '../recurrence.js';
-import type { CreateSilence } from './schemas.js';
+import type { z } from '@hono/zod-openapi';
+import type { CreateSilence, silenceSchema } from './schemas.js';
 import { endSilence as endSilenceRow, findSilence, insertSilenceWithinCap, listSilences as listSilenceRows, type SilenceRow } from './store.js';
 
 type Deps = Pick<Services, 'db'>;
 
-export interface Silence {
-  id: number;
-  createdBy: number;
-  domainIds: 'all' | number[];
-  alertIds: number[] | null;
-  startsAt: string | null;
-  endsAt: string | null;
-  recurrence: SilenceRow['recurrence'];
-  comment: string;
-  state: 'active' | 'pending' | 'expired';
-  endedAt: string | null;
-  createdAt: string;
-}
+export type Silence = z.infer<typeof silenceSchema>;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 

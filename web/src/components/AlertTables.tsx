@@ -1,7 +1,7 @@
 /** The alerts pages' tables: the history of state changes, and silences. */
 import { conditionValue, silenceWhen } from '../alerting.js';
 import type { HistoryPage, Silence } from '../data/types.js';
-import { utcTime } from '../format.js';
+import { utcCell } from '../format.js';
 import { linkClick, type Location } from '../router.js';
 import { Pager } from './Pager.js';
 import { Scroll } from './Scroll.js';
@@ -102,7 +102,7 @@ export function SilencesTable({
                 {s.alertIds && <span class="hint"> (alerts {s.alertIds.map((id) => `#${id}`).join(', ')} only)</span>}
               </th>
               <td class="name">{domains(s)}</td>
-              <td>{silenceWhen(s, (iso) => utcTime(iso).replace(' UTC', ''))}</td>
+              <td>{silenceWhen(s, utcCell)}</td>
               <td class="nowrap">{s.endedAt ? 'ended' : s.state === 'active' ? 'in force' : s.state === 'pending' ? 'to come' : 'expired'}</td>
               {onEnd && (
                 <td>

@@ -8,7 +8,7 @@ import { api } from '../api.js';
 import type { CreatedToken, PersonalToken, User } from '../data/types.js';
 import { useData } from '../data/use-data.js';
 import { FormErrors } from '../components/ErrorMessage.js';
-import { Scroll } from '../components/Scroll.js';
+import { EntryTable } from '../components/EntryTable.js';
 import { utcTime } from '../format.js';
 
 function PasswordForm({ user, onChanged }: { user: User; onChanged: () => void }) {
@@ -91,39 +91,18 @@ function Tokens({ user }: { user: User }) {
       )}
       <FormErrors error={error} />
       {tokens && (
-        <Scroll label="Personal access tokens">
-          <table class="entries">
-            <caption>{tokens.length} tokens</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Created</th>
-                <th scope="col">Last used</th>
-                <th scope="col">State</th>
-                <th scope="col">
-                  <span class="visually-hidden">Revoke</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {tokens.map((token) => (
-                <tr>
-                  <th scope="row">{token.name}</th>
-                  <td>{utcTime(token.createdAt)}</td>
-                  <td>{utcTime(token.lastUsedAt)}</td>
-                  <td>{token.revokedAt ? `revoked ${utcTime(token.revokedAt)}` : 'active'}</td>
-                  <td>
-                    {!token.revokedAt && (
-                      <button type="button" aria-label={`Revoke ${token.name}`} onClick={() => revoke(token)}>
-                        Revoke
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </Scroll>
+        <EntryTable
+          label="Personal access tokens"
+          caption={`${tokens.length} tokens`}
+          name={{ header: 'Name', cell: (token) => token.name }}
+          columns={[
+            { header: 'Created', cell: (token) => utcTime(token.createdAt) },
+            { header: 'Last used', cell: (token) => utcTime(token.lastUsedAt) },
+            { header: 'State', cell: (token) => (token.revokedAt ? `revoked ${utcTime(token.revokedAt)}` : 'active') },
+          ]}
+          action={{ header: 'Revoke', text: 'Revoke', label: (token) => `Revoke ${token.name}`, onClick: revoke, offered: (token) => !token.revokedAt }}
+          entries={tokens}
+        />
       )}
     </section>
   );

@@ -15,7 +15,7 @@ import { HistoryTable, SilencesTable } from '../components/AlertTables.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Scroll } from '../components/Scroll.js';
 import { useData } from '../data/use-data.js';
-import { utcTime } from '../format.js';
+import { utcCell, utcTime } from '../format.js';
 import { linkClick, type Location } from '../router.js';
 
 const HISTORY_PAGE = 20;
@@ -53,7 +53,7 @@ function CoveringRules({ rules }: { rules: Rule[] }) {
                   <span class={`state ${state}`}>{state}</span>
                 </td>
                 <td class="number">{conditionValue(rule.condition, here?.value ?? null)}</td>
-                <td class="nowrap">{here?.since ? utcTime(here.since, true).replace(' UTC', '') : '–'}</td>
+                <td class="nowrap">{here?.since ? utcCell(here.since, true) : '–'}</td>
                 <td>{here?.silencedBy != null ? `silence #${here.silencedBy}` : 'none'}</td>
               </tr>
             );

@@ -11,8 +11,9 @@ import { DomainPicker, type Domain } from '../components/DomainPicker.js';
 import { ErrorMessage, FormErrors } from '../components/ErrorMessage.js';
 import { FieldForm } from '../components/FieldForm.js';
 import { RoleSelect, type Role } from '../components/RoleSelect.js';
+import { EntryTable } from '../components/EntryTable.js';
 import { Scroll } from '../components/Scroll.js';
-import { utcTime } from '../format.js';
+import { utcCell } from '../format.js';
 import { allDomains } from '../data/reads.js';
 import type { Grant, Group, GroupMember, User } from '../data/types.js';
 import { useData } from '../data/use-data.js';
@@ -153,34 +154,19 @@ function GroupDetail({ group, users, domains, act, onDeleted }: DetailProps) {
       {group.members.length === 0 ? (
         <p class="hint">No member yet.</p>
       ) : (
-        <Scroll label={`Members of ${group.name}`}>
-          <table class="entries group-members">
-            <thead>
-              <tr>
-                <th scope="col">Member</th>
-                <th scope="col">Added (UTC)</th>
-                <th scope="col">
-                  <span class="visually-hidden">Remove</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {group.members.map((m) => (
-                <tr>
-                  <th scope="row" class="name">
-                    {memberName(m)}
-                  </th>
-                  <td class="nowrap">{utcTime(m.addedAt).replace(' UTC', '')}</td>
-                  <td>
-                    <button type="button" aria-label={`Remove ${m.email} from ${group.name}`} onClick={() => act(`${m.email} removed from ${group.name}`, () => api('DELETE', `${path}/members/${m.userId}`))}>
-                      Remove
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </Scroll>
+        <EntryTable
+          label={`Members of ${group.name}`}
+          kind="group-members"
+          name={{ header: 'Member', cell: memberName }}
+          columns={[{ header: 'Added (UTC)', cell: (m) => utcCell(m.addedAt), class: 'nowrap' }]}
+          action={{
+            header: 'Remove',
+            text: 'Remove',
+            label: (m) => `Remove ${m.email} from ${group.name}`,
+            onClick: (m) => act(`${m.email} removed from ${group.name}`, () => api('DELETE', `${path}/members/${m.userId}`)),
+          }}
+          entries={group.members}
+        />
       )}
       {users === null ? (
         <p aria-live="polite">Loading the users…</p>
@@ -203,42 +189,31 @@ function GroupDetail({ group, users, domains, act, onDeleted }: DetailProps) {
       {group.domains.length === 0 ? (
         <p class="hint">No domain yet: the group gives its members nothing.</p>
       ) : (
-        <Scroll label={`Domains of ${group.name}`}>
-          <table class="entries grants">
-            <thead>
-              <tr>
-                <th scope="col">Domain</th>
-                <th scope="col">Role</th>
-                <th scope="col">Granted (UTC)</th>
-                <th scope="col">
-                  <span class="visually-hidden">Revoke</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {group.domains.map((grant) => (
-                <tr>
-                  <th scope="row" class="name">
-                    {grantName(grant)}
-                  </th>
-                  <td>
-                    <RoleSelect
-                      label={`Role on ${grantName(grant)}`}
-                      value={grant.role}
-                      onChange={(role) => act(`${group.name} is ${role} on ${grant.name ?? 'all domains'}`, () => api('POST', `${path}/domains`, { domains: grant.domainId === null ? 'all' : [grant.domainId], role }))}
-                    />
-                  </td>
-                  <td class="nowrap">{utcTime(grant.grantedAt).replace(' UTC', '')}</td>
-                  <td>
-                    <button type="button" aria-label={`Revoke ${grantName(grant)}`} onClick={() => act(`${grantName(grant)} revoked`, () => api('DELETE', `${path}/domains/${grantPath(grant)}`))}>
-                      Revoke
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </Scroll>
+        <EntryTable
+          label={`Domains of ${group.name}`}
+          kind="grants"
+          name={{ header: 'Domain', cell: grantName }}
+          columns={[
+            {
+              header: 'Role',
+              cell: (grant) => (
+                <RoleSelect
+                  label={`Role on ${grantName(grant)}`}
+                  value={grant.role}
+                  onChange={(role) => act(`${group.name} is ${role} on ${grant.name ?? 'all domains'}`, () => api('POST', `${path}/domains`, { domains: grant.domainId === null ? 'all' : [grant.domainId], role }))}
+                />
+              ),
+            },
+            { header: 'Granted (UTC)', cell: (grant) => utcCell(grant.grantedAt), class: 'nowrap' },
+          ]}
+          action={{
+            header: 'Revoke',
+            text: 'Revoke',
+            label: (grant) => `Revoke ${grantName(grant)}`,
+            onClick: (grant) => act(`${grantName(grant)} revoked`, () => api('DELETE', `${path}/domains/${grantPath(grant)}`)),
+          }}
+          entries={group.domains}
+        />
       )}
       <GrantForm group={group} domains={domains} onGranted={act} />
     </section>

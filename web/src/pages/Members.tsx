@@ -10,10 +10,10 @@ import { useChanges } from '../changes.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { FieldForm } from '../components/FieldForm.js';
 import { RoleSelect, roleName, type Role } from '../components/RoleSelect.js';
-import { Scroll } from '../components/Scroll.js';
+import { EntryTable } from '../components/EntryTable.js';
 import type { GroupSeeing, Invitation, Member } from '../data/types.js';
 import { useData } from '../data/use-data.js';
-import { utcTime } from '../format.js';
+import { utcCell } from '../format.js';
 
 /** Who gave a role or sent an invitation: null when unknown (the command line, a user deleted since). */
 const giver = (id: number | null, me: number) => (id === null ? '–' : id === me ? 'you' : `user ${id}`);
@@ -21,80 +21,45 @@ const who = (m: Member) => m.email ?? `user ${m.userId}`;
 
 function MembersTable({ members, me, onRole, onRemove }: { members: Member[]; me: number; onRole: (m: Member, role: Role) => void; onRemove: (m: Member) => void }) {
   return (
-    <Scroll label="Members">
-      <table class="entries members">
-        <caption>{members.length === 1 ? '1 member' : `${members.length} members`}, besides the owner</caption>
-        <thead>
-          <tr>
-            <th scope="col">Member</th>
-            <th scope="col">Role</th>
-            <th scope="col">Given by</th>
-            <th scope="col">Since (UTC)</th>
-            <th scope="col">
-              <span class="visually-hidden">Remove</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {members.map((m) => (
-            <tr>
-              <th scope="row" class="name">
-                {who(m)}
-                {m.name && <span class="hint"> · {m.name}</span>}
-              </th>
-              <td>
-                <RoleSelect label={`Role of ${who(m)}`} value={m.role} onChange={(role) => onRole(m, role)} />
-              </td>
-              <td>{giver(m.grantedBy, me)}</td>
-              <td class="nowrap">{utcTime(m.updatedAt).replace(' UTC', '')}</td>
-              <td>
-                <button type="button" aria-label={`Remove ${who(m)}`} onClick={() => onRemove(m)}>
-                  Remove
-                </button>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </Scroll>
+    <EntryTable
+      label="Members"
+      kind="members"
+      caption={`${members.length === 1 ? '1 member' : `${members.length} members`}, besides the owner`}
+      name={{
+        header: 'Member',
+        cell: (m) => (
+          <>
+            {who(m)}
+            {m.name && <span class="hint"> · {m.name}</span>}
+          </>
+        ),
+      }}
+      columns={[
+        { header: 'Role', cell: (m) => <RoleSelect label={`Role of ${who(m)}`} value={m.role} onChange={(role) => onRole(m, role)} /> },
+        { header: 'Given by', cell: (m) => giver(m.grantedBy, me) },
+        { header: 'Since (UTC)', cell: (m) => utcCell(m.updatedAt), class: 'nowrap' },
+      ]}
+      action={{ header: 'Remove', text: 'Remove', label: (m) => `Remove ${who(m)}`, onClick: onRemove }}
+      entries={members}
+    />
   );
 }
 
 function InvitationsTable({ invitations, me, onWithdraw }: { invitations: Invitation[]; me: number; onWithdraw: (i: Invitation) => void }) {
   return (
-    <Scroll label="Pending invitations">
-      <table class="entries invitations">
-        <caption>{invitations.length === 1 ? '1 invitation' : `${invitations.length} invitations`} not used yet</caption>
-        <thead>
-          <tr>
-            <th scope="col">Address</th>
-            <th scope="col">Role</th>
-            <th scope="col">Invited by</th>
-            <th scope="col">Link valid until (UTC)</th>
-            <th scope="col">
-              <span class="visually-hidden">Withdraw</span>
-            </th>
-          </tr>
-        </thead>
-        <tbody>
-          {invitations.map((i) => (
-            <tr>
-              <th scope="row" class="name">
-                {i.email}
-              </th>
-              <td>{i.role}</td>
-              <td>{giver(i.invitedBy, me)}</td>
-              <td class="nowrap">{utcTime(i.expiresAt).replace(' UTC', '')}</td>
-              <td>
-                <button type="button" aria-label={`Withdraw the invitation of ${i.email}`} onClick={() => onWithdraw(i)}>
-                  Withdraw
-                </button>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </Scroll>
+    <EntryTable
+      label="Pending invitations"
+      kind="invitations"
+      caption={`${invitations.length === 1 ? '1 invitation' : `${invitations.length} invitations`} not used yet`}
+      name={{ header: 'Address', cell: (i) => i.email }}
+      columns={[
+        { header: 'Role', cell: (i) => i.role },
+        { header: 'Invited by', cell: (i) => giver(i.invitedBy, me) },
+        { header: 'Link valid until (UTC)', cell: (i) => utcCell(i.expiresAt), class: 'nowrap' },
+      ]}
+      action={{ header: 'Withdraw', text: 'Withdraw', label: (i) => `Withdraw the invitation of ${i.email}`, onClick: onWithdraw }}
+      entries={invitations}
+    />
   );
 }
 
