@@ -17,8 +17,8 @@ import { publishSources } from '../../ingest/health-report.js';
 import { newStats } from '../../ingest/pipeline.js';
 import { dedupToken, insertRejects, writeRows, type RejectRow } from '../../ingest/sinks/clickhouse.js';
 import { startIngest, type IngestWorker } from '../../ingest/worker.js';
-import { freshUser } from '../support/auth.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../support/app.js';
+import { appWithAdmin, freshUser } from '../support/auth.js';
+import { call, type TestApp } from '../support/app.js';
 import { accessLine, accessLines, accessRow, append, errorLogTime, FORMAT, HOST_FORMAT, newDomain, T0, testWorkerOptions, until } from '../support/ingest.js';
 
 let t: TestApp;
@@ -32,8 +32,7 @@ const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 const SCRIPT = '<script>window.__hacked=1</script>';
 
 beforeAll(async () => {
-  t = await startTestApp();
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
+  ({ t, admin } = await appWithAdmin());
   customer = await freshUser(t.app, admin, 'customer');
   reader = await freshUser(t.app, admin, 'reader');
   const grant = await call(t.app, 'PUT', `/api/users/${reader.id}/permissions`, {
@@ -49,9 +48,7 @@ afterEach(async () => {
   for (const w of workers.splice(0)) await w.close();
 });
 
-afterAll(async () => {
-  await t?.close();
-});
+afterAll(() => t?.close());
 
 let seq = 0;
 const domainOf = (owner: { id: number } | null) => newDomain(t.runtime.db, 'health', owner?.id ?? null);

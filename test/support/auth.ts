@@ -4,7 +4,7 @@ import { simpleParser, type ParsedMail } from 'mailparser';
 import { expect } from 'vitest';
 import type { Activity } from '../../src/activity/store.js';
 import type { App } from '../../src/app.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, type CallResult } from './app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type CallResult, type TestApp } from './app.js';
 
 /**
  * Helpers shared by the test/auth*.test.ts files. Failed logins are throttled per client address,
@@ -28,6 +28,12 @@ export function freshEmail(tag: string): string {
 
 export async function adminToken(app: App): Promise<string> {
   return (await login(app, ADMIN_EMAIL, ADMIN_PASSWORD, nextIp())).accessToken;
+}
+
+/** A test app and its administrator's token, for a file's beforeAll: `({ t, admin } = await appWithAdmin())`. */
+export async function appWithAdmin(...args: Parameters<typeof startTestApp>): Promise<{ t: TestApp; admin: string }> {
+  const t = await startTestApp(...args);
+  return { t, admin: await adminToken(t.app) };
 }
 
 /** A new `user` through the API, signed in once; with `permissions`, those instead of the default ones. */

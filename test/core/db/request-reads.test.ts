@@ -11,8 +11,9 @@ import { derivedClient, EMBEDDED_READ_SESSIONS, requestReads, selectRows, withLi
 import { createApp } from '../../../src/app.js';
 import { insertDomain } from '../../../src/domains/store.js';
 import { createReads } from '../../../src/reads/client.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../support/app.js';
+import { call, type TestApp } from '../../support/app.js';
 import { generateRows, HOSTILE, insertRows, LONG_URL_PCT, type Row } from '../../support/query-rows.js';
+import { appWithAdmin } from '../../support/auth.js';
 import { DAY_MS } from '../../../core/durations.js';
 
 const BASE = Math.floor(Date.now() / DAY_MS) * DAY_MS - 3 * DAY_MS;
@@ -51,8 +52,7 @@ let literal: ReturnType<typeof createApp>;
 let bound: ReturnType<typeof createApp>;
 
 beforeAll(async () => {
-  t = await startTestApp({ LOG_RETENTION_DAYS: '3650' });
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
+  ({ t, admin } = await appWithAdmin({ LOG_RETENTION_DAYS: '3650' }));
   domainId = (await insertDomain(t.runtime.db, { name: 'literals.example.com', ownerId: null })).id;
   const rows = generateRows({ seed: 31, domain: domainId, count: 1500, from: BASE, to: BASE + 2 * DAY_MS });
   const hostile = TEXTS.flatMap((text, i): Row[] =>
@@ -63,9 +63,7 @@ beforeAll(async () => {
   bound = createApp({ ...t.runtime, clickhouse: derivedClient(t.runtime.clickhouse, {}), reads: createReads({ ...t.runtime.config, readsInFlight: 1 }) });
 }, 120_000);
 
-afterAll(async () => {
-  await t?.close();
-});
+afterAll(() => t?.close());
 
 const window = { dateRange: 'custom', startDate: new Date(BASE - DAY_MS).toISOString(), endDate: new Date(BASE + 3 * DAY_MS).toISOString() };
 

@@ -7,8 +7,8 @@ import { ALERTS_PER_DOMAIN } from '../../../src/alerts/limits.js';
 import { createApp } from '../../../src/app.js';
 import { sql } from '../../../core/db/sql.js';
 import { PUBLIC_ADDRESSES, REFUSED_ADDRESSES } from '../../support/addresses.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../support/app.js';
-import { activityOf } from '../../support/auth.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, type TestApp } from '../../support/app.js';
+import { activityOf, appWithAdmin } from '../../support/auth.js';
 import { api, expectError, ISO_MS, makeActor, type Actor } from '../../support/users.js';
 import { registerDomain } from '../../support/domains.js';
 
@@ -34,17 +34,14 @@ const alertsOf = (domain: number) => `/api/logs/domains/${domain}/alerts`;
 const newDomain = async (name: string, ownerId: number) => (await registerDomain(t.app, admin, { ownerId, name })).id;
 
 beforeAll(async () => {
-  t = await startTestApp();
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
+  ({ t, admin } = await appWithAdmin());
   owner = await makeActor(t.app, admin, 'user');
   stranger = await makeActor(t.app, admin, 'user');
   domainId = await newDomain('alerts.example.com', owner.id);
   otherDomainId = await newDomain('stranger.example.com', stranger.id);
 });
 
-afterAll(async () => {
-  await t?.close();
-});
+afterAll(() => t?.close());
 
 describe('alert definitions', () => {
   it('creates with defaults, answers 201 with the fields of the specification (and the delivery outcome, beyond it), lists by id', async () => {

@@ -20,12 +20,12 @@ import { notificationsOf } from '../../../src/alerts/outbox.js';
 import { sql } from '../../../core/db/sql.js';
 import { createLogger } from '../../../core/log.js';
 import { createMailer } from '../../../src/mail/mailer.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from '../../support/app.js';
+import { ADMIN_EMAIL, call, createUserAndLogin, type TestApp } from '../../support/app.js';
 import { importText, newDomain as domainInStore, timeLocal } from '../../support/ingest.js';
 import { registerDomain } from '../../support/domains.js';
 import { freePort } from '../../support/ports.js';
 import { alertJson, evaluatorOf, postAlert } from '../../support/alerts.js';
-import { ISO_MS } from '../../support/auth.js';
+import { appWithAdmin, ISO_MS } from '../../support/auth.js';
 import { startSmtpSink, type SmtpStage } from '../../support/smtp-sink.js';
 
 const INTERVAL = 30_000;
@@ -37,14 +37,9 @@ let now = Math.floor(Date.now() / INTERVAL) * INTERVAL;
 const logLines: Record<string, any>[] = [];
 const log = createLogger('debug', { write: (line: string) => void logLines.push(JSON.parse(line)) });
 
-beforeAll(async () => {
-  t = await startTestApp();
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
-});
+beforeAll(async () => ({ t, admin } = await appWithAdmin()));
 
-afterAll(async () => {
-  await t?.close();
-});
+afterAll(() => t?.close());
 
 // ---------------------------------------------------------------------------------------------
 

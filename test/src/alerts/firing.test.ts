@@ -5,18 +5,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../../../core/db/sql.js';
 import { insertDomain } from '../../../src/domains/store.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from '../../support/app.js';
+import { call, createUserAndLogin, type TestApp } from '../../support/app.js';
+import { appWithAdmin } from '../../support/auth.js';
 
 let t: TestApp;
 let admin: string;
 
-beforeAll(async () => {
-  t = await startTestApp();
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
-});
-afterAll(async () => {
-  await t?.close();
-});
+beforeAll(async () => ({ t, admin } = await appWithAdmin()));
+afterAll(() => t?.close());
 
 const definition = (name: string, enabled = true) => ({ name, condition: 'errorRate', operator: 'greaterThan', threshold: 0.1, duration: 300, notificationMethod: 'email', notificationTarget: 'oncall@example.com', enabled });
 

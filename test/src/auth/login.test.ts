@@ -1,28 +1,13 @@
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../../../core/db/sql.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, startTestApp, type TestApp } from '../../support/app.js';
-import {
-  activityOf,
-  adminToken,
-  expectValidation,
-  freshEmail,
-  freshUser,
-  ISO_MS,
-  nextIp,
-  tryLogin,
-  USER_FIELDS,
-} from '../../support/auth.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, type TestApp } from '../../support/app.js';
+import { activityOf, appWithAdmin, expectValidation, freshEmail, freshUser, ISO_MS, nextIp, tryLogin, USER_FIELDS } from '../../support/auth.js';
 
 let t: TestApp;
 let admin: string;
-beforeAll(async () => {
-  t = await startTestApp();
-  admin = await adminToken(t.app);
-});
-afterAll(async () => {
-  await t?.close();
-});
+beforeAll(async () => ({ t, admin } = await appWithAdmin()));
+afterAll(() => t?.close());
 
 const INVALID_LOGIN = { success: false, error: 'Invalid email or password' };
 

@@ -2,31 +2,17 @@ import type { ParsedMail } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomToken, tokenHash } from '../../../src/auth/tokens.js';
 import { sql } from '../../../core/db/sql.js';
-import { call, login, startTestApp, type TestApp } from '../../support/app.js';
-import {
-  activityOf,
-  adminToken,
-  expectAuthRequired,
-  expectRefreshRefused,
-  expectValidation,
-  freshUser,
-  mailRecipients,
-  outboxFor as outboxForDir,
-  refresh,
-  tryLogin,
-} from '../../support/auth.js';
+import { call, login, type TestApp } from '../../support/app.js';
+import { activityOf, appWithAdmin, expectAuthRequired, expectRefreshRefused, expectValidation, freshUser, mailRecipients, outboxFor as outboxForDir, refresh, tryLogin } from '../../support/auth.js';
 
 let t: TestApp;
 let admin: string;
 let adminId: number;
 beforeAll(async () => {
-  t = await startTestApp();
-  admin = await adminToken(t.app);
+  ({ t, admin } = await appWithAdmin());
   adminId = (await call(t.app, 'GET', '/api/users?role=admin', { token: admin })).body.data.users[0].id;
 });
-afterAll(async () => {
-  await t?.close();
-});
+afterAll(() => t?.close());
 
 const LINK = /http:\/\/tailhouse\.test\/reset-password\?token=([A-Za-z0-9_%.~-]+)/;
 

@@ -2,18 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPostgres } from '../../../core/db/postgres.js';
 import { createApp } from '../../../src/app.js';
 import { SESSION_COOKIE, SESSION_HEADER, SESSION_PATH } from '../../../src/auth/browser-session.js';
-import { call, JWT_SECRET, login, startTestApp, type TestApp } from '../../support/app.js';
-import { adminToken, expectAuthRequired, expectRefreshRefused, freshUser, refresh, tryLogin } from '../../support/auth.js';
+import { call, JWT_SECRET, login, type TestApp } from '../../support/app.js';
+import { appWithAdmin, expectAuthRequired, expectRefreshRefused, freshUser, refresh, tryLogin } from '../../support/auth.js';
 
 let t: TestApp;
 let admin: string;
-beforeAll(async () => {
-  t = await startTestApp();
-  admin = await adminToken(t.app);
-});
-afterAll(async () => {
-  await t?.close();
-});
+beforeAll(async () => ({ t, admin } = await appWithAdmin()));
+afterAll(() => t?.close());
 
 const me = (id: number, token: string) => call(t.app, 'GET', `/api/users/${id}`, { token });
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomToken } from '../../../src/auth/tokens.js';
 import { sql } from '../../../core/db/sql.js';
-import { call, startTestApp, type CallResult, type TestApp } from '../../support/app.js';
-import { adminToken, freshEmail, freshUser, nextIp, tryLogin } from '../../support/auth.js';
+import { call, type CallResult, type TestApp } from '../../support/app.js';
+import { appWithAdmin, freshEmail, freshUser, nextIp, tryLogin } from '../../support/auth.js';
 
 /**
  * Hostile tests of the auth throttles: every burst is fired truly concurrently against the real
@@ -11,13 +11,8 @@ import { adminToken, freshEmail, freshUser, nextIp, tryLogin } from '../../suppo
 
 let t: TestApp;
 let admin: string;
-beforeAll(async () => {
-  t = await startTestApp();
-  admin = await adminToken(t.app);
-});
-afterAll(async () => {
-  await t?.close();
-});
+beforeAll(async () => ({ t, admin } = await appWithAdmin()));
+afterAll(() => t?.close());
 
 const statuses = (results: CallResult[]) => {
   const counts: Record<number, number> = {};

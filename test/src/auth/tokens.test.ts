@@ -4,28 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertApiToken, listApiTokens, revokeApiToken } from '../../../src/auth/store.js';
 import { randomToken, tokenHash } from '../../../src/auth/tokens.js';
 import { sql } from '../../../core/db/sql.js';
-import { call, JWT_SECRET, login, startTestApp, type TestApp } from '../../support/app.js';
-import {
-  activityOf,
-  adminToken,
-  expectAuthRequired,
-  expectRefreshRefused,
-  expectValidation,
-  freshUser,
-  nextIp,
-  refresh,
-  USER_FIELDS,
-} from '../../support/auth.js';
+import { call, JWT_SECRET, login, type TestApp } from '../../support/app.js';
+import { activityOf, appWithAdmin, expectAuthRequired, expectRefreshRefused, expectValidation, freshUser, nextIp, refresh, USER_FIELDS } from '../../support/auth.js';
 
 let t: TestApp;
 let admin: string;
-beforeAll(async () => {
-  t = await startTestApp();
-  admin = await adminToken(t.app);
-});
-afterAll(async () => {
-  await t?.close();
-});
+beforeAll(async () => ({ t, admin } = await appWithAdmin()));
+afterAll(() => t?.close());
 
 const me = (id: number, token: string) => call(t.app, 'GET', `/api/users/${id}`, { token });
 const secret = (text: string) => new TextEncoder().encode(text);

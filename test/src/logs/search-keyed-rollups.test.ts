@@ -8,9 +8,10 @@
  * edges, with SQL and LIKE metacharacters, in any case, nowhere, and in several fields at once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../support/app.js';
+import { call, type TestApp } from '../../support/app.js';
 import { importText, newDomain, select } from '../../support/ingest.js';
 import { accessLogLine, errorLogLine, generateAccess, generateErrors, LOG_FORMAT, type GeneratedAccess, type GeneratedError } from '../../support/logs.js';
+import { appWithAdmin } from '../../support/auth.js';
 import { buildRollups } from '../../../src/rollups/builder.js';
 import { searchScope } from '../../../src/logs/search-fields.js';
 import { planWindow, queryBuildState } from '../../../src/rollups/plan.js';
@@ -26,14 +27,9 @@ const GAP = D + 12 * HOUR_MS;
 let t: TestApp;
 let admin: string;
 
-beforeAll(async () => {
-  t = await startTestApp();
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
-});
+beforeAll(async () => ({ t, admin } = await appWithAdmin()));
 
-afterAll(async () => {
-  await t?.close();
-});
+afterAll(() => t?.close());
 
 const build = () => buildRollups(t.runtime.clickhouse, { lookbackS: null, settleS: 1, budgetMs: 60_000, retentionDays: 90 });
 

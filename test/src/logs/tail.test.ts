@@ -20,8 +20,8 @@ import { NODE_SERVER_OPTIONS } from '../../../src/http/node-server.js';
 import { createLogger } from '../../../core/log.js';
 import type { ClickHouseClient } from '../../../core/db/clickhouse.js';
 import { createTailHub, TAIL_LIMITS, type TailHub, type TailLimits } from '../../../src/logs/tail/service.js';
-import { call, login, startTestApp, type TestApp } from '../../support/app.js';
-import { adminToken, freshUser } from '../../support/auth.js';
+import { call, login, type TestApp } from '../../support/app.js';
+import { appWithAdmin, freshUser } from '../../support/auth.js';
 import { describeProc, exitOf, killChildren, start, waitForOutput } from '../../support/child.js';
 import { until } from '../../support/ingest.js';
 import { freePort } from '../../support/ports.js';
@@ -84,8 +84,7 @@ const LIMITS: Partial<TailLimits> = { recheckMs: 250, endGraceMs: 1_000, keepali
 let main: Server;
 
 beforeAll(async () => {
-  t = await startTestApp();
-  admin = await adminToken(t.app);
+  ({ t, admin } = await appWithAdmin());
   main = await startServer(LIMITS);
 }, 60_000);
 

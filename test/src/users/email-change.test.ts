@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertApiToken } from '../../../src/auth/store.js';
 import { randomToken, tokenHash } from '../../../src/auth/tokens.js';
 import { sql } from '../../../core/db/sql.js';
-import { call, startTestApp, type CallResult, type TestApp } from '../../support/app.js';
-import { activityOf, adminToken, expectValidation, freshEmail, freshUser, nextIp, outboxFor, tryLogin } from '../../support/auth.js';
+import { call, type CallResult, type TestApp } from '../../support/app.js';
+import { activityOf, appWithAdmin, expectValidation, freshEmail, freshUser, nextIp, outboxFor, tryLogin } from '../../support/auth.js';
 
 /**
  * Hostile tests of account changes a signed-in session (or a stolen token) can make to itself:
@@ -13,13 +13,8 @@ import { activityOf, adminToken, expectValidation, freshEmail, freshUser, nextIp
 
 let t: TestApp;
 let admin: string;
-beforeAll(async () => {
-  t = await startTestApp();
-  admin = await adminToken(t.app);
-});
-afterAll(async () => {
-  await t?.close();
-});
+beforeAll(async () => ({ t, admin } = await appWithAdmin()));
+afterAll(() => t?.close());
 
 const CONFIRM_LINK = /http:\/\/tailhouse\.test\/confirm-email\?token=([A-Za-z0-9_%.~-]+)/;
 const mails = (email: string) => outboxFor(t.dataDir, email);

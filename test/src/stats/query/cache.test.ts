@@ -13,8 +13,9 @@ import { QueryCache } from '../../../../src/stats/query/cache.js';
 import type { QueryAnswer } from '../../../../src/stats/query/shape.js';
 import { PANELS } from '../../../../web/src/panels.js';
 import { viewQueries } from '../../../../web/src/view.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../../support/app.js';
+import { call, type TestApp } from '../../../support/app.js';
 import { accessLines, importText, newDomain, T0 } from '../../../support/ingest.js';
+import { appWithAdmin } from '../../../support/auth.js';
 
 let t: TestApp;
 let admin: string;
@@ -36,13 +37,10 @@ function countedApp(queryCacheMb: number): { app: App; computed: () => Promise<n
 }
 
 beforeAll(async () => {
-  t = await startTestApp();
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
+  ({ t, admin } = await appWithAdmin());
 }, 240_000);
 
-afterAll(async () => {
-  await t?.close();
-});
+afterAll(() => t?.close());
 
 describe('POST /api/logs/query: the answer cache', () => {
   it('answers a question again from the cache, equal to the answer computed afresh; a stored row is a new question', async () => {

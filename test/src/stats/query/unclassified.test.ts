@@ -10,8 +10,9 @@ import { backfillUserAgentClasses } from '../../../../ingest/user-agent-backfill
 import { insertDomain } from '../../../../src/domains/store.js';
 import { buildRollups } from '../../../../src/rollups/builder.js';
 import { planWindow, queryDomainsBuildState } from '../../../../src/rollups/plan.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../../support/app.js';
+import { call, type TestApp } from '../../../support/app.js';
 import { generateRows, insertRows } from '../../../support/query-rows.js';
+import { appWithAdmin } from '../../../support/auth.js';
 import { DAY_MS } from '../../../../core/durations.js';
 
 const BASE = Math.floor(Date.now() / DAY_MS) * DAY_MS - 5 * DAY_MS;
@@ -21,15 +22,12 @@ let admin: string;
 let domainId: number;
 
 beforeAll(async () => {
-  t = await startTestApp({ LOG_RETENTION_DAYS: '3650' });
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
+  ({ t, admin } = await appWithAdmin({ LOG_RETENTION_DAYS: '3650' }));
   domainId = (await insertDomain(t.runtime.db, { name: 'unclassified.example.com', ownerId: null })).id;
   await insertRows(t.runtime.clickhouse, generateRows({ seed: 7, domain: domainId, count: COUNT, from: BASE, to: BASE + DAY_MS }), false);
 }, 60_000);
 
-afterAll(async () => {
-  await t?.close();
-});
+afterAll(() => t?.close());
 
 /** Each result row as its dimension values and then its requests. */
 async function requests(body: Record<string, unknown>): Promise<unknown[][]> {
