@@ -30,10 +30,18 @@ export async function adminToken(app: App): Promise<string> {
   return (await login(app, ADMIN_EMAIL, ADMIN_PASSWORD, nextIp())).accessToken;
 }
 
-/** A test app and its administrator's token, for a file's beforeAll: `({ t, admin } = await appWithAdmin())`. */
-export async function appWithAdmin(...args: Parameters<typeof startTestApp>): Promise<{ t: TestApp; admin: string }> {
+/** A signed-in user as the tests pass it around. */
+export interface Person {
+  id: number;
+  token: string;
+  email: string;
+}
+
+/** A test app, its administrator's token and id, for a file's beforeAll: `({ t, admin } = await appWithAdmin())`. */
+export async function appWithAdmin(...args: Parameters<typeof startTestApp>): Promise<{ t: TestApp; admin: string; adminId: number }> {
   const t = await startTestApp(...args);
-  return { t, admin: await adminToken(t.app) };
+  const session = await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD, nextIp());
+  return { t, admin: session.accessToken, adminId: session.user.id };
 }
 
 /** A new `user` through the API, signed in once; with `permissions`, those instead of the default ones. */

@@ -27,6 +27,7 @@ import { freePort } from '../../support/ports.js';
 import { alertJson, evaluatorOf, postAlert } from '../../support/alerts.js';
 import { appWithAdmin, ISO_MS } from '../../support/auth.js';
 import { startSmtpSink, type SmtpStage } from '../../support/smtp-sink.js';
+import { uniqueTag } from '../../support/users.js';
 
 const INTERVAL = 30_000;
 
@@ -43,8 +44,6 @@ afterAll(() => t?.close());
 
 // ---------------------------------------------------------------------------------------------
 
-let seq = 0;
-const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
 const newDomain = () => domainInStore(t.runtime.db, 'delivery');
 
@@ -57,7 +56,7 @@ async function newAlert(domainId: number, fields: Record<string, unknown> = {}):
     threshold: 1,
     duration: 300,
     notificationMethod: 'email',
-    notificationTarget: `${unique('oncall')}@example.com`,
+    notificationTarget: `${uniqueTag('oncall')}@example.com`,
     ...fields,
   };
   return postAlert(t, admin, domainId, body);
@@ -67,7 +66,7 @@ const deleteAlert = (domainId: number, alertId: number) => call(t.app, 'DELETE',
 
 /** Ingests `count` lines of `status`, a second before the virtual clock, through the real import path. */
 async function ingest(domain: string, count: number, status: number): Promise<void> {
-  const batch = unique('access');
+  const batch = uniqueTag('access');
   const lines = Array.from({ length: count }, (_, i) => `10.3.0.${i & 255} - - [${timeLocal(now - 1000)}] "GET /${batch}/${i} HTTP/1.1" ${status} 10 "-" "agent" 0.010`);
   const summary = await importText(t, domain, `${lines.join('\n')}\n`);
   expect(summary.inserted).toBe(count);
@@ -242,8 +241,8 @@ describe('abuse limits', () => {
   it(`sends at most ${NOTIFICATIONS_PER_TARGET_PER_HOUR} notifications an hour to one target, counted atomically by concurrent deliverers; the rest is held, not lost, and sent when the hour has room`, async () => {
     const smtp = await startSmtpSink();
     const mailer = createMailer({ smtpUrl: smtp.url, from: 'tailhouse <tailhouse@localhost>', outboxDir: path.join(t.dataDir, 'unused'), log });
-    const victim = `${unique('victim')}@example.com`;
-    const bystander = `${unique('bystander')}@example.com`;
+    const victim = `${uniqueTag('victim')}@example.com`;
+    const bystander = `${uniqueTag('bystander')}@example.com`;
     const to = (address: string) => smtp.messages.filter((m) => !Array.isArray(m.to) && m.to?.value[0]?.address === address);
     const OVER = 5;
     const domain = await newDomain();
@@ -332,13 +331,13 @@ describe('abuse limits', () => {
     const smtp = await startSmtpSink();
     const mailer = createMailer({ smtpUrl: smtp.url, from: 'tailhouse <tailhouse@localhost>', outboxDir: path.join(t.dataDir, 'unused'), log });
     const ev = evaluator({ mailer });
-    const malloryEmail = `${unique('mallory')}@example.com`;
+    const malloryEmail = `${uniqueTag('mallory')}@example.com`;
     const mallory = await createUserAndLogin(t.app, admin, { email: malloryEmail, name: 'Mallory Example' });
     const domain = await registerDomain(t.app, admin, { ownerId: mallory.id, tag: 'relay' });
     // A name written to pass for a message of the operator: a quote, line breaks, a link, a right-to-left override.
     const name = 'Your password expired"\n\nLog in at https://evil.example/login to keep your account \u202egnp.exe';
     const shown = '"Your password expired\\"\\n\\nLog in at https://evil.example/login to keep your account \\u202egnp.exe"';
-    const victim = `${unique('victim')}@example.com`;
+    const victim = `${uniqueTag('victim')}@example.com`;
     const alert = await postAlert(t, mallory.token, domain.id, { name, condition: 'requestCount', operator: 'lessThan', threshold: 1, duration: 300, notificationMethod: 'email', notificationTarget: victim });
     try {
       await round(ev);
@@ -380,7 +379,7 @@ describe('the delivery outcome in the alert API (beyond the specification)', () 
     const domain = await newDomain();
     const created = await call(t.app, 'POST', `/api/logs/domains/${domain.id}/alerts`, {
       token: admin,
-      body: { name: 'Silent', condition: 'requestCount', operator: 'lessThan', threshold: 1, duration: 300, notificationMethod: 'email', notificationTarget: `${unique('oncall')}@example.com` },
+      body: { name: 'Silent', condition: 'requestCount', operator: 'lessThan', threshold: 1, duration: 300, notificationMethod: 'email', notificationTarget: `${uniqueTag('oncall')}@example.com` },
     });
     expect(created.status).toBe(201);
     expect(created.body.data).toMatchObject({ lastDeliveryError: null, lastDeliveredAt: null });

@@ -20,6 +20,7 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } 
 import { FORMAT, importText, newDomain as registerDomain, timeLocal } from '../../support/ingest.js';
 import { alertJson, evaluatorOf, postAlert } from '../../support/alerts.js';
 import { startSmtpSink, type SmtpSink } from '../../support/smtp-sink.js';
+import { uniqueTag } from '../../support/users.js';
 
 const INTERVAL = 30_000;
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -43,13 +44,11 @@ afterAll(async () => {
 
 // ---------------------------------------------------------------------------------------------
 
-let seq = 0;
-const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
 const newDomain = () => registerDomain(t.runtime.db, 'alerting');
 
 async function newAlert(domainId: number, fields: Record<string, unknown>): Promise<{ id: number; target: string }> {
-  const target = `${unique('oncall')}@example.com`;
+  const target = `${uniqueTag('oncall')}@example.com`;
   const body = { name: 'Too many errors', condition: 'errorRate', operator: 'greaterThan', threshold: 0.1, duration: 300, notificationMethod: 'email', notificationTarget: target, ...fields };
   return postAlert(t, admin, domainId, body);
 }
@@ -67,7 +66,7 @@ interface Hit {
 /** Ingests access lines for `domain` through the real import path, dated relative to the virtual clock. */
 async function ingest(domain: string, hits: Hit[]): Promise<void> {
   const timed = hits.every((h) => h.ms !== null);
-  const batch = unique('access');
+  const batch = uniqueTag('access');
   const lines = hits.map((h, i) => {
     const base = `10.2.${i >> 8}.${i & 255} - - [${timeLocal(now - h.ago * 1000)}] "GET /${batch}/${i} HTTP/1.1" ${h.status} 100 "-" "test-agent"`;
     return timed ? `${base} ${((h.ms ?? 20) / 1000).toFixed(3)}` : base;
@@ -579,7 +578,7 @@ describe('alert evaluation', () => {
     const doomed = await newDomain();
     const rule = await call(t.app, 'POST', '/api/logs/alerts', {
       token: admin,
-      body: { name: 'Raced rule', condition: 'requestCount', operator: 'lessThan', threshold: 1, duration: 300, notificationMethod: 'email', notificationTarget: `${unique('oncall')}@example.com`, scope: { domainIds: [doomed.id] } },
+      body: { name: 'Raced rule', condition: 'requestCount', operator: 'lessThan', threshold: 1, duration: 300, notificationMethod: 'email', notificationTarget: `${uniqueTag('oncall')}@example.com`, scope: { domainIds: [doomed.id] } },
     });
     expect(rule.status, JSON.stringify(rule.body)).toBe(201);
     const rulePairs = (await evaluationPairs(t.runtime.db)).pairs.filter((p) => p.alert_id === rule.body.data.id);

@@ -16,6 +16,7 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTest
 import { evaluatorOf } from '../../support/alerts.js';
 import { HOST_FORMAT, importText, newDomain, timeLocal } from '../../support/ingest.js';
 import { startSmtpSink, type SmtpSink } from '../../support/smtp-sink.js';
+import { uniqueTag } from '../../support/users.js';
 
 const INTERVAL = 30_000;
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -24,8 +25,6 @@ let t: TestApp;
 let sink: SmtpSink;
 let admin: string;
 let now = Math.floor(Date.now() / INTERVAL) * INTERVAL;
-let seq = 0;
-const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
 beforeAll(async () => {
   sink = await startSmtpSink();
@@ -40,7 +39,7 @@ afterAll(async () => {
 
 /** A user with the default permissions (alerts among them) and `count` domains of its own. */
 async function userWithDomains(count: number): Promise<{ id: number; token: string; domains: { id: number; name: string }[] }> {
-  const email = `${unique('oncall-user')}@example.com`;
+  const email = `${uniqueTag('oncall-user')}@example.com`;
   const user = await createUserAndLogin(t.app, admin, { email });
   // On-call staff: the default permissions plus alerts:update, which silences need.
   const granted = await call(t.app, 'PUT', `/api/users/${user.id}/permissions`, {
@@ -57,7 +56,7 @@ async function userWithDomains(count: number): Promise<{ id: number; token: stri
 /** `count` lines per domain, `ago` seconds before the virtual clock, in one file with $host (one import). */
 async function ingest(domains: { name: string }[], count: number, status: number, options: { ago?: number; path?: string } = {}): Promise<void> {
   const at = now - (options.ago ?? 1) * 1000;
-  const batch = unique('req');
+  const batch = uniqueTag('req');
   const lines = domains.flatMap((d) =>
     Array.from({ length: count }, (_, i) => `${d.name} 10.9.${i >> 8}.${i & 255} - - [${timeLocal(at)}] "GET ${options.path ?? `/${batch}`}/${i} HTTP/1.1" ${status} 10 "-" "agent" 0.010`),
   );
@@ -101,7 +100,7 @@ describe('an incident over 60 domains under one rule', () => {
   it('one firing e-mail naming all 60, one resolved e-mail; with 20 silenced, one e-mail naming the other 40; nothing about domains the rule\'s creator does not see', async () => {
     const owner = await userWithDomains(60);
     const stranger = await newDomain(t.runtime.db, 'not-theirs');
-    const target = `${unique('pager')}@example.com`;
+    const target = `${uniqueTag('pager')}@example.com`;
     const ruleId = await postRule(owner.token, errorRule(target));
     const ev = evaluator();
 
@@ -223,7 +222,7 @@ describe('scope', () => {
   it('a domain handed to another owner leaves the rule at the next round: its state is forgotten and later notifications do not name it', async () => {
     const owner = await userWithDomains(2);
     const [kept, handed] = owner.domains as [{ id: number; name: string }, { id: number; name: string }];
-    const target = `${unique('handover')}@example.com`;
+    const target = `${uniqueTag('handover')}@example.com`;
     const ruleId = await postRule(owner.token, errorRule(target));
     const ev = evaluator();
     await ingest(owner.domains, 20, 500);
@@ -249,7 +248,7 @@ describe('conditions', () => {
   it('requestChange: traffic a week ago and none now fires "dropped by more than 70 %"; the same traffic does not', async () => {
     const owner = await userWithDomains(2);
     const [quiet, steady] = owner.domains as [{ id: number; name: string }, { id: number; name: string }];
-    const target = `${unique('drop')}@example.com`;
+    const target = `${uniqueTag('drop')}@example.com`;
     const ruleId = await postRule(owner.token, errorRule(target, { name: 'Traffic gone', condition: 'requestChange', operator: 'lessThan', threshold: -0.7, duration: 300 }));
     await ingest([quiet, steady], 30, 200, { ago: 7 * 86_400 + 60 });
     await ingest([steady], 30, 200, { ago: 60 });
@@ -269,7 +268,7 @@ describe('conditions', () => {
   it('a path filter: 5xx on /checkout fires the rule, 5xx elsewhere does not', async () => {
     const owner = await userWithDomains(2);
     const [shop, blog] = owner.domains as [{ id: number; name: string }, { id: number; name: string }];
-    const target = `${unique('checkout')}@example.com`;
+    const target = `${uniqueTag('checkout')}@example.com`;
     const ruleId = await postRule(owner.token, errorRule(target, { name: 'Checkout failing', filters: [['glob', 'path', ['/checkout*']]] }));
     await ingest([shop], 20, 500, { path: '/checkout/pay' });
     await ingest([shop, blog], 500, 200, { path: '/img' });
@@ -286,7 +285,7 @@ describe('conditions', () => {
 
   it('a weekly silence in force now holds the notification back', async () => {
     const owner = await userWithDomains(1);
-    const target = `${unique('weekly')}@example.com`;
+    const target = `${uniqueTag('weekly')}@example.com`;
     await postRule(owner.token, errorRule(target));
     // The API answers the state on the wall clock, the evaluator on the virtual one, minutes ahead:
     // the window runs from the earlier one's hour to the hour after the later one (midnight allowed).
@@ -316,9 +315,9 @@ describe('hostile', () => {
     expect(scoped.status).toBe(404);
     const silence = await call(t.app, 'POST', '/api/logs/silences', { token: bob.token, body: { domainIds: [aliceDomain.id], endsAt: new Date(Date.now() + 60_000).toISOString(), comment: 'x' } });
     expect(silence.status).toBe(404);
-    const bobTarget = `${unique('bob')}@example.com`;
+    const bobTarget = `${uniqueTag('bob')}@example.com`;
     const bobRule = await postRule(bob.token, errorRule(bobTarget));
-    const aliceRule = await postRule(alice.token, errorRule(`${unique('alice')}@example.com`));
+    const aliceRule = await postRule(alice.token, errorRule(`${uniqueTag('alice')}@example.com`));
     const bobSilence = await call(t.app, 'POST', '/api/logs/silences', { token: bob.token, body: { domainIds: 'all', startsAt: new Date(Math.min(now, Date.now()) - 60_000).toISOString(), endsAt: new Date(now + 3_600_000).toISOString(), comment: 'all of mine' } });
     expect(bobSilence.status).toBe(201);
     await ingest([aliceDomain, bob.domains[0]!], 20, 500);

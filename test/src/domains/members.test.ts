@@ -19,11 +19,12 @@ import { sql } from '../../../core/db/sql.js';
 import { createTailHub, type TailHub } from '../../../src/logs/tail/service.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../support/app.js';
 import { evaluatorOf } from '../../support/alerts.js';
-import { activityOf, freshUser } from '../../support/auth.js';
+import { activityOf, freshUser, type Person } from '../../support/auth.js';
 import { commandsWith } from '../../support/child.js';
 import { HOST_FORMAT, importText, timeLocal } from '../../support/ingest.js';
 import { readUntilEnd } from '../../support/logs.js';
 import { registerDomain } from '../../support/domains.js';
+import { uniqueTag } from '../../support/users.js';
 
 const NOT_FOUND = { success: false, error: 'Domain not found' };
 const FORBIDDEN = { success: false, error: 'Insufficient permissions' };
@@ -37,20 +38,12 @@ const BROAD = [
 ];
 
 type Who = 'admin' | 'owner' | 'editor' | 'viewer' | 'revoked' | 'grouped' | 'support' | 'ungrouped' | 'stranger';
-interface Person {
-  id: number;
-  token: string;
-  email: string;
-}
-
 let t: TestApp;
 let admin: Person;
 const people = {} as Record<Who, Person>;
 /** The shared domain (owner's), and the stranger's own, which nobody else may learn of. */
 let shared: { id: number; name: string };
 let theirs: { id: number; name: string };
-let seq = 0;
-const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
 const person = (tag: string, permissions = BROAD): Promise<Person> => freshUser(t.app, admin.token, tag, { name: tag, permissions });
 
@@ -76,7 +69,7 @@ async function adminCall(method: string, path: string, body: unknown, status: nu
 
 /** A group (its id) of `members`, given `grant`. */
 async function group(tag: string, members: Person[], grant: { domains: number[] | 'all'; role: string }): Promise<number> {
-  const id: number = (await adminCall('POST', '/api/groups', { name: unique(tag) }, 201)).body.data.id;
+  const id: number = (await adminCall('POST', '/api/groups', { name: uniqueTag(tag) }, 201)).body.data.id;
   for (const member of members) await adminCall('POST', `/api/groups/${id}/members`, { userId: member.id }, 201);
   await adminCall('POST', `/api/groups/${id}/domains`, grant, 200);
   return id;
@@ -84,7 +77,7 @@ async function group(tag: string, members: Person[], grant: { domains: number[] 
 
 /** 5xx lines a second before `at` on each domain, through the real import path ($host routes them). */
 async function ingest(domains: { name: string }[], count: number, status: number, at = Date.now()): Promise<void> {
-  const batch = unique('req');
+  const batch = uniqueTag('req');
   const lines = domains.flatMap((d) => Array.from({ length: count }, (_, i) => `${d.name} 10.7.0.${i} - - [${timeLocal(at - 1000)}] "GET /${batch}/${i} HTTP/1.1" ${status} 10 "-" "agent" 0.010`));
   expect(await importText(t, '', `${lines.join('\n')}\n`, { domain: null, format: HOST_FORMAT })).toMatchObject({ inserted: lines.length, rejected: 0 });
 }
@@ -96,7 +89,7 @@ const alertBody = (fields: Record<string, unknown> = {}) => ({
   threshold: 0.05,
   duration: 60,
   notificationMethod: 'email',
-  notificationTarget: `${unique('pager')}@example.com`,
+  notificationTarget: `${uniqueTag('pager')}@example.com`,
   ...fields,
 });
 
@@ -193,7 +186,7 @@ describe('the members API', () => {
     const next = await person('next-owner');
     const domain = await domainOf(first);
     await share(domain.id, first, next.id, 'viewer');
-    for (const [who, body] of [[first, { ownerId: null }], [first, { ownerId: first.id }], [first, { name: `${unique('renamed')}.example.com` }], [next, { ownerId: next.id }]] as const) {
+    for (const [who, body] of [[first, { ownerId: null }], [first, { ownerId: first.id }], [first, { name: `${uniqueTag('renamed')}.example.com` }], [next, { ownerId: next.id }]] as const) {
       const res = await call(t.app, 'PUT', `/api/domains/${domain.id}`, { token: who.token, body });
       expect({ status: res.status, body: res.body }, JSON.stringify(body)).toEqual({ status: 403, body: FORBIDDEN });
     }
@@ -425,7 +418,7 @@ describe('a revocation takes effect at once', () => {
     const member = await person('on-call');
     const own = await domainOf(member);
     await share(shared.id, people.owner, member.id, 'viewer');
-    const target = `${unique('member-pager')}@example.com`;
+    const target = `${uniqueTag('member-pager')}@example.com`;
     const rule = await call(t.app, 'POST', '/api/logs/alerts', { token: member.token, body: alertBody({ notificationTarget: target, scope: { domains: 'all' } }) });
     expect(rule.status, JSON.stringify(rule.body)).toBe(201);
     const ruleId: number = rule.body.data.id;

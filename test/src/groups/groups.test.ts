@@ -18,26 +18,19 @@ import { sql } from '../../../core/db/sql.js';
 import { createTailHub } from '../../../src/logs/tail/service.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../support/app.js';
 import { evaluatorOf } from '../../support/alerts.js';
-import { activityOf, expectValidation, freshUser } from '../../support/auth.js';
+import { activityOf, expectValidation, freshUser, type Person } from '../../support/auth.js';
 import { commandsWith } from '../../support/child.js';
 import { HOST_FORMAT, importText, timeLocal } from '../../support/ingest.js';
 import { readUntilEnd } from '../../support/logs.js';
 import { registerDomain } from '../../support/domains.js';
+import { uniqueTag } from '../../support/users.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 const FORBIDDEN = { success: false, error: 'Insufficient permissions' };
 const NOT_FOUND = { success: false, error: 'Domain not found' };
 
-interface Person {
-  id: number;
-  token: string;
-  email: string;
-}
-
 let t: TestApp;
 let admin: Person;
-let seq = 0;
-const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
 const BROAD = [
   { resource: 'domains', actions: ['read', 'create'] },
@@ -58,7 +51,7 @@ function expectStatus(res: { status: number; body: unknown }, status: number) {
 const domainOf = (owner: Person | null) => registerDomain(t.app, admin.token, { ownerId: owner?.id ?? null, tag: 'groups' });
 
 async function newGroup(tag = 'team'): Promise<{ id: number; name: string }> {
-  return (expectStatus(await as(admin, 'POST', '/api/groups', { name: unique(tag) }), 201)).body.data;
+  return (expectStatus(await as(admin, 'POST', '/api/groups', { name: uniqueTag(tag) }), 201)).body.data;
 }
 
 const sees = async (who: Person, domainId: number) => (await as(who, 'GET', `/api/domains/${domainId}`)).status === 200;
@@ -124,10 +117,10 @@ describe('the groups API', () => {
     const user = await person('not-admin', [{ resource: 'users', actions: ['read', 'create', 'update', 'delete'] }, { resource: 'domains', actions: ['read', 'create', 'update', 'delete'] }]);
     const requests: [string, string, unknown?][] = [
       ['GET', '/api/groups'],
-      ['POST', '/api/groups', { name: unique('mine') }],
+      ['POST', '/api/groups', { name: uniqueTag('mine') }],
       ['GET', `/api/groups/${group.id}`],
       ['GET', '/api/groups/2147483647'],
-      ['PUT', `/api/groups/${group.id}`, { name: unique('mine') }],
+      ['PUT', `/api/groups/${group.id}`, { name: uniqueTag('mine') }],
       ['DELETE', `/api/groups/${group.id}`],
       ['POST', `/api/groups/${group.id}/members`, { userId: user.id }],
       ['DELETE', `/api/groups/${group.id}/members/${user.id}`],
@@ -168,7 +161,7 @@ describe('the groups API', () => {
     expect((await as(admin, 'POST', '/api/groups/2147483647/members', { userId: admin.id })).body).toEqual({ success: false, error: 'Group not found' });
 
     // SQL metacharacters in a name are a name.
-    const hostile = `support'); drop table group_members; -- ${unique('x')}`;
+    const hostile = `support'); drop table group_members; -- ${uniqueTag('x')}`;
     const stored = expectStatus(await as(admin, 'POST', '/api/groups', { name: hostile }), 201);
     expect(stored.body.data.name).toBe(hostile);
     expect((await as(admin, 'GET', '/api/groups')).body.data.groups.map((g: { name: string }) => g.name)).toContain(hostile);
@@ -211,10 +204,10 @@ describe("what a group's members see", () => {
     expect(listed.pagination.total).toBe((await as(admin, 'GET', '/api/domains?limit=1')).body.data.pagination.total);
     for (const [method, path, body] of [
       ['GET', '/api/users'],
-      ['POST', '/api/users', { email: `${unique('x')}@example.com`, password: 'a-password-1', name: 'x' }],
+      ['POST', '/api/users', { email: `${uniqueTag('x')}@example.com`, password: 'a-password-1', name: 'x' }],
       ['DELETE', `/api/users/${customer.id}`],
       ['DELETE', `/api/domains/${before.id}`],
-      ['PUT', `/api/domains/${before.id}`, { name: `${unique('r')}.example.com` }],
+      ['PUT', `/api/domains/${before.id}`, { name: `${uniqueTag('r')}.example.com` }],
       ['PUT', `/api/domains/${before.id}`, { ownerId: support.id }],
       ['POST', `/api/domains/${before.id}/members`, { userId: support.id, role: 'editor' }],
       ['POST', `/api/logs/domains/${before.id}/alerts`, { name: 'g', condition: 'errorRate', operator: 'greaterThan', threshold: 0.5, duration: 60, notificationMethod: 'email', notificationTarget: 'x@example.com' }],
@@ -229,13 +222,13 @@ describe("what a group's members see", () => {
     const reseller = await person('reseller');
     const customer = await person('customer');
     const elsewhere = await domainOf(null);
-    const shop = (expectStatus(await as(reseller, 'POST', '/api/domains', { name: `${unique('shop')}.example.com` }), 201)).body.data;
+    const shop = (expectStatus(await as(reseller, 'POST', '/api/domains', { name: `${uniqueTag('shop')}.example.com` }), 201)).body.data;
     expect(shop.ownerId).toBe(reseller.id);
     expectStatus(await as(reseller, 'POST', `/api/domains/${shop.id}/members`, { userId: customer.id, role: 'editor' }), 201);
     expect((expectStatus(await as(customer, 'GET', `/api/domains/${shop.id}`), 200)).body.data.role).toBe('editor');
     expect((await as(reseller, 'GET', `/api/domains/${elsewhere.id}`)).body).toEqual(NOT_FOUND);
     expect((await as(reseller, 'GET', '/api/users')).status).toBe(403);
-    expect((await as(reseller, 'POST', '/api/groups', { name: unique('mine') })).status).toBe(403);
+    expect((await as(reseller, 'POST', '/api/groups', { name: uniqueTag('mine') })).status).toBe(403);
     expect((await as(customer, 'POST', `/api/domains/${shop.id}/members`, { userId: reseller.id, role: 'viewer' })).body).toEqual(FORBIDDEN);
   });
 });
@@ -284,7 +277,7 @@ describe('a group change that takes domains away takes effect at once', () => {
     const group = await newGroup();
     expectStatus(await as(admin, 'POST', `/api/groups/${group.id}/members`, { userId: member.id }), 201);
     expectStatus(await as(admin, 'POST', `/api/groups/${group.id}/domains`, { domains: [granted.id], role: 'viewer' }), 200);
-    const target = `${unique('pager')}@example.com`;
+    const target = `${uniqueTag('pager')}@example.com`;
     const rule = expectStatus(
       await as(member, 'POST', '/api/logs/alerts', { name: 'fleet', condition: 'errorRate', operator: 'greaterThan', threshold: 0.05, duration: 60, notificationMethod: 'email', notificationTarget: target, scope: { domains: 'all' } }),
       201,
@@ -294,7 +287,7 @@ describe('a group change that takes domains away takes effect at once', () => {
       const rows = await t.runtime.db.query<{ events: { alert: { id: number }; domain: { id: number } }[] }>(sql`select events from alert_notifications where target = ${target} and status = 'pending'`);
       return rows.flatMap((r) => r.events.filter((e) => e.alert.id === ruleId).map((e) => e.domain.id)).sort((a, b) => a - b);
     };
-    const lines = [own, granted].flatMap((d) => Array.from({ length: 20 }, (_, i) => `${d.name} 10.9.0.${i} - - [${timeLocal(now - 1000)}] "GET /${unique('p')} HTTP/1.1" 503 10 "-" "agent" 0.010`));
+    const lines = [own, granted].flatMap((d) => Array.from({ length: 20 }, (_, i) => `${d.name} 10.9.0.${i} - - [${timeLocal(now - 1000)}] "GET /${uniqueTag('p')} HTTP/1.1" 503 10 "-" "agent" 0.010`));
     expect(await importText(t, '', `${lines.join('\n')}\n`, { domain: null, format: HOST_FORMAT })).toMatchObject({ inserted: lines.length });
     now += INTERVAL;
     expect((await ev.evaluateOnce()).ran).toBe(true);

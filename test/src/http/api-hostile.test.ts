@@ -31,6 +31,7 @@ import { upsertInvitation } from '../../../src/domains/invitations-store.js';
 import { DIMENSION_NAMES, FILTER_OPS, METRIC_NAMES } from '../../../src/stats/registry.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type CallResult, type TestApp } from '../../support/app.js';
 import { seedLogs, type SeededLogs } from '../../support/logs.js';
+import { uniqueTag } from '../../support/users.js';
 import { HOUR_MS } from '../../../core/durations.js';
 
 const SEED = 13;
@@ -87,11 +88,9 @@ const nextIp = () => {
   ipSeq++;
   return `10.${(ipSeq >> 16) & 255}.${(ipSeq >> 8) & 255}.${ipSeq & 255}`;
 };
-let seq = 0;
-const unique = (tag: string) => `${tag}-${process.pid}-${++seq}`;
 
 async function newUser(role: 'user' | 'admin' = 'user'): Promise<Actor> {
-  const email = `${unique('hostile')}@example.com`;
+  const email = `${uniqueTag('hostile')}@example.com`;
   const password = 'hostile-password-1';
   const created = await call(t.app, 'POST', '/api/users', { token: admin.token, body: { email, password, role }, ip: nextIp() });
   if (created.status !== 201) throw new Error(`create user: ${created.status} ${JSON.stringify(created.body)}`);
@@ -114,14 +113,14 @@ async function resetTokenOf(user: Actor): Promise<string> {
 }
 
 async function newDomain(): Promise<number> {
-  const res = await call(t.app, 'POST', '/api/domains', { token: admin.token, body: { name: `${unique('hostile')}.example.com`, ownerId: plain.id }, ip: nextIp() });
+  const res = await call(t.app, 'POST', '/api/domains', { token: admin.token, body: { name: `${uniqueTag('hostile')}.example.com`, ownerId: plain.id }, ip: nextIp() });
   if (res.status !== 201) throw new Error(`create domain: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body.data.id;
 }
 
 /** A pending invitation to the domain, stored directly (inviting through the API counts against the inviter's quota); its id. */
 async function newInvitation(domainId: number): Promise<number> {
-  const row = await upsertInvitation(t.runtime.db, { domainId, email: `${unique('invited')}@example.com`, role: 'viewer', hash: tokenHash(randomToken()), invitedBy: plain.id, expiresAt: new Date(Date.now() + HOUR_MS) });
+  const row = await upsertInvitation(t.runtime.db, { domainId, email: `${uniqueTag('invited')}@example.com`, role: 'viewer', hash: tokenHash(randomToken()), invitedBy: plain.id, expiresAt: new Date(Date.now() + HOUR_MS) });
   return row.id;
 }
 
@@ -136,7 +135,7 @@ async function newMember(domainId: number): Promise<number> {
 /** A fresh group with a fresh member and a grant on a fresh domain (by the administrator); their ids. */
 async function newGroup(): Promise<{ groupId: number; userId: number; domainId: number }> {
   const as = (method: string, path: string, body: unknown) => call(t.app, method, path, { token: admin.token, body, ip: nextIp() });
-  const group = await as('POST', '/api/groups', { name: unique('hostile-group') });
+  const group = await as('POST', '/api/groups', { name: uniqueTag('hostile-group') });
   if (group.status !== 201) throw new Error(`create group: ${group.status} ${JSON.stringify(group.body)}`);
   const [userId, domainId, groupId] = [(await newUser()).id, await newDomain(), group.body.data.id as number];
   for (const [path, body] of [[`/api/groups/${groupId}/members`, { userId }], [`/api/groups/${groupId}/domains`, { domains: [domainId], role: 'viewer' }]] as const) {
@@ -262,7 +261,7 @@ const SILENCE_VARIANTS: Record<string, unknown[]> = {
   recurrence: [OMITTED, { weekdays: ['sun'], start: '02:00', end: '04:00', timezone: 'Europe/Paris' }],
 };
 /** A member is named by user id or, an invitation, by e-mail address: never both. */
-const memberVariants = (): Record<string, unknown[]> => ({ userId: [admin.id, OMITTED], email: [OMITTED, `${unique('invited')}@example.com`] });
+const memberVariants = (): Record<string, unknown[]> => ({ userId: [admin.id, OMITTED], email: [OMITTED, `${uniqueTag('invited')}@example.com`] });
 const variantsFor = (op: Operation) =>
   op.path === '/api/logs/query'
     ? QUERY_VARIANTS
@@ -286,7 +285,7 @@ function knownValid(name: string, op: Operation, ctx: Context, variant: number):
     case 'email':
       if (op.path === '/api/auth/login') return ctx.actor.email;
       if (op.path.endsWith('/reset-password') && op.path.startsWith('/api/users')) return ctx.targetEmail;
-      return `${unique('fresh')}@example.com`;
+      return `${uniqueTag('fresh')}@example.com`;
     case 'password':
       return op.path === '/api/auth/login' ? ctx.actor.password : 'hostile-password-2';
     case 'currentPassword':
@@ -299,7 +298,7 @@ function knownValid(name: string, op: Operation, ctx: Context, variant: number):
     case 'token':
       return resetToken;
     case 'name':
-      return op.path.startsWith('/api/domains') ? `${unique('fresh')}.example.com` : 'hostile name';
+      return op.path.startsWith('/api/domains') ? `${uniqueTag('fresh')}.example.com` : 'hostile name';
     case 'ownerId':
       return plain.id;
     // A member to add: a user that is not the domain's owner.

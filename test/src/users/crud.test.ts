@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, login, startTestApp, type TestApp } from '../../support/app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, login, type TestApp } from '../../support/app.js';
 import {
   api,
   expectError,
@@ -13,23 +13,18 @@ import {
   uniquePassword,
   uniqueTag,
 } from '../../support/users.js';
+import { appWithAdmin, USER_FIELDS } from '../../support/auth.js';
 
 let t: TestApp;
 let admin: string;
 let adminId: number;
 
 beforeAll(async () => {
-  t = await startTestApp();
   rememberSecret(ADMIN_PASSWORD);
-  const session = await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD);
-  admin = session.accessToken;
-  adminId = session.user.id;
+  ({ t, admin, adminId } = await appWithAdmin());
 });
-afterAll(async () => {
-  await t?.close();
-});
+afterAll(() => t?.close());
 
-const USER_FIELDS = ['active', 'createdAt', 'email', 'id', 'lastLoginAt', 'name', 'role', 'updatedAt'];
 
 function expectUserShape(user: any): void {
   expect(Object.keys(user).sort()).toEqual(USER_FIELDS);

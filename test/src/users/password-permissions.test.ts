@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { simpleParser } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, login, startTestApp, type TestApp } from '../../support/app.js';
+import { ADMIN_PASSWORD, type TestApp } from '../../support/app.js';
 import {
   api,
   expectError,
@@ -15,21 +15,17 @@ import {
   rememberSecret,
   uniquePassword,
 } from '../../support/users.js';
+import { appWithAdmin } from '../../support/auth.js';
 
 let t: TestApp;
 let admin: string;
 let adminId: number;
 
 beforeAll(async () => {
-  t = await startTestApp();
   rememberSecret(ADMIN_PASSWORD);
-  const session = await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD);
-  admin = session.accessToken;
-  adminId = session.user.id;
+  ({ t, admin, adminId } = await appWithAdmin());
 });
-afterAll(async () => {
-  await t?.close();
-});
+afterAll(() => t?.close());
 
 const ALL = ['read', 'create', 'update', 'delete'];
 const sortEntries = (entries: { resource: string; actions: string[] }[]) =>
