@@ -357,6 +357,16 @@ describe('the domain dashboard', { timeout: 90_000 }, () => {
       expect(f.text).toMatch(/^\d+(\.\d+)?[kMGT]?$/);
       expect(f.left, `${f.text} drawn whole`).toBeGreaterThanOrEqual(0);
     }
+    // The legend names the time under the pointer in UTC too, not in the browser's zone.
+    const over = page.locator('.chart .u-over').first();
+    const box = (await over.boundingBox())!;
+    // At the right edge: the last bucket, which started minutes ago.
+    await page.mouse.move(box.x + box.width - 2, box.y + box.height / 2);
+    const legendTime = page.locator('.chart .u-legend').first().locator('.u-series').first().locator('.u-value');
+    await expect.poll(() => legendTime.textContent()).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d UTC$/);
+    const shown = Date.parse(`${(await legendTime.textContent())!.replace(' UTC', '').replace(' ', 'T')}:00Z`);
+    // A label in New York's time would be 5 hours off.
+    expect(Math.abs(Date.now() - shown)).toBeLessThan(3_600_000);
   });
 
   it("another owner's domain is the API's 404 as a message", async () => {
