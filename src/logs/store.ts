@@ -122,8 +122,8 @@ type Table = 'access_logs' | 'error_logs';
  * starts by reading the sort-key columns only (plus whatever the filters need), and the full rows
  * are then read from there in key order with LIMIT, so only about `limit` rows' worth of wide
  * columns is ever decompressed, on a ClickHouse server without lazy materialization too.
- * Two ways to find the start, measured on 3 million rows (bench/README, "Figures behind the reads'
- * design"):
+ * Two ways to find the start, measured on 3 million rows (bench/README, "Figures behind the code's
+ * choices"):
  *
  * - the domain and a time range only (`keyOnly`): the timestamp `bt` of the page's first row
  *   from the timestamp column alone, `above` = the rows newer than `bt` (counted by the primary

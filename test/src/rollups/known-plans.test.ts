@@ -1,7 +1,7 @@
 /**
  * src/rollups/known-plans.ts on its own: when a request plans from a kept state, when it plans again,
  * how often at most, and how much it keeps. The end-to-end cases (late lines, buckets built between
- * two requests) are in test/src/stats/endpoint.test.ts and test/src/logs/listing.test.ts.
+ * two requests) are in test/src/rollups/builder.test.ts and test/src/logs/listing.test.ts.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ClickHouseClient } from '../../../core/db/clickhouse.js';
