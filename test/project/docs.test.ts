@@ -102,6 +102,22 @@ describe('the guide', () => {
     expect(broken).toEqual([]);
   });
 
+  it('names only files that exist (a path in backquotes, from the root or from the page)', () => {
+    const pages = [...GUIDE, ...readdirSync(REFERENCE_DIR).filter((name) => name.endsWith('.md')).map((name) => `docs/reference/${name}`)];
+    // A path of the repository in backquotes; what DATA_DIR holds (`ingest/checkpoints.json` in its list) is no file here.
+    const named = /`((?:src|core|ingest|web|test|bench|scripts|sql|docs|deploy|bin|support|fixtures|project)\/[\w./-]*\.(?:ts|tsx|md|sql|sh|yaml|json|css))`/g;
+    const missing = pages.flatMap((file) => {
+      const dir = path.dirname(path.join(ROOT, file));
+      return [...readFileSync(path.join(ROOT, file), 'utf8').matchAll(named)]
+        .map((m) => m[1]!)
+        .filter((name) => name !== 'ingest/checkpoints.json')
+        .filter((name) => ![path.join(ROOT, name), path.join(dir, name)].some((candidate) => existsSync(candidate)))
+        .map((name) => `${file}: ${name}`);
+    });
+    expect(pages.length).toBeGreaterThan(15);
+    expect(missing).toEqual([]);
+  });
+
   it('keeps the README within 300 lines, a guide read in ten minutes', () => {
     expect(readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n').length).toBeLessThanOrEqual(301);
   });
