@@ -105,6 +105,19 @@ export async function activityOf(app: App, admin: string, userId: number): Promi
 /** The exact set of fields a User has (the specification's User record); nothing about passwords. */
 export const USER_FIELDS = ['active', 'createdAt', 'email', 'id', 'lastLoginAt', 'name', 'role', 'updatedAt'];
 
+/** A 200 answer of login or refresh: the specification's session for the user `id`; its data returned. */
+export function expectSession(res: CallResult, id: number) {
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  expect(res.body.success).toBe(true);
+  const data = res.body.data;
+  expect(Object.keys(data).sort()).toEqual(['accessToken', 'expiresIn', 'refreshToken', 'tokenType', 'user']);
+  expect(data.tokenType).toBe('Bearer');
+  expect(data.expiresIn).toBe(900);
+  expect(Object.keys(data.user).sort()).toEqual(USER_FIELDS);
+  expect(data.user.id).toBe(id);
+  return data as { accessToken: string; refreshToken: string; expiresIn: number; tokenType: string; user: Record<string, unknown> };
+}
+
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 /** Every message in DATA_DIR/outbox (the embedded mailer) addressed to `email`, parsed, oldest first. */

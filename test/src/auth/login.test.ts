@@ -2,7 +2,7 @@ import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../../../core/db/sql.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, call, type TestApp } from '../../support/app.js';
-import { activityOf, appWithAdmin, expectValidation, freshEmail, freshUser, ISO_MS, nextIp, tryLogin, USER_FIELDS } from '../../support/auth.js';
+import { activityOf, appWithAdmin, expectSession, expectValidation, freshEmail, freshUser, ISO_MS, nextIp, tryLogin, USER_FIELDS } from '../../support/auth.js';
 
 let t: TestApp;
 let admin: string;
@@ -14,14 +14,7 @@ const INVALID_LOGIN = { success: false, error: 'Invalid email or password' };
 describe('POST /api/auth/login', () => {
   it('answers 200 with the session shape, a signed access token and the user without any password field', async () => {
     const u = await freshUser(t.app, admin, 'shape', { name: 'Shape Tester' });
-    const res = await tryLogin(t.app, u.email, u.password);
-    expect(res.status).toBe(200);
-    expect(res.body.success).toBe(true);
-    const data = res.body.data;
-    expect(Object.keys(data).sort()).toEqual(['accessToken', 'expiresIn', 'refreshToken', 'tokenType', 'user']);
-    expect(data.tokenType).toBe('Bearer');
-    expect(data.expiresIn).toBe(900);
-    expect(Object.keys(data.user).sort()).toEqual(USER_FIELDS);
+    const data = expectSession(await tryLogin(t.app, u.email, u.password), u.id);
     expect(data.user).toMatchObject({ id: u.id, email: u.email, name: 'Shape Tester', role: 'user', active: true });
 
     expect(decodeProtectedHeader(data.accessToken).alg).toBe('HS256');

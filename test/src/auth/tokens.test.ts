@@ -5,7 +5,7 @@ import { insertApiToken, listApiTokens, revokeApiToken } from '../../../src/auth
 import { randomToken, tokenHash } from '../../../src/auth/tokens.js';
 import { sql } from '../../../core/db/sql.js';
 import { call, JWT_SECRET, login, type TestApp } from '../../support/app.js';
-import { activityOf, appWithAdmin, expectAuthRequired, expectRefreshRefused, expectValidation, freshUser, nextIp, refresh, USER_FIELDS } from '../../support/auth.js';
+import { activityOf, appWithAdmin, expectAuthRequired, expectRefreshRefused, expectSession, expectValidation, freshUser, nextIp, refresh } from '../../support/auth.js';
 
 let t: TestApp;
 let admin: string;
@@ -18,14 +18,7 @@ const secret = (text: string) => new TextEncoder().encode(text);
 describe('POST /api/auth/refresh', () => {
   it('returns a new token pair in the login shape; the new access token works', async () => {
     const u = await freshUser(t.app, admin, 'refresh');
-    const res = await refresh(t.app, u.refreshToken);
-    expect(res.status).toBe(200);
-    expect(res.body.success).toBe(true);
-    const data = res.body.data;
-    expect(Object.keys(data).sort()).toEqual(['accessToken', 'expiresIn', 'refreshToken', 'tokenType', 'user']);
-    expect(data.tokenType).toBe('Bearer');
-    expect(data.expiresIn).toBe(900);
-    expect(Object.keys(data.user).sort()).toEqual(USER_FIELDS);
+    const data = expectSession(await refresh(t.app, u.refreshToken), u.id);
     expect(data.user).toMatchObject({ id: u.id, email: u.email });
     expect(data.refreshToken).not.toBe(u.refreshToken);
     expect(decodeJwt(data.accessToken).sub).toBe(String(u.id));
