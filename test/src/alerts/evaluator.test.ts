@@ -16,11 +16,12 @@ import { evaluationPairs, lastValues, saveStates, type EvaluationPair } from '..
 import { openPostgres, type Db } from '../../../core/db/postgres.js';
 import { sql } from '../../../core/db/sql.js';
 import { createLogger } from '../../../core/log.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, login, startTestApp, type TestApp } from '../../support/app.js';
+import { call, type TestApp } from '../../support/app.js';
 import { FORMAT, importText, newDomain as registerDomain, timeLocal } from '../../support/ingest.js';
 import { alertJson, evaluatorOf, postAlert } from '../../support/alerts.js';
 import { startSmtpSink, type SmtpSink } from '../../support/smtp-sink.js';
 import { uniqueTag } from '../../support/users.js';
+import { appWithAdmin } from '../../support/auth.js';
 
 const INTERVAL = 30_000;
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -33,8 +34,7 @@ let now = Math.floor(Date.now() / INTERVAL) * INTERVAL;
 
 beforeAll(async () => {
   sink = await startSmtpSink();
-  t = await startTestApp({ SMTP_URL: sink.url });
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
+  ({ t, admin } = await appWithAdmin({ SMTP_URL: sink.url }));
 });
 
 afterAll(async () => {

@@ -12,11 +12,12 @@ import { GROUP_WAIT_MS, type AlertEvaluator, type AlertEvaluatorOptions } from '
 import { RULES_PER_USER, SILENCES_PER_USER } from '../../../src/alerts/limits.js';
 import { postOnce, type WebhookPost } from '../../../src/alerts/webhook-post.js';
 import { createLogger } from '../../../core/log.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, call, createUserAndLogin, login, startTestApp, type TestApp } from '../../support/app.js';
+import { call, createUserAndLogin, login, type TestApp } from '../../support/app.js';
 import { evaluatorOf } from '../../support/alerts.js';
 import { HOST_FORMAT, importText, newDomain, timeLocal } from '../../support/ingest.js';
 import { startSmtpSink, type SmtpSink } from '../../support/smtp-sink.js';
 import { uniqueTag } from '../../support/users.js';
+import { appWithAdmin } from '../../support/auth.js';
 
 const INTERVAL = 30_000;
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -28,8 +29,7 @@ let now = Math.floor(Date.now() / INTERVAL) * INTERVAL;
 
 beforeAll(async () => {
   sink = await startSmtpSink();
-  t = await startTestApp({ SMTP_URL: sink.url });
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
+  ({ t, admin } = await appWithAdmin({ SMTP_URL: sink.url }));
 });
 
 afterAll(async () => {

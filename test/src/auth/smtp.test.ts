@@ -1,9 +1,9 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startTestApp, type TestApp } from '../../support/app.js';
+import { call, type TestApp } from '../../support/app.js';
 import { startSmtpSink, type SmtpSink } from '../../support/smtp-sink.js';
-import { adminToken, freshUser, tryLogin } from '../../support/auth.js';
+import { appWithAdmin, freshUser, tryLogin } from '../../support/auth.js';
 
 // The password reset e-mail through a real SMTP server (SMTP_URL), in a file of its own: only one
 // test app may be open per process.
@@ -14,8 +14,7 @@ let sinkOpen = false;
 beforeAll(async () => {
   sink = await startSmtpSink();
   sinkOpen = true;
-  t = await startTestApp({ SMTP_URL: sink.url, MAIL_FROM: 'tailhouse <noreply@tailhouse.test>' });
-  admin = await adminToken(t.app);
+  ({ t, admin } = await appWithAdmin({ SMTP_URL: sink.url, MAIL_FROM: 'tailhouse <noreply@tailhouse.test>' }));
 });
 afterAll(async () => {
   await t?.close();

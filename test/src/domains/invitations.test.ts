@@ -10,8 +10,8 @@ import { createLogger } from '../../../core/log.js';
 import { sql } from '../../../core/db/sql.js';
 import { randomToken, tokenHash } from '../../../src/auth/tokens.js';
 import { DEFAULT_USER_PERMISSIONS } from '../../../src/users/permissions.js';
-import { call, startTestApp, type CallResult, type TestApp } from '../../support/app.js';
-import { activityOf, adminToken, freshEmail, freshUser, mailRecipients, nextIp, tryLogin } from '../../support/auth.js';
+import { call, type CallResult, type TestApp } from '../../support/app.js';
+import { activityOf, appWithAdmin, freshEmail, freshUser, mailRecipients, nextIp, tryLogin } from '../../support/auth.js';
 import { startSmtpSink, type SmtpSink } from '../../support/smtp-sink.js';
 import { registerDomain } from '../../support/domains.js';
 
@@ -23,8 +23,7 @@ const logLines: string[] = [];
 beforeAll(async () => {
   sink = await startSmtpSink();
   const log = createLogger('debug', { write: (line: string) => void logLines.push(line) });
-  t = await startTestApp({ SMTP_URL: sink.url, MAIL_FROM: 'tailhouse <noreply@tailhouse.test>' }, { log });
-  admin = await adminToken(t.app);
+  ({ t, admin } = await appWithAdmin({ SMTP_URL: sink.url, MAIL_FROM: 'tailhouse <noreply@tailhouse.test>' }, { log }));
 });
 afterAll(async () => {
   await t?.close();
