@@ -8,6 +8,7 @@
  * thousand rows): it marks the worker as heard from, writes the sources whose figures changed,
  * deletes those no longer in its config, and deletes the workers silent for a day.
  */
+import { DAY_MS } from '../core/durations.js';
 import os from 'node:os';
 import path from 'node:path';
 import type { Db } from '../core/db/postgres.js';
@@ -20,7 +21,7 @@ export const HEALTH_REPORT_MS = 5_000;
 /** A worker whose last report is older than this is shown as not reporting (stopped, or cut off from Postgres). */
 export const SILENT_AFTER_MS = 30_000;
 /** A source is counted as feeding a domain its lines went to (routed by $host) for this long. */
-const FEEDS_FOR_MS = 86_400_000;
+const FEEDS_FOR_MS = DAY_MS;
 
 /** A worker's name in the reports: its host and checkpoint directory, the same across restarts, so a restart replaces its rows. */
 export function workerId(checkpointDir: string): string {

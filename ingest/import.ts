@@ -6,6 +6,7 @@
  * a run interrupted by a crash resumes at its checkpoint, and ClickHouse deduplicates the batch
  * that was in flight.
  */
+import { DAY_MS } from '../core/durations.js';
 import type { ClickHouseClient } from '../core/db/clickhouse.js';
 import type { Db } from '../core/db/postgres.js';
 import type { Logger } from '../core/log.js';
@@ -90,7 +91,7 @@ export async function importFiles(files: string[], options: ImportOptions, deps:
   const summaries: FileSummary[] = [];
   let diskBytes = 0;
   let lines = 0;
-  const retainedFrom = Date.now() - deps.retentionDays * 86_400_000;
+  const retainedFrom = Date.now() - deps.retentionDays * DAY_MS;
   for (const file of files) {
     if (deps.signal.aborted) break;
     const read = await openFileRead({ path: file, source, checkpoints, limits, framing: decoder.kind === 'error' ? 'error-log' : 'line', onDiskBytes: (n) => deps.onProgress?.((diskBytes += n), lines) });

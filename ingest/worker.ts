@@ -8,6 +8,7 @@
  * A source that fails for good (ClickHouse refusing its data, a checkpoint that cannot be written)
  * stops alone and says so in the log and in its stats; the others go on.
  */
+import { HOUR_MS } from '../core/durations.js';
 import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '../core/db/clickhouse.js';
 import type { Db } from '../core/db/postgres.js';
@@ -178,8 +179,8 @@ export async function startIngest(config: IngestConfig, options: IngestWorkerOpt
 }
 
 /** How often, and after how long unchanged, the checkpoints of files patterns let go are pruned. */
-const PRUNE_LET_GO_MS = 3600_000;
-const LET_GO_UNCHANGED_MS = 24 * 3600_000;
+const PRUNE_LET_GO_MS = HOUR_MS;
+const LET_GO_UNCHANGED_MS = 24 * HOUR_MS;
 
 /** pruneLetGo at the start and every PRUNE_LET_GO_MS; `stop` waits for a sweep under way. */
 function startPruningLetGo(checkpoints: CheckpointStore, patterns: FilePattern[], followedSources: () => ReadonlySet<string>, log: Logger): { stop(): Promise<void> } {

@@ -1,3 +1,4 @@
+import { HOUR_MS, DAY_MS } from '../../core/durations.js';
 /**
  * Calendar arithmetic for log timestamps: wall-clock fields to epoch milliseconds, and wall-clock
  * times that carry no zone (nginx's error log) to UTC through the IANA zone they were written in.
@@ -30,8 +31,6 @@ export function wallTime(year: number, month0: number, day: number, hour: number
   return dayStart(year, month0, day) + ((hour * 60 + minute) * 60 + second) * 1000;
 }
 
-const HOUR = 3_600_000;
-const DAY = 86_400_000;
 /** Hours remembered per zone; a year of hourly keys is about 9000. */
 const MAX_CACHED_HOURS = 50_000;
 
@@ -70,8 +69,8 @@ function offsetAt(format: Intl.DateTimeFormat, t: number): number {
  * bound the candidates, since no zone changes twice within two days.
  */
 function resolveOffset(format: Intl.DateTimeFormat, wall: number): number {
-  const before = offsetAt(format, wall - DAY);
-  const after = offsetAt(format, wall + DAY);
+  const before = offsetAt(format, wall - DAY_MS);
+  const after = offsetAt(format, wall + DAY_MS);
   if (before === after) return before;
   const beforeFits = offsetAt(format, wall - before) === before;
   const afterFits = offsetAt(format, wall - after) === after;
@@ -87,11 +86,11 @@ function resolveOffset(format: Intl.DateTimeFormat, wall: number): number {
 export function zonedWallTimeToEpoch(wall: number, timeZone: string): number {
   if (timeZone === 'UTC') return wall;
   const z = zone(timeZone);
-  const hour = Math.floor(wall / HOUR);
+  const hour = Math.floor(wall / HOUR_MS);
   let offset = z.hours.get(hour);
   if (offset === undefined) {
-    const start = resolveOffset(z.format, hour * HOUR);
-    offset = start === resolveOffset(z.format, hour * HOUR + HOUR - 1) ? start : NaN;
+    const start = resolveOffset(z.format, hour * HOUR_MS);
+    offset = start === resolveOffset(z.format, hour * HOUR_MS + HOUR_MS - 1) ? start : NaN;
     if (z.hours.size >= MAX_CACHED_HOURS) z.hours.clear();
     z.hours.set(hour, offset);
   }

@@ -73,6 +73,7 @@
  * timestamp, so this takes two rotations within a second with identical requests, or a truncation
  * that keeps the first line).
  */
+import { HOUR_MS } from '../../core/durations.js';
 import fs from 'node:fs';
 import fsp, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
@@ -278,7 +279,7 @@ export class FileTail implements AsyncIterable<LineChunk> {
     this.pollMs = options.pollMs ?? 200;
     this.gatherMs = options.gatherMs ?? 0;
     this.rotatedIdleMs = options.rotatedIdleMs ?? 5_000;
-    this.pruneAfterMs = options.pruneAfterMs ?? 24 * 3600_000;
+    this.pruneAfterMs = options.pruneAfterMs ?? 24 * HOUR_MS;
   }
 
   [Symbol.asyncIterator](): AsyncIterator<LineChunk> {

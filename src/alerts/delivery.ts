@@ -29,6 +29,7 @@
  * Logs never hold an e-mail body or a webhook URL's path or query (which often carries a secret):
  * a webhook is named by its origin.
  */
+import { MINUTE_MS, HOUR_MS } from '../../core/durations.js';
 import type { Db } from '../../core/db/postgres.js';
 import type { Logger } from '../../core/log.js';
 import type { Mailer } from '../mail/mailer.js';
@@ -85,7 +86,7 @@ export interface Backoff {
   giveUpAfterMs: number;
 }
 
-export const DEFAULT_BACKOFF: Backoff = { initialMs: 30_000, maxMs: 30 * 60_000, giveUpAfterMs: 24 * 3_600_000 };
+export const DEFAULT_BACKOFF: Backoff = { initialMs: 30_000, maxMs: 30 * MINUTE_MS, giveUpAfterMs: 24 * HOUR_MS };
 
 /** With the default back-off, a refused notification is given up about 1.5 minutes after it was first tried. */
 export const PERMANENT_FAILURE_ATTEMPTS = 3;
@@ -175,7 +176,7 @@ export function createDeliverer(options: DeliveryOptions): Deliverer {
   const mailTimeoutMs = options.mailTimeoutMs ?? 60_000;
   const insecure = new Set(options.insecureWebhookOrigins ?? []);
   const backoff: Backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
-  const leaseMs = options.leaseMs ?? 2 * 60_000;
+  const leaseMs = options.leaseMs ?? 2 * MINUTE_MS;
   const batch = options.batch ?? 20;
   const permanentAttempts = options.permanentFailureAttempts ?? PERMANENT_FAILURE_ATTEMPTS;
   const perTargetPerHour = options.perTargetPerHour ?? NOTIFICATIONS_PER_TARGET_PER_HOUR;

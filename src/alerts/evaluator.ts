@@ -66,6 +66,7 @@
  * Times (windows, state changes, reminders, retries) come from the injectable clock, so the tests
  * can move it by hours; processes sharing a database are expected to keep their clocks in sync.
  */
+import { HOUR_MS, DAY_MS } from '../../core/durations.js';
 import os from 'node:os';
 import type { ClickHouseClient } from '../../core/db/clickhouse.js';
 import type { Db } from '../../core/db/postgres.js';
@@ -96,16 +97,16 @@ import {
 } from './store.js';
 
 /** While firing, a reminder at most this often (ALERT_REPEAT_S's default). */
-export const REPEAT_MS = 4 * 3_600_000;
+export const REPEAT_MS = 4 * HOUR_MS;
 
 /** How long a notification waits for more events to its target (ALERT_GROUP_WAIT_S's default). */
 export const GROUP_WAIT_MS = 30_000;
 
 /** Delivered and abandoned outbox rows are kept this long. */
-const KEEP_NOTIFICATIONS_MS = 30 * 86_400_000;
+const KEEP_NOTIFICATIONS_MS = 30 * DAY_MS;
 
 /** State changes are kept this long (GET …/alerts/history). */
-const KEEP_HISTORY_MS = 90 * 86_400_000;
+const KEEP_HISTORY_MS = 90 * DAY_MS;
 
 export function compare(value: number, operator: Operator, threshold: number): boolean {
   switch (operator) {
@@ -372,7 +373,7 @@ export function createAlertEvaluator(options: AlertEvaluatorOptions): AlertEvalu
 
   let delivering: Promise<DeliveryResult> | null = null;
   async function deliver(nowMs: number): Promise<DeliveryResult> {
-    if (nowMs - lastPruneMs > 3_600_000) {
+    if (nowMs - lastPruneMs > HOUR_MS) {
       lastPruneMs = nowMs;
       const pruned = await pruneNotifications(db, new Date(nowMs - KEEP_NOTIFICATIONS_MS), new Date(nowMs));
       const forgotten = await pruneHistory(db, new Date(nowMs - KEEP_HISTORY_MS));

@@ -37,6 +37,7 @@
  * rows), each window merges its groups' partials, and the metric's final SQL gives the value, the
  * one POST /api/logs/query shows for the same rows and filters.
  */
+import { DAY_MS } from '../../core/durations.js';
 import { selectRows, type ClickHouseClient } from '../../core/db/clickhouse.js';
 import { Params } from '../logs/filters.js';
 import { mergedPartial, metricByName, PARTIALS, sourcePartial, type Metric, type MetricName } from '../stats/registry.js';
@@ -51,7 +52,7 @@ export const MIN_ERROR_RATE_REQUESTS = 10;
 export const REQUEST_CHANGE_MIN_PREVIOUS = 20;
 
 /** How far back requestChange's earlier window ends. */
-const WEEK_MS = 7 * 86_400_000;
+const WEEK_MS = 7 * DAY_MS;
 
 /** The conditions that are a metric of the registry. */
 type MetricCondition = Exclude<Condition, 'requestChange'>;

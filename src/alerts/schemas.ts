@@ -1,3 +1,4 @@
+import { HOUR_MS } from '../../core/durations.js';
 import { z } from '@hono/zod-openapi';
 import { EMAIL_ADDRESS } from '../../core/formats.js';
 import { domainIdParams } from '../domains/schemas.js';
@@ -103,7 +104,7 @@ export const scopeField = z
 /** What a threshold means per condition, and its range. */
 const fraction = (c: Condition) => ({ min: 0, max: 1, rule: `must be a fraction from 0 to 1 for ${c}` });
 const count = (what: string) => ({ min: 0, max: Number.MAX_SAFE_INTEGER, rule: `must be a number of ${what}, 0 or more` });
-const milliseconds = (c: Condition) => ({ min: 0, max: 3_600_000, rule: `must be milliseconds from 0 to 3600000 for ${c}` });
+const milliseconds = (c: Condition) => ({ min: 0, max: HOUR_MS, rule: `must be milliseconds from 0 to ${HOUR_MS} for ${c}` });
 const THRESHOLD_RULES: Record<Condition, { min: number; max: number; rule: string }> = {
   errorRate: fraction('errorRate'),
   clientErrorRate: fraction('clientErrorRate'),

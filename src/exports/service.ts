@@ -9,7 +9,7 @@ import { withReads } from '../reads/client.js';
 import { selectionOf, type ExportRequest } from './schemas.js';
 import { deleteExpiredExports, findDownload, insertExport, lockExportQuota, recentExports, type ExportFormat } from './store.js';
 import { daysHoldingRows, exportBytes, exportCountQuery, openExportBody, READER_PACE, rowSlices, SlowReaderError, type ClickhouseQuery, type ExportBodyEnd, type ExportPlan, type ReaderPace } from './stream.js';
-import { HOUR_MS } from '../../core/durations.js';
+import { MINUTE_MS, HOUR_MS, DAY_MS } from '../../core/durations.js';
 
 export interface ExportLimits {
   /** Rows one export may hold, counted when it is created (the stream itself needs no bound). */
@@ -36,10 +36,10 @@ export const EXPORT_LIMITS: ExportLimits = {
   concurrentDownloads: 4,
   concurrentDownloadsPerUser: 2,
   readerPace: READER_PACE,
-  keepExpiredMs: 7 * 86_400_000,
+  keepExpiredMs: 7 * DAY_MS,
 };
 
-const SWEEP_EVERY_MS = 10 * 60_000;
+const SWEEP_EVERY_MS = 10 * MINUTE_MS;
 
 type CreateDeps = Pick<Services, 'db' | 'clickhouse' | 'reads' | 'config' | 'log'>;
 type DownloadDeps = Pick<Services, 'db' | 'clickhouse' | 'log' | 'metrics'>;

@@ -1,3 +1,4 @@
+import { MINUTE_MS, DAY_MS } from '../../core/durations.js';
 import { z } from '@hono/zod-openapi';
 import { isStoredTime, STORED_TIME_RANGE_TEXT } from '../../core/db/time-range.js';
 
@@ -79,7 +80,7 @@ export function parseIsoDate(text: string, endOfDay = false): Date | null {
   ) {
     return null;
   }
-  if (h === undefined) return new Date(wall.getTime() + (endOfDay ? 86_400_000 - 1 : 0));
+  if (h === undefined) return new Date(wall.getTime() + (endOfDay ? DAY_MS - 1 : 0));
   let offsetMin = 0;
   if (zone && zone.toUpperCase() !== 'Z') {
     const digits = zone.slice(1).replace(':', '');
@@ -88,7 +89,7 @@ export function parseIsoDate(text: string, endOfDay = false): Date | null {
     offsetMin = (offsetH * 60 + offsetM) * (zone[0] === '-' ? -1 : 1);
   }
   const ms = frac ? Number(frac.slice(0, 3).padEnd(3, '0')) : 0;
-  return new Date(wall.getTime() + ms - offsetMin * 60_000);
+  return new Date(wall.getTime() + ms - offsetMin * MINUTE_MS);
 }
 
 const DATE_MESSAGE = 'must be an ISO 8601 date, e.g. 2026-11-21T08:15:30Z';

@@ -16,6 +16,7 @@
  * GET …/stats shows registry metrics (src/stats/figures.ts), so a metric is written only here.
  */
 import { z } from '@hono/zod-openapi';
+import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../core/durations.js';
 import { Params, statusCondition, URL_FILTER_MAX } from '../logs/filters.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -457,12 +458,9 @@ export const metricValues =
 // Time intervals
 // ---------------------------------------------------------------------------------------------
 
-const MINUTE = 60_000;
-const HOUR = 60 * MINUTE;
-const DAY = 24 * HOUR;
-const WEEK = 7 * DAY;
+const WEEK_MS = 7 * DAY_MS;
 /** 1970-01-01 was a Thursday: weeks start on Monday, three days earlier. */
-const MONDAY_OFFSET = 3 * DAY;
+const MONDAY_OFFSET = 3 * DAY_MS;
 
 /**
  * A time column of a source: access_logs' `timestamp` (DateTime64(3)) or access_rollups' `bucket`
@@ -496,7 +494,7 @@ export interface Interval {
 const fixedInterval = (name: string, size: number, offset = 0): Interval => ({
   name,
   sql: (time) => `intDiv(${time.ms} + ${offset}, ${size}) * ${size} - ${offset}`,
-  rollupSpan: size % DAY === 0 && offset % DAY === 0 ? 'day' : size % HOUR === 0 ? 'hour' : null,
+  rollupSpan: size % DAY_MS === 0 && offset % DAY_MS === 0 ? 'day' : size % HOUR_MS === 0 ? 'hour' : null,
   floor: (ms) => Math.floor((ms + offset) / size) * size - offset,
   next: (start) => start + size,
   count: (from, to) => (Math.floor((to + offset) / size) - Math.floor((from + offset) / size)) + 1,
@@ -510,7 +508,7 @@ const monthIndex = (ms: number) => {
 const month: Interval = {
   name: 'month',
   // A Date counts days since 1970-01-01.
-  sql: (time) => `toInt64(toUInt16(toStartOfMonth(${time.column}))) * ${DAY}`,
+  sql: (time) => `toInt64(toUInt16(toStartOfMonth(${time.column}))) * ${DAY_MS}`,
   rollupSpan: 'day',
   floor: (ms) => {
     const d = new Date(ms);
@@ -525,13 +523,13 @@ const month: Interval = {
 
 /** Every interval, finest first: the automatic one is the first giving at most AUTO_MAX_POINTS buckets. */
 export const INTERVALS: readonly Interval[] = [
-  fixedInterval('minute', MINUTE),
-  fixedInterval('5minutes', 5 * MINUTE),
-  fixedInterval('15minutes', 15 * MINUTE),
-  fixedInterval('hour', HOUR),
-  fixedInterval('6hours', 6 * HOUR),
-  fixedInterval('day', DAY),
-  fixedInterval('week', WEEK, MONDAY_OFFSET),
+  fixedInterval('minute', MINUTE_MS),
+  fixedInterval('5minutes', 5 * MINUTE_MS),
+  fixedInterval('15minutes', 15 * MINUTE_MS),
+  fixedInterval('hour', HOUR_MS),
+  fixedInterval('6hours', 6 * HOUR_MS),
+  fixedInterval('day', DAY_MS),
+  fixedInterval('week', WEEK_MS, MONDAY_OFFSET),
   month,
 ];
 export const AUTO_MAX_POINTS = 400;

@@ -1,3 +1,4 @@
+import { HOUR_MS, MINUTE_MS } from '../../core/durations.js';
 /** Figures as the dashboard shows them. */
 
 const integer = new Intl.NumberFormat('en', { maximumFractionDigits: 0 });
@@ -27,8 +28,8 @@ export function ms(n: number | null | undefined): string {
   if (n == null) return '–';
   if (n < 1000) return `${integer.format(n)} ms`;
   if (n < 60_000) return `${(n / 1000).toFixed(2)} s`;
-  if (n < 3_600_000) return `${(n / 60_000).toFixed(1)} min`;
-  return `${oneDecimal.format(n / 3_600_000)} h`;
+  if (n < HOUR_MS) return `${(n / MINUTE_MS).toFixed(1)} min`;
+  return `${oneDecimal.format(n / HOUR_MS)} h`;
 }
 
 const UNITS = ['B', 'KB', 'MB', 'GB', 'TB', 'PB'];

@@ -1,3 +1,4 @@
+import { DAY_MS } from '../../../core/durations.js';
 import { z } from '@hono/zod-openapi';
 import { idParam } from '../../http/query.js';
 import { idList } from '../schemas.js';
@@ -30,7 +31,7 @@ export const createSilenceBody = z
     const start = s.startsAt === undefined ? Date.now() : Date.parse(s.startsAt);
     const end = Date.parse(s.endsAt);
     if (end <= start) ctx.addIssue({ code: 'custom', path: ['endsAt'], message: 'must be after startsAt (or after now, when startsAt is left out)' });
-    else if (end - start > SILENCE_MAX_DAYS * 86_400_000) ctx.addIssue({ code: 'custom', path: ['endsAt'], message: `must be at most ${SILENCE_MAX_DAYS} days after startsAt` });
+    else if (end - start > SILENCE_MAX_DAYS * DAY_MS) ctx.addIssue({ code: 'custom', path: ['endsAt'], message: `must be at most ${SILENCE_MAX_DAYS} days after startsAt` });
   })
   .openapi('CreateSilence', {
     example: { domainIds: [1, 2], startsAt: '2026-12-01T22:00:00Z', endsAt: '2026-12-02T00:00:00Z', comment: 'PHP 8.4 upgrade' },

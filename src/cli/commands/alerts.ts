@@ -8,6 +8,7 @@
  * shell does is logged to the server's log (via "cli"), not to that administrator's activity log:
  * they did not sign in to do it.
  */
+import { MINUTE_MS, HOUR_MS, DAY_MS } from '../../../core/durations.js';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { Db } from '../../../core/db/postgres.js';
@@ -24,7 +25,7 @@ import { formatJson, formatTable } from '../table.js';
 import { findDomain } from './domains.js';
 import { findUser } from './users.js';
 
-const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const UNIT_MS = { m: MINUTE_MS, h: HOUR_MS, d: DAY_MS } as const;
 const MAX_MS = SILENCE_MAX_DAYS * UNIT_MS.d;
 const DURATION = /^(\d{1,9})(m|h|d)$/;
 

@@ -1,3 +1,4 @@
+import { MINUTE_MS } from '../../../core/durations.js';
 import type { ServerResponse } from 'node:http';
 import { createRoute, z } from '@hono/zod-openapi';
 import { requireAuth } from '../../auth/middleware.js';
@@ -24,7 +25,7 @@ const route = createRoute({
     'A `text/event-stream` of the entries stored from now on (docs/reference/logs.md, "Live tail"): `event: access` and `event: error`, `data:` the entry ' +
     'exactly as the listings return it, `id:` the place in the stream (send it back as `Last-Event-ID` to resume without loss or repeat). ' +
     'Filters as the access listing (`statusCode`, `ipAddress`, `url`, `method`) and the error listing (`level`). New entries are read once ' +
-    `a second; an entry dated more than ${TAIL_LIMITS.windowMs / 60_000} minutes before it is stored (a backfill) is not sent. ` +
+    `a second; an entry dated more than ${TAIL_LIMITS.windowMs / MINUTE_MS} minutes before it is stored (a backfill) is not sent. ` +
     'A message with only an `id:` moves the place over entries the filters leave out; `: keepalive` comments come every ' +
     `${TAIL_LIMITS.keepaliveMs / 1000} s. The stream ends with \`event: end\` and \`data: {"reason": …}\`: \`token-expired\` (sign in again), ` +
     '`access-revoked` (its session signed out or revoked, the user deactivated, the domain or `logs: read` taken away; checked every few seconds), ' +

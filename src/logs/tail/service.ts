@@ -16,6 +16,7 @@
  * within `windowMs` of the moment it is read, exactly once, access entries as `event: access`
  * and error entries as `event: error`, `data:` the entry as the listings return it.
  */
+import { MINUTE_MS } from '../../../core/durations.js';
 import { authenticate } from '../../auth/service.js';
 import type { Principal, Services } from '../../context.js';
 import { resolveDomain } from '../../domains/service.js';
@@ -42,7 +43,7 @@ export interface TailLimits extends PollerTiming, StreamLimits {
 export const TAIL_LIMITS: Omit<TailLimits, 'maxPerUser'> = {
   maxClients: 100,
   intervalMs: 1000,
-  windowMs: 5 * 60_000,
+  windowMs: 5 * MINUTE_MS,
   // A file writing more lines a second than this makes its tails lag (until lines fall out of the window).
   rowsPerSegment: 1_000,
   maxQueuedBytes: 4 * 1024 * 1024,

@@ -6,6 +6,7 @@
  * domains, the domain listing their last lines; sorting, the name search and paging happen here,
  * and only the page's domains ask for their sparklines. Sort, direction, search and page are in the URL.
  */
+import { HOUR_MS } from '../../../core/durations.js';
 import type { ComponentChild } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api } from '../api.js';
@@ -38,7 +39,6 @@ interface FleetRow extends Domain {
 }
 
 const PAGE_SIZE = 50;
-const HOUR_MS = 3_600_000;
 
 /**
  * Seconds since the row's last line at `now` (Date.now()): the age the server gave, grown by the

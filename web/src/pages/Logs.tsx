@@ -4,6 +4,7 @@
  * and "export these", which asks for an export with the listing's filters and shows its link.
  * Type, filters, search and page are in the URL.
  */
+import { DAY_MS } from '../../../core/durations.js';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
@@ -161,7 +162,7 @@ function Export({ id, type, filters }: { id: number; type: 'access' | 'error'; f
     setError(null);
     setResult(null);
     try {
-      const startDate = new Date(Date.now() - SEARCH_DAYS * 86_400_000).toISOString();
+      const startDate = new Date(Date.now() - SEARCH_DAYS * DAY_MS).toISOString();
       setResult(await api<ExportLink>('POST', `/api/logs/domains/${id}/export`, { type, format: 'csv', startDate, filters }));
     } catch (err) {
       setError(err);
@@ -202,7 +203,7 @@ export function Logs({ id, location }: { id: number; location: Location }) {
   useEffect(() => setDraft({ ...filters, q: search }), [location]);
   const listing = useData([id, type, filters, search, page], (signal) =>
     search
-      ? api<Listing>('POST', `/api/logs/domains/${id}/search`, { query: search, startDate: new Date(Date.now() - SEARCH_DAYS * 86_400_000).toISOString(), page, limit: 20 }, signal)
+      ? api<Listing>('POST', `/api/logs/domains/${id}/search`, { query: search, startDate: new Date(Date.now() - SEARCH_DAYS * DAY_MS).toISOString(), page, limit: 20 }, signal)
       : api<Listing>('GET', `/api/logs/domains/${id}/${type}?${new URLSearchParams({ ...filters, page: String(page), limit: '20' })}`, undefined, signal),
   );
 
