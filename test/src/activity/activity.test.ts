@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Activity } from '../../../src/activity/store.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, login, startTestApp, type TestApp } from '../../support/app.js';
+import { ADMIN_PASSWORD, type TestApp } from '../../support/app.js';
+import { appWithAdmin } from '../../support/auth.js';
 import {
   api,
   expectForbidden,
@@ -19,9 +20,8 @@ let t: TestApp;
 let admin: string;
 
 beforeAll(async () => {
-  t = await startTestApp();
+  ({ t, admin } = await appWithAdmin());
   rememberSecret(ADMIN_PASSWORD);
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
 });
 afterAll(async () => {
   await t?.close();

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, login, startTestApp, type TestApp } from '../../support/app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, login, type TestApp } from '../../support/app.js';
+import { appWithAdmin } from '../../support/auth.js';
 import { api, expectForbidden, expectUnauthorized, makeActor, makeUser, rememberSecret, uniqueEmail, uniquePassword, type Actor, type Kind } from '../../support/users.js';
 
 /**
@@ -12,9 +13,8 @@ let t: TestApp;
 let admin: string;
 
 beforeAll(async () => {
-  t = await startTestApp();
+  ({ t, admin } = await appWithAdmin());
   rememberSecret(ADMIN_PASSWORD);
-  admin = (await login(t.app, ADMIN_EMAIL, ADMIN_PASSWORD)).accessToken;
 });
 afterAll(async () => {
   await t?.close();
