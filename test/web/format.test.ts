@@ -1,12 +1,13 @@
 /**
  * The dashboard's figures as text (web/src/format.ts): a duration reads in the unit that keeps it
  * short, from a response time to the time spent on a path over a month; a time ago likewise; a
- * chart's axis in compact figures, and its times in UTC and 24 hours whatever the browser's zone.
+ * chart's axis in compact figures, and its times in UTC and 24 hours whatever the browser's zone;
+ * counts with their nouns, singular for one.
  */
 // A zone far from UTC (set before any Date is made): labels in the local time would differ.
 process.env.TZ = 'America/New_York';
 import { describe, expect, it } from 'vitest';
-import { ago, compact, ms, utcCell, utcTicks, utcTime } from '../../web/src/format.js';
+import { ago, compact, counted, ms, utcCell, utcTicks, utcTime } from '../../web/src/format.js';
 
 describe('ms', () => {
   it('writes ms below a second, seconds below a minute, minutes below an hour, then hours', () => {
@@ -72,5 +73,15 @@ describe('utcTime and utcCell', () => {
     expect(utcCell(iso, true)).toBe('2026-12-01 08:15:30');
     expect(utcTime(null)).toBe('never');
     expect(utcCell(null)).toBe('never');
+  });
+});
+
+describe('counted', () => {
+  it('writes a count with its noun, singular for one only, and an irregular plural when given', () => {
+    expect(counted(0, 'token')).toBe('0 tokens');
+    expect(counted(1, 'token')).toBe('1 token');
+    expect(counted(2, 'rule')).toBe('2 rules');
+    expect(counted(1204, 'entry', 'entries')).toBe('1,204 entries');
+    expect(counted(1, 'entry', 'entries')).toBe('1 entry');
   });
 });

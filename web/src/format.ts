@@ -7,6 +7,9 @@ const oneDecimal = new Intl.NumberFormat('en', { minimumFractionDigits: 1, maxim
 
 export const count = (n: number | null | undefined) => (n == null ? '–' : integer.format(n));
 
+/** `n` and its noun, singular for one: "1 rule", "2 rules", "1,204 entries" (`many` where the plural is not `one` + s). */
+export const counted = (n: number, one: string, many = `${one}s`) => `${count(n)} ${n === 1 ? one : many}`;
+
 const COMPACT = [
   [1e12, 'T'],
   [1e9, 'G'],

@@ -1,7 +1,7 @@
 /** The alerts pages' tables: the history of state changes, and silences. */
 import { conditionValue, silenceWhen } from '../alerting.js';
 import type { HistoryPage, Silence } from '../data/types.js';
-import { utcCell } from '../format.js';
+import { counted, utcCell } from '../format.js';
 import { linkClick, type Location } from '../router.js';
 import { Pager } from './Pager.js';
 import { Scroll } from './Scroll.js';
@@ -20,7 +20,7 @@ export function HistoryTable({ history, conditions, location, withDomain }: { hi
     <>
       <Scroll label="History">
         <table class="history">
-          <caption>{pagination.total === 1 ? '1 state change' : `${pagination.total} state changes`}, newest first</caption>
+          <caption>{counted(pagination.total, 'state change')}, newest first</caption>
           <thead>
             <tr>
               <th scope="col">Time (UTC)</th>

@@ -9,7 +9,7 @@ import type { CreatedToken, PersonalToken, User } from '../data/types.js';
 import { useData } from '../data/use-data.js';
 import { FormErrors } from '../components/ErrorMessage.js';
 import { EntryTable } from '../components/EntryTable.js';
-import { utcTime } from '../format.js';
+import { counted, utcCell, utcTime } from '../format.js';
 
 function PasswordForm({ user, onChanged }: { user: User; onChanged: () => void }) {
   const [draft, setDraft] = useState({ currentPassword: '', newPassword: '', confirmPassword: '' });
@@ -93,11 +93,11 @@ function Tokens({ user }: { user: User }) {
       {tokens && (
         <EntryTable
           label="Personal access tokens"
-          caption={`${tokens.length} tokens`}
+          caption={counted(tokens.length, 'token')}
           name={{ header: 'Name', cell: (token) => token.name }}
           columns={[
-            { header: 'Created', cell: (token) => utcTime(token.createdAt) },
-            { header: 'Last used', cell: (token) => utcTime(token.lastUsedAt) },
+            { header: 'Created (UTC)', cell: (token) => utcCell(token.createdAt) },
+            { header: 'Last used (UTC)', cell: (token) => utcCell(token.lastUsedAt) },
             { header: 'State', cell: (token) => (token.revokedAt ? `revoked ${utcTime(token.revokedAt)}` : 'active') },
           ]}
           action={{ header: 'Revoke', text: 'Revoke', label: (token) => `Revoke ${token.name}`, onClick: revoke, offered: (token) => !token.revokedAt }}

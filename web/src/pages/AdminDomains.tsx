@@ -7,6 +7,7 @@ import { Scroll } from '../components/Scroll.js';
 import type { Domain, Paged } from '../data/types.js';
 import { useData } from '../data/use-data.js';
 import type { Location } from '../router.js';
+import { counted } from '../format.js';
 
 export function AdminDomains({ location }: { location: Location }) {
   const page = Math.max(1, Number(location.query.get('page')) || 1);
@@ -48,7 +49,7 @@ export function AdminDomains({ location }: { location: Location }) {
       {list && (
         <Scroll label="Domains">
           <table class="entries">
-            <caption>{list.pagination.total} domains</caption>
+            <caption>{counted(list.pagination.total, 'domain')}</caption>
             <thead>
               <tr>
                 <th scope="col">Domain</th>

@@ -10,7 +10,7 @@ import { Scroll } from '../components/Scroll.js';
 import { UserDetail } from '../components/UserDetail.js';
 import type { Paged, User } from '../data/types.js';
 import { useData } from '../data/use-data.js';
-import { utcTime } from '../format.js';
+import { counted, utcCell } from '../format.js';
 import { navigate, withQuery, type Location } from '../router.js';
 
 /** Administration's users, by pages of 50, and the one chosen (`user` in the URL). */
@@ -27,14 +27,14 @@ export function AdminUsers({ location }: { location: Location }) {
       {list && (
         <Scroll label="Users">
           <table class="entries">
-            <caption>{list.pagination.total} users</caption>
+            <caption>{counted(list.pagination.total, 'user')}</caption>
             <thead>
               <tr>
                 <th scope="col">E-mail</th>
                 <th scope="col">Name</th>
                 <th scope="col">Role</th>
                 <th scope="col">State</th>
-                <th scope="col">Last sign-in</th>
+                <th scope="col">Last sign-in (UTC)</th>
               </tr>
             </thead>
             <tbody>
@@ -48,7 +48,7 @@ export function AdminUsers({ location }: { location: Location }) {
                   <td>{u.name}</td>
                   <td>{u.role}</td>
                   <td>{u.active ? 'active' : 'deactivated'}</td>
-                  <td>{utcTime(u.lastLoginAt)}</td>
+                  <td>{utcCell(u.lastLoginAt)}</td>
                 </tr>
               ))}
             </tbody>

@@ -19,6 +19,7 @@ import { Scroll } from '../components/Scroll.js';
 import { allDomains } from '../data/reads.js';
 import { useData } from '../data/use-data.js';
 import { linkClick, navigate, withQuery, type Location } from '../router.js';
+import { counted } from '../format.js';
 
 const HISTORY_PAGE = 25;
 /** The firing domains a rule's row names before "and N more". */
@@ -60,7 +61,7 @@ function Rules({ rules, domainNames, rights, onChanged, onError }: { rules: Rule
   return (
     <Scroll label="Rules">
       <table class="rules">
-        <caption>{rules.length === 1 ? '1 rule' : `${rules.length} rules`}</caption>
+        <caption>{counted(rules.length, 'rule')}</caption>
         <thead>
           <tr>
             <th scope="col">Name</th>

@@ -15,7 +15,7 @@ import { HistoryTable, SilencesTable } from '../components/AlertTables.js';
 import { ErrorMessage } from '../components/ErrorMessage.js';
 import { Scroll } from '../components/Scroll.js';
 import { useData } from '../data/use-data.js';
-import { utcCell, utcTime } from '../format.js';
+import { counted, utcCell, utcTime } from '../format.js';
 import { linkClick, type Location } from '../router.js';
 
 const HISTORY_PAGE = 20;
@@ -26,7 +26,7 @@ function CoveringRules({ rules }: { rules: Rule[] }) {
   return (
     <Scroll label="Rules covering this domain">
       <table class="rules">
-        <caption>{rules.length === 1 ? '1 rule covers this domain' : `${rules.length} rules cover this domain`}</caption>
+        <caption>{counted(rules.length, 'rule')} {rules.length === 1 ? 'covers' : 'cover'} this domain</caption>
         <thead>
           <tr>
             <th scope="col">Name</th>

@@ -13,7 +13,7 @@ import { FieldForm } from '../components/FieldForm.js';
 import { RoleSelect, type Role } from '../components/RoleSelect.js';
 import { EntryTable } from '../components/EntryTable.js';
 import { Scroll } from '../components/Scroll.js';
-import { utcCell } from '../format.js';
+import { counted, utcCell } from '../format.js';
 import { allDomains } from '../data/reads.js';
 import type { Grant, Group, GroupMember, User } from '../data/types.js';
 import { useData } from '../data/use-data.js';
@@ -40,7 +40,7 @@ function GroupsTable({ groups, selected, location }: { groups: Group[]; selected
   return (
     <Scroll label="Groups">
       <table class="entries groups">
-        <caption>{groups.length === 1 ? '1 group' : `${groups.length} groups`}</caption>
+        <caption>{counted(groups.length, 'group')}</caption>
         <thead>
           <tr>
             <th scope="col">Group</th>
@@ -81,7 +81,7 @@ function GrantForm({ group, domains, onGranted }: { group: Group; domains: Domai
       await api('POST', `/api/groups/${group.id}/domains`, { domains: which, role });
       setWhich([]);
       setError(null);
-      const what = which === 'all' ? 'all domains' : which.length === 1 ? '1 domain' : `${which.length} domains`;
+      const what = which === 'all' ? 'all domains' : counted(which.length, 'domain');
       await onGranted(`${group.name} is ${role} on ${what}`);
     } catch (err) {
       setError(err);

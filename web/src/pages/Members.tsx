@@ -13,7 +13,7 @@ import { RoleSelect, roleName, type Role } from '../components/RoleSelect.js';
 import { EntryTable } from '../components/EntryTable.js';
 import type { GroupSeeing, Invitation, Member } from '../data/types.js';
 import { useData } from '../data/use-data.js';
-import { utcCell } from '../format.js';
+import { counted, utcCell } from '../format.js';
 
 /** Who gave a role or sent an invitation: null when unknown (the command line, a user deleted since). */
 const giver = (id: number | null, me: number) => (id === null ? '–' : id === me ? 'you' : `user ${id}`);
@@ -24,7 +24,7 @@ function MembersTable({ members, me, onRole, onRemove }: { members: Member[]; me
     <EntryTable
       label="Members"
       kind="members"
-      caption={`${members.length === 1 ? '1 member' : `${members.length} members`}, besides the owner`}
+      caption={`${counted(members.length, 'member')}, besides the owner`}
       name={{
         header: 'Member',
         cell: (m) => (
@@ -50,7 +50,7 @@ function InvitationsTable({ invitations, me, onWithdraw }: { invitations: Invita
     <EntryTable
       label="Pending invitations"
       kind="invitations"
-      caption={`${invitations.length === 1 ? '1 invitation' : `${invitations.length} invitations`} not used yet`}
+      caption={`${counted(invitations.length, 'invitation')} not used yet`}
       name={{ header: 'Address', cell: (i) => i.email }}
       columns={[
         { header: 'Role', cell: (i) => i.role },
