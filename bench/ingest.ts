@@ -10,6 +10,10 @@
  * Steps (each a child process, timed from spawn to exit with its peak RSS and CPU from /proc):
  *   goaccess   `goaccess FILE -o report.json`: the common single-host tool; skipped when not installed
  *   regexp     INSERT … SELECT FROM file(FILE, 'Regexp') into access_logs in a fresh chDB: the engine's own parse
+ *   engine     (only when asked) the floor of an import that lets ClickHouse parse (issue 32's redesign):
+ *              the file's distinct user agents read with the same Regexp parse, classified in JavaScript
+ *              (ingest/transforms/user-agent.ts) and stored, then the Regexp INSERT with each row's
+ *              agent class joined in (joinGet); timed from the first statement to the last
  *   import     `tailhouse import FILE --domain D --format F` on a fresh DATA_DIR, then again (idempotence)
  *   server-import  the same in server mode: DATABASE_URL a scratch database on a PostgreSQL server,
  *              CLICKHOUSE_URL test/support/clickhouse-http.ts in a process of its own (chDB behind a
@@ -20,7 +24,7 @@
  *              revision checked out in a temporary worktree (removed afterwards): BENCH_ROUNDS rounds,
  *              the two alternating in each, on fresh DATA_DIRs; medians of their own rates and CPU times
  *
- * goaccess, regexp and import run BENCH_ROUNDS rounds, the order turned by one each round so that a
+ * goaccess, regexp, engine and import run BENCH_ROUNDS rounds, the order turned by one each round so that a
  * drift of the machine favours none; the ratios are the medians of the rounds' ratios, with their range.
  * Rows landed are checked by count and by a fingerprint of their columns against the regexp step's.
  * Figures are printed, never asserted: exit 0 unless the bench itself could not run.
@@ -30,7 +34,7 @@
  *   BENCH_SOURCE  generated (default: bench/lib/access-log.ts) or nginx (bench/lib/nginx-shop-log.ts: a
  *                 real nginx's output of BENCH_LINES requests, kept in BENCH_NGINX_DIR between runs)
  *   BENCH_NGINX_DIR  where the nginx log is kept (default /tmp/tailhouse-bench-nginx)
- *   BENCH_STEPS   comma list of goaccess,regexp,import,server-import,live,baseline (default all but baseline)
+ *   BENCH_STEPS   comma list of goaccess,regexp,engine,import,server-import,live,baseline (default all but engine and baseline)
  *   BENCH_BASELINE  the git revision the baseline step times (e.g. the commit before a change)
  *   BENCH_ROUNDS  rounds of goaccess, regexp and import, and of the baseline step (default 3)
  *   BENCH_TARGET  the least ratio of the rates the baseline step prints as its target (default 0.97, issue 13's)
@@ -46,6 +50,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chdbOf, migrateClickhouse, openClickhouse, type ClickHouseClient } from '../core/db/clickhouse.js';
 import { createLogger } from '../core/log.js';
+import { storeAgentClasses } from '../ingest/sinks/clickhouse.js';
+import { CLASSIFIED_LENGTH, userAgentClasses } from '../ingest/transforms/user-agent.js';
 import { freshDatabase } from '../test/support/app.js';
 import { ACCESS_FORMAT, writeAccessLog } from './lib/access-log.js';
 import { countLines, nginxShopLog, SHOP_FORMAT } from './lib/nginx-shop-log.js';
@@ -143,21 +149,71 @@ async function fingerprint(store: { dataDir: string; clickhouseUrl?: string }): 
   }
 }
 
+/** A string literal of ClickHouse SQL (the bench's own paths and expressions, not user input). */
+const sqlString = (s: string) => `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+
+/** The log parsed by ClickHouse's Regexp format: the table function and its settings. */
+function regexpParse(log: string, format: Format): { from: string; settings: string } {
+  return {
+    from: `file(${sqlString(log)}, 'Regexp', ${sqlString(REGEXP_STRUCTURE)})`,
+    settings: `SETTINGS format_regexp = ${sqlString(format.regexp)}, format_regexp_escaping_rule = 'Raw', format_regexp_skip_unmatched = 0, async_insert = 0`,
+  };
+}
+
+/** The access_logs columns of the Regexp step's INSERT, and their values from the parse. */
+const REGEXP_COLUMNS = 'domain_id, id, timestamp, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time';
+const REGEXP_VALUES = `1, rowNumberInAllBlocks() + 1, parseDateTime64BestEffort(replaceOne(time, ':', ' '), 3, 'UTC'), ip, method, url, protocol,
+  status, size, if(referrer = '-', '', referrer), if(agent = '-', '', agent), toUInt32(round(rt * 1000))`;
+
 /** ClickHouse parses the log itself: the same columns as tailhouse fills, timed around the INSERT alone. */
 async function regexpInsert(log: string, dataDir: string, format: Format): Promise<{ insertMs: number; fingerprint: Fingerprint }> {
   const client = await openClickhouse({ dataDir });
-  const quote = (s: string) => `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+  const { from, settings } = regexpParse(log, format);
   try {
     await migrateClickhouse(client, createLogger('silent'), { LOG_RETENTION_DAYS: 90 });
     const started = performance.now();
-    await chdbOf(client)!.queryAsync(
-      `INSERT INTO access_logs (domain_id, id, timestamp, ip_address, method, url, protocol, status_code, response_size, referrer, user_agent, response_time)
-       SELECT 1, rowNumberInAllBlocks() + 1, parseDateTime64BestEffort(replaceOne(time, ':', ' '), 3, 'UTC'), ip, method, url, protocol,
-              status, size, if(referrer = '-', '', referrer), if(agent = '-', '', agent), toUInt32(round(rt * 1000))
-       FROM file(${quote(log)}, 'Regexp', ${quote(REGEXP_STRUCTURE)})
-       SETTINGS format_regexp = ${quote(format.regexp)}, format_regexp_escaping_rule = 'Raw', format_regexp_skip_unmatched = 0, async_insert = 0`,
-    );
+    await chdbOf(client)!.queryAsync(`INSERT INTO access_logs (${REGEXP_COLUMNS}) SELECT ${REGEXP_VALUES} FROM ${from} ${settings}`);
     return { insertMs: performance.now() - started, fingerprint: await fingerprintOf(client) };
+  } finally {
+    await client.close();
+  }
+}
+
+/** What the engine step's child measured: each part of its work, and the fingerprint of its rows. */
+interface EngineParse {
+  distinctMs: number;
+  agents: number;
+  classifyMs: number;
+  insertMs: number;
+  totalMs: number;
+  fingerprint: Fingerprint;
+}
+
+/**
+ * The floor of an import that lets ClickHouse parse the lines (the redesign in bench/README, issue
+ * 32): the agents are classified in JavaScript once each, and every other value is the engine's. What
+ * it leaves out, which the import does and the redesign would have to: start-up, checkpoints, ids
+ * from Postgres, the rejects and the stretch reader, `\xHH` escapes, routing by `$host`.
+ */
+async function engineParse(log: string, dataDir: string, format: Format): Promise<EngineParse> {
+  const client = await openClickhouse({ dataDir });
+  const { from, settings } = regexpParse(log, format);
+  const agent = `left(if(agent = '-', '', agent), ${CLASSIFIED_LENGTH})`;
+  try {
+    await migrateClickhouse(client, createLogger('silent'), { LOG_RETENTION_DAYS: 90 });
+    const started = performance.now();
+    const agents = (await (await client.query({ query: `SELECT DISTINCT ${agent} AS a FROM ${from} ${settings}`, format: 'JSONCompactEachRow' })).json<[string]>()).map(([a]) => a);
+    const distinctMs = performance.now() - started;
+    const classes = agents.map((a) => ({ user_agent: a, agent_class: userAgentClasses.of(a).id }));
+    await storeAgentClasses(client);
+    await client.insert({ table: 'user_agent_classes', values: classes, format: 'JSONEachRow' });
+    const classifyMs = performance.now() - started - distinctMs;
+    await chdbOf(client)!.queryAsync(
+      `INSERT INTO access_logs (${REGEXP_COLUMNS}, agent_class)
+       SELECT ${REGEXP_VALUES}, joinGet('user_agent_classes', 'agent_class', ${agent}) FROM ${from} ${settings}`,
+    );
+    const totalMs = performance.now() - started;
+    return { distinctMs, agents: agents.length, classifyMs, insertMs: totalMs - distinctMs - classifyMs, totalMs, fingerprint: await fingerprintOf(client) };
   } finally {
     await client.close();
   }
@@ -252,6 +308,21 @@ async function benchRegexp(source: Source, dir: string): Promise<{ figure: Figur
       check: `${fmt(rows)} rows${countNote(rows)}`,
     },
     reference: result.fingerprint,
+  };
+}
+
+async function benchEngine(source: Source, dir: string, reference: Fingerprint | undefined): Promise<Figure> {
+  const dataDir = path.join(dir, 'engine');
+  fs.rmSync(dataDir, { recursive: true, force: true });
+  const { result, m } = await childResult<EngineParse>(['--engine-parse', source.log, dataDir, JSON.stringify(source.format)]);
+  const rows = Number(result.fingerprint.rows);
+  const same = reference === undefined ? '' : JSON.stringify(result.fingerprint) === JSON.stringify(reference) ? ', columns match the regexp step' : ', COLUMNS DIFFER from the regexp step';
+  return {
+    step: 'engine parse (redesign floor)',
+    what: `distinct agents ${fmt(result.distinctMs)} ms (${fmt(result.agents)}), classified and stored ${fmt(result.classifyMs)} ms, INSERT with joinGet ${fmt(result.insertMs)} ms; lines/s over the three`,
+    m,
+    linesPerS: (LINES / result.totalMs) * 1000,
+    check: `${fmt(rows)} rows${countNote(rows)}${same}`,
   };
 }
 
@@ -505,8 +576,8 @@ function printTable(figures: Figure[]): void {
   }
 }
 
-/** One figure of each compared step per round (goaccess, regexp, import: `undefined` where a step did not run). */
-type Round = Record<'goaccess' | 'regexp' | 'import', Figure | undefined>;
+/** One figure of each compared step per round (goaccess, regexp, engine, import: `undefined` where a step did not run). */
+type Round = Record<'goaccess' | 'regexp' | 'engine' | 'import', Figure | undefined>;
 
 /**
  * The median over the rounds of `ours ÷ theirs` (each round's ratio, so that both sides of a
@@ -575,17 +646,18 @@ async function main(): Promise<void> {
         reference ??= regexp?.reference;
         return regexp?.figure;
       },
+      engine: async () => step('engine', () => benchEngine(source, dir, reference)),
       import: async () => {
         const imports = cliReady ? await step('import', () => benchImport(source, dir, reference)) : undefined;
         figures.push(...(imports?.slice(1) ?? [])); // the run again: a fixed cost, not compared
         return imports?.[0];
       },
     };
-    const order = ['regexp', 'goaccess', 'import'] as const;
+    const order = ['regexp', 'goaccess', 'engine', 'import'] as const;
     const rounds: Round[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       const turned = [...order.slice(round % order.length), ...order.slice(0, round % order.length)];
-      const result: Round = { goaccess: undefined, regexp: undefined, import: undefined };
+      const result: Round = { goaccess: undefined, regexp: undefined, engine: undefined, import: undefined };
       for (const name of turned) {
         const figure = await compared[name]();
         if (figure && ROUNDS > 1) figure.step += `, round ${round + 1}`;
@@ -609,6 +681,7 @@ async function main(): Promise<void> {
       r[a] && r[b] ? [ours(r[a]), linesPerS(r[b])] : undefined;
     ratio('tailhouse import vs goaccess', rounds, rates('import', 'goaccess'), 'target: ≥ 3, spawn to exit both');
     ratio('tailhouse import vs ClickHouse Regexp', rounds, rates('import', 'regexp'), "target: ≥ 0.8; the import's spawn to exit against the INSERT alone");
+    ratio('engine parse (the redesign floor) vs ClickHouse Regexp', rounds, rates('engine', 'regexp'), 'what an import that lets ClickHouse parse could reach at best; ≥ 0.8 needed');
     ratio("tailhouse import's own rate (its summary, without process start-up) vs ClickHouse Regexp", rounds, rates('import', 'regexp', ownRate), 'no target');
     if (Array.isArray(server)) {
       const [first, , shim] = server;
@@ -632,5 +705,6 @@ async function main(): Promise<void> {
 
 const mode = process.argv[2];
 if (mode === '--regexp') console.log(`RESULT ${JSON.stringify(await regexpInsert(process.argv[3]!, process.argv[4]!, JSON.parse(process.argv[5]!) as Format))}`);
+else if (mode === '--engine-parse') console.log(`RESULT ${JSON.stringify(await engineParse(process.argv[3]!, process.argv[4]!, JSON.parse(process.argv[5]!) as Format))}`);
 else if (mode === '--fingerprint') console.log(`RESULT ${JSON.stringify(await fingerprint({ dataDir: process.argv[3]! }))}`);
 else await main();
