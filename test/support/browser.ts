@@ -51,14 +51,20 @@ export async function startBrowserApp(env?: Parameters<typeof startTestApp>[0]):
 export function watchedPages(site: () => BrowserApp, { acceptDialogs = false } = {}) {
   let context: BrowserContext | undefined;
   let foreign: string[] = [];
-  afterEach(async () => {
+  // A test's route handler may still be fetching when its context closes: without unrouting first,
+  // its fetch rejects after the test, an unhandled rejection that fails the whole run.
+  const closeContext = async () => {
+    for (const page of context?.pages() ?? []) await page.unrouteAll({ behavior: 'ignoreErrors' });
     await context?.close();
     context = undefined;
+  };
+  afterEach(async () => {
+    await closeContext();
     expect(foreign, 'requests outside the server').toEqual([]);
   });
   return async function newPage(viewport?: { width: number; height: number }, timezoneId?: string): Promise<Page> {
     const { base, browser } = site();
-    await context?.close();
+    await closeContext();
     context = await browser.newContext({ ...(viewport ? { viewport } : {}), ...(timezoneId ? { timezoneId } : {}) });
     foreign = [];
     const page = await context.newPage();
