@@ -728,6 +728,12 @@ export interface RollupRows {
    * only), and the rows can test them (a filter whose SQL reads a stored column of its own cannot).
    */
   covers: (filters: readonly FilterShape[]) => boolean;
+  /**
+   * Whether each group of `dimension` under `filters` is one key of these rows, so that a short
+   * list's keys are the groups (src/stats/query/short-tops.ts); without it, where the dimension's
+   * column is the key itself.
+   */
+  keyPerGroup?: (dimension: string, filters: readonly FilterShape[]) => boolean;
 }
 
 /**
@@ -745,7 +751,7 @@ export const ROLLUP_LISTS = [
   { dim: 'status', number: 2, key: 'toString(status_code)', skipEmpty: false, bounds: true },
   { dim: 'agent', number: 3, key: 'user_agent', skipEmpty: false, bounds: false },
   { dim: 'referrer', number: 4, key: 'referrer', skipEmpty: true, bounds: false },
-  // "<status> <url>" of the rows with a status of 400 or above (ERROR_STATUS and ERROR_URL below read it).
+  // "<status> <url>" of the rows with a status of 400 or above (ERROR_STATUS and ERROR_TARGET below read it).
   { dim: 'error_url', number: 5, key: "if(status_code >= 400, concat(toString(status_code), ' ', url), '')", skipEmpty: true, bounds: false },
   // '' for a row without a referrer, or with none readable.
   { dim: 'referrer_host', number: 6, key: REFERRER_HOST, skipEmpty: false, bounds: false },
@@ -758,6 +764,9 @@ export const ROLLUP_LISTS = [
   // (agent_class 0, until the backfill's mutation sets it: ingest/user-agent-backfill.ts) is left out
   // and keeps its bucket unbuilt (`bounds`), so no list row ever holds a class that changes later.
   { dim: 'agent_class', number: 9, key: "if(agent_class = 0, '', toString(agent_class))", skipEmpty: true, bounds: true },
+  // "<status> <path>" of the rows with a status of 400 or above: the dashboard's not-found panel (paths
+  // of the 404s), proven from its short list over 30 days as the pages panels are.
+  { dim: 'error_path', number: 10, key: `if(status_code >= 400, concat(toString(status_code), ' ', ${pathOf('url')}), '')`, skipEmpty: true, bounds: false },
 ] as const;
 
 /**
@@ -788,6 +797,8 @@ export const SHORT_LISTS = [
   // The dashboard's top pages and time spent by path.
   { list: rollupList('path'), by: PARTIALS.requests },
   { list: rollupList('path'), by: PARTIALS.rtSum },
+  // The not-found panel: paths of one error status (shortListOf: the status fixed makes each path one key).
+  { list: rollupList('error_path'), by: PARTIALS.requests },
 ] as const satisfies readonly { list: (typeof ROLLUP_LISTS)[number]; by: (typeof LIST_PARTIALS)[number] }[];
 export type ShortList = (typeof SHORT_LISTS)[number];
 
@@ -795,12 +806,14 @@ const everyRow = () => true;
 /** The agent class dimensions (Dimension.byColumn over agent_class), which the agent class list's rows serve from their key. */
 const AGENT_CLASS_DIMENSIONS = DIMENSIONS.filter((d): d is (typeof DIMENSIONS)[number] & { byColumn: NonNullable<Dimension['byColumn']> } => 'byColumn' in d && d.byColumn?.column === 'agent_class');
 const AGENT_CLASS_KEY = 'toUInt64OrZero(key)';
-// The two parts of an error URL list row's key. OrZero: the engine may evaluate a condition on rows of other lists before `dim` rules them out.
+// The two parts of an error list row's key, "<status> <url or path>". OrZero: the engine may evaluate a condition on rows of other lists before `dim` rules them out.
 const ERROR_STATUS = "toUInt16OrZero(substringIndex(key, ' ', 1))";
-const ERROR_URL = "substring(key, position(key, ' ') + 1)";
+const ERROR_TARGET = "substring(key, position(key, ' ') + 1)";
 /** Whether an `is` filter keeps only statuses of 400 and above. */
 const errorStatusesOnly = (f: FilterShape) =>
   f.op === 'is' && ((f.dimension === 'statusClass' && f.values.every((v) => v === '4xx' || v === '5xx')) || (f.dimension === 'statusCode' && f.values.every((v) => Number(v) >= 400)));
+/** Whether a filter fixes one status code: an error list row's key is then fixed by its URL or path. */
+const oneStatus = (f: FilterShape) => f.op === 'is' && f.dimension === 'statusCode' && new Set(f.values).size === 1;
 
 /**
  * The kinds a query may be read from, tried in this order (the smallest first). List rows hold
@@ -816,11 +829,19 @@ export const ROLLUP_ROWS: readonly RollupRows[] = [
   { dim: 'agent', partials: LIST_PARTIALS, columns: { domain: 'domain_id', userAgent: 'key' }, covers: everyRow },
   // One row per bucket and referrer host (REFERRER_HOST; '' for none), key the host.
   { dim: 'referrer_host', partials: LIST_PARTIALS, columns: { domain: 'domain_id', referrerHost: 'key' }, covers: everyRow },
+  // One row per bucket, status code of 400 or above and path, key "<status> <path>": before the URLs, fewer rows.
+  {
+    dim: 'error_path',
+    partials: LIST_PARTIALS,
+    columns: { domain: 'domain_id', path: ERROR_TARGET, statusCode: ERROR_STATUS, statusClass: statusClassOf(ERROR_STATUS) },
+    covers: (filters) => filters.some(errorStatusesOnly),
+    keyPerGroup: (dimension, filters) => dimension === 'path' && filters.some(oneStatus),
+  },
   // One row per bucket, status code of 400 or above and URL, key "<status> <url>".
   {
     dim: 'error_url',
     partials: LIST_PARTIALS,
-    columns: { domain: 'domain_id', url: ERROR_URL, path: pathOf(ERROR_URL), statusCode: ERROR_STATUS, statusClass: statusClassOf(ERROR_STATUS) },
+    columns: { domain: 'domain_id', url: ERROR_TARGET, path: pathOf(ERROR_TARGET), statusCode: ERROR_STATUS, statusClass: statusClassOf(ERROR_STATUS) },
     covers: (filters) => filters.some(errorStatusesOnly),
   },
   // One row per bucket and agent class (a classified one), key its number.

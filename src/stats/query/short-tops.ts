@@ -24,14 +24,18 @@ import { partialsOf, shortTopSql, type ShortSums } from './sql.js';
 
 /**
  * The short list a query's page may be proven from, or null: one domain (lists are per domain),
- * one dimension that is a list's key in the query's rollup rows, filters over that key only, a
- * window of several buckets (no time dimension), ordered by a metric ranked by a sum with a short
- * list (Metric.rankedBy) descending and then by the key, and a page within the lists' length.
+ * one dimension whose groups are each one key of the query's rollup rows (RollupRows.keyPerGroup:
+ * the key itself, or the path of one error status), filters over the key's values (not the
+ * domain), a window of several buckets (no time dimension), ordered by a metric ranked by a sum
+ * with a short list (Metric.rankedBy) descending and then by the dimension, and a page within the
+ * lists' length.
  */
 export function shortListOf(query: Query): ShortList | null {
   const rows = query.rollup?.rows;
   if (!rows || query.timeIndex >= 0 || query.domains.length !== 1 || query.dimensions.length !== 1) return null;
-  if (query.dimensions[0]!.rollup !== 'key' || !query.filters.every((f) => rows.columns[f.dimension] === 'key')) return null;
+  const dimension = query.dimensions[0]!;
+  const keyPerGroup = rows.keyPerGroup ? rows.keyPerGroup(dimension.name, query.filters) : dimension.rollup === 'key';
+  if (!keyPerGroup || query.filters.some((f) => f.dimension === 'domain')) return null;
   const [first, then, ...more] = query.orderBy;
   if (first?.of !== 'metric' || !first.desc || then?.of !== 'dimension' || then.desc || more.length > 0) return null;
   if (query.page * query.limit > TOP_KEYS) return null;

@@ -161,16 +161,17 @@ export interface ShortSums {
  * built buckets without short lists), each with its metrics, `ranked` (its sum `by` over those
  * sources: exact where every covered list holds it), `upper` (ranked plus the thresholds of the
  * covered buckets whose list does not hold it: what it has at most) and `beyond` (the largest
- * `upper` of the groups after it). The query has one dimension, the list's key, and filters over
- * that key only (shortListOf).
+ * `upper` of the groups after it). The query has one dimension, one key per group, and filters
+ * over the key's values (shortListOf): both read from the listed keys through the rows' columns.
  */
 export function shortTopSql(query: Query, window: Window, edges: Reads, short: ShortSums, by: PartialState, count: number): BuiltQuery {
   const p = new Params('q');
   const partials = partialsOf(query);
   const d0 = dimensionColumn(0);
   const arrays = [p.bind('Array(String)', short.keys), ...short.sums.map((sums) => p.bind('Array(UInt64)', sums)), p.bind('Array(UInt64)', short.held)];
-  const filters = filterConditions(query.filters, query.domains, p, () => 'key');
-  const listed = `SELECT key AS ${d0}, ${partials.map((x, i) => `e.${i + 2} AS p_${x.name}`).join(', ')}, e.${partials.length + 2} AS held
+  const rowColumns = query.rollup!.rows.columns;
+  const filters = filterConditions(query.filters, query.domains, p, (d) => rowColumns[d.name]!);
+  const listed = `SELECT ${rowColumns[query.dimensions[0]!.name]} AS ${d0}, ${partials.map((x, i) => `e.${i + 2} AS p_${x.name}`).join(', ')}, e.${partials.length + 2} AS held
 FROM (SELECT arrayJoin(arrayZip(${arrays.join(', ')})) AS e, e.1 AS key)${filters.length > 0 ? `\nWHERE ${filters.join(' AND ')}` : ''}`;
   const edgeSources = sourcesSql(query, window, partials, p, undefined, edges).map((select) => `SELECT *, toUInt64(0) AS held FROM (\n${select}\n)`);
   const merged = `SELECT ${d0}, ${partials.map((x) => mergedPartial(x)).join(', ')}, sum(held) AS held_sum\nFROM (\n${unionAll([listed, ...edgeSources])}\n)\nGROUP BY ${d0}`;

@@ -51,7 +51,7 @@ describe('POST /api/logs/query: from the rollups', () => {
 
   /**
    * Requests by what the rollups' list rows hold (ROLLUP_ROWS): status codes, user agents, URLs, and
-   * URLs of the 4xx and 5xx (a filter on them first), with the filters those rows can read; `dim`
+   * paths and URLs of the 4xx and 5xx (a filter on them first), with the filters those rows can read; `dim`
    * is the kind of rows parse.ts must pick.
    */
   const LIST_SHAPES: { dimensions: string[]; filters?: Filter[]; dim: string }[] = [
@@ -73,6 +73,9 @@ describe('POST /api/logs/query: from the rollups', () => {
     { dimensions: ['path'], filters: [['glob', 'url', ['/api/*']]], dim: 'url' },
     { dimensions: ['url'], filters: [['is', 'path', ['/']]], dim: 'url' },
     { dimensions: ['url', 'time:day'], filters: [['contains', 'url', ['ITEM', HOSTILE]]], dim: 'url' },
+    { dimensions: ['path'], filters: [['is', 'statusCode', [404]]], dim: 'error_path' },
+    { dimensions: ['path', 'statusCode', 'time:day'], filters: [['is', 'statusClass', ['4xx', '5xx']], ['glob', 'path', ['/h/*', '/a*']]], dim: 'error_path' },
+    { dimensions: ['statusCode'], filters: [['is', 'statusCode', [404, 500]], ['isNot', 'path', [`/h/${HOSTILE}`]]], dim: 'error_path' },
     { dimensions: ['url'], filters: [['is', 'statusClass', ['5xx']]], dim: 'error_url' },
     { dimensions: ['url', 'statusCode'], filters: [['is', 'statusCode', [404, 499]]], dim: 'error_url' },
     { dimensions: ['path', 'time:day'], filters: [['is', 'statusClass', ['4xx', '5xx']], ['isNot', 'url', [`/h/${HOSTILE}`, LONG_URL]]], dim: 'error_url' },
@@ -97,7 +100,7 @@ describe('POST /api/logs/query: from the rollups', () => {
     }
   }
 
-  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, referrer hosts, agent classes, client addresses, paths, URLs, error URLs; anything else raw', () => {
+  it('each shape is read from the rollup rows that hold it: totals, status codes, user agents, referrer hosts, agent classes, client addresses, paths, URLs, error paths and URLs; anything else raw', () => {
     const now = BASE + 10 * DAY_MS;
     const rollupOf = (body: Record<string, unknown>) =>
       parseQuery(queryBody.parse({ dateRange: '30d', metrics: ['requests'], ...body }), { now, retentionDays: 3650, domains: [{ id: 1, name: 'a.example.com' }] }).rollup;
@@ -205,6 +208,7 @@ describe('POST /api/logs/query: from the rollups', () => {
       ['agent_class', String(agentClass(AGENTS[0]! as Parameters<typeof agentClass>[0]).id), { dimensions: ['browser'] }, [AGENTS[0]!.browser]],
       ['referrer_host', '', { dimensions: ['referrerHost'] }, ['']],
       ['error_url', `503 /h/${HOSTILE}`, { dimensions: ['url', 'statusCode'], filters: [['is', 'statusClass', ['5xx']]] }, [`/h/${HOSTILE}`, 503]],
+      ['error_path', `503 /h/${HOSTILE}`, { dimensions: ['path', 'statusCode'], filters: [['is', 'statusClass', ['5xx']]] }, [`/h/${HOSTILE}`, 503]],
     ];
     for (const [dim, key] of lists) {
       await t.runtime.clickhouse.command({
@@ -320,10 +324,11 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
     return data.meta.totalIsLowerBound === true;
   }
 
-  it('pages of paths by requests and by time spent, with filters over the path or not, and of URLs and user agents: the brute force, most of them proven', async () => {
+  it('pages of paths by requests and by time spent, with filters over the path or not, of the 404s, and of URLs and user agents: the brute force, most of them proven', async () => {
     await buildAll();
     const filters: Filter[][] = [[], [['glob', 'path', ['/u/*']]], [['isNot', 'path', ['/']]]];
     let proven = 0;
+    let notFoundProven = 0;
     let asked = 0;
     for (const window of [W_PART, W_ALL]) {
       for (const order of ORDERS) {
@@ -340,13 +345,19 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
             if (await expectPage([alpha.id], { ...order, dimensions: [dimension], limit, page }, window)) proven++;
           }
         }
-        // The not-found panel (a 404 filter: the error URL rows, which have no short list), read from the full rows.
-        expect(await expectPage([alpha.id], { ...order, dimensions: ['path'], filters: [['is', 'statusCode', [404]]], limit: 10, page: 1 }, window)).toBe(false);
+        // The not-found panel: paths of one error status have a short list by requests (the error path
+        // rows, one key per path with the status fixed); of two statuses, read from the full rows.
+        for (const [limit, page] of [[1, 1], [3, 2], [10, 1]] as const) {
+          asked++;
+          if (await expectPage([alpha.id], { ...order, dimensions: ['path'], filters: [['is', 'statusCode', [404]]], limit, page }, window)) notFoundProven++;
+        }
+        expect(await expectPage([alpha.id], { ...order, dimensions: ['path'], filters: [['is', 'statusCode', [404, 500]]], limit: 3, page: 1 }, window)).toBe(false);
         // Two domains: lists are per domain.
         expect(await expectPage(aliceDomains(), { ...order, dimensions: ['path'], limit: 3, page: 1 }, window)).toBe(false);
       }
     }
-    expect(proven).toBeGreaterThan(asked / 2);
+    expect(proven + notFoundProven).toBeGreaterThan(asked / 2);
+    expect(notFoundProven).toBeGreaterThan(0);
   }, 300_000);
 
   it('shaped lists: a key below every list that wins over the window, one tied at the bound, one out of some lists, are read from the full rows; the rest proven', async () => {
@@ -354,8 +365,8 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
     names.set(shaped.id, 'shaped.example.com');
     const template = generateRows({ seed: 950, domain: shaped.id, count: 1, from: 0, to: 1 })[0]!;
     let id = 500_001;
-    const hits = (path: string, count: number, at: number): Row[] =>
-      Array.from({ length: count }, (_, i) => ({ ...template, id: id++, url: path, t: at + i * 1000, status: 200, rt: 100 }));
+    const hits = (path: string, count: number, at: number, status = 200): Row[] =>
+      Array.from({ length: count }, (_, i) => ({ ...template, id: id++, url: path, t: at + i * 1000, status, rt: 100 }));
     const S = BASE + 10 * DAY_MS;
     const added: Row[] = [];
     // Three days, each holding /hot 4 times and 100 others 3 times (their own each day): the lists
@@ -375,6 +386,12 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
       added.push(...hits('/b', 6, day + 2 * HOUR_MS), ...hits('/a', 3, day + 3 * HOUR_MS), ...hits('/z', 1, day + 4 * HOUR_MS));
     }
     added.push(...hits('/a', 6, T + 2 * DAY_MS));
+    // One day of errors: "404 /p" 5 times and 100 other 404 paths 3 times (the list holds /p and 99 of
+    // them, the threshold 3), "500 /p" once, out of the list: the 404s' top page is proven, but /p's
+    // 404s and 500s together are not one key, so that page is read from the full rows.
+    const E = S + 8 * DAY_MS;
+    for (let i = 0; i < 100; i++) added.push(...hits(`/q-${String(i).padStart(3, '0')}`, 3, E + HOUR_MS + i * 10_000, 404));
+    added.push(...hits('/p', 5, E + 2 * HOUR_MS, 404), ...hits('/p', 1, E + 3 * HOUR_MS, 500));
     // Two days: /warm 50 times on the first (in its list), 3 times on the second (out of it, after the
     // 99 others of 3): first over both, but its count in the lists is not all of it.
     const W = S + 3 * DAY_MS;
@@ -405,6 +422,10 @@ describe('POST /api/logs/query: top pages proven from the short lists', () => {
       expect(await page(1, warm)).toBe(false);
       expect(await page(1, warm, [['isNot', 'path', ['/warm']]])).toBe(true);
     }
+    const errors = { start: E, end: E + DAY_MS };
+    const errorPage = (statuses: number[]) => expectPage([shaped.id], { metrics: ['requests'], dimensions: ['path'], filters: [['is', 'statusCode', statuses]], limit: 1, page: 1 }, errors);
+    expect(await errorPage([404])).toBe(true);
+    expect(await errorPage([404, 500])).toBe(false);
     // Late lines into a built day: its bucket is read raw until built again, then its new lists are
     // read at their new version (the answer kept under the old data version is not reused).
     const late = hits('/sleeper', 12, S + DAY_MS + 5 * HOUR_MS);
