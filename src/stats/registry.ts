@@ -799,6 +799,8 @@ export const SHORT_LISTS = [
   { list: rollupList('path'), by: PARTIALS.rtSum },
   // The not-found panel: paths of one error status (shortListOf: the status fixed makes each path one key).
   { list: rollupList('error_path'), by: PARTIALS.requests },
+  // The client addresses panel: a big site's month holds millions of distinct addresses.
+  { list: rollupList('ip'), by: PARTIALS.requests },
 ] as const satisfies readonly { list: (typeof ROLLUP_LISTS)[number]; by: (typeof LIST_PARTIALS)[number] }[];
 export type ShortList = (typeof SHORT_LISTS)[number];
 

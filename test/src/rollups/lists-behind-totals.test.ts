@@ -41,9 +41,9 @@ beforeAll(async () => {
   upTo012 = path.join(dir, 'migrations-up-to-012');
   ch = await openClickhouse({ dataDir: path.join(dir, 'data') });
   // The store as it was before migration 012, with rows built into rollups by today's builder: the
-  // lists it writes added to the Enum as 013 adds them (013 then empties the rollups, which would
-  // leave nothing of 012's work to see, so the migrations run here stop at 012), and its short lists
-  // in access_tops as 015 makes it (which touches no rollup row).
+  // lists it writes added to the Enums as 016 has them (013 and 016 then empty the rollups, which
+  // would leave nothing of 012's work to see, so the migrations run here stop at 012), and its short
+  // lists in access_tops as 015 makes it (which touches no rollup row).
   for (const [folder, last] of [[before, '011'], [upTo012, '012']] as const) {
     await fs.mkdir(folder);
     for (const file of await fs.readdir(path.join(SQL_DIR, 'clickhouse'))) {
@@ -51,8 +51,8 @@ beforeAll(async () => {
     }
   }
   await migrateClickhouse(ch, log, { LOG_RETENTION_DAYS: 90 }, before);
-  const lists = await fs.readFile(path.join(SQL_DIR, 'clickhouse', '013_rollup_pages_addresses_agents.sql'), 'utf8');
-  await ch.command({ query: /^ALTER TABLE access_rollups MODIFY COLUMN dim .*$/m.exec(lists)![0].replace(/;$/, '') });
+  const lists = await fs.readFile(path.join(SQL_DIR, 'clickhouse', '016_rollup_error_paths.sql'), 'utf8');
+  for (const [alter] of lists.matchAll(/^ALTER TABLE \w+ MODIFY COLUMN dim .*$/gm)) await ch.command({ query: alter.replace(/;$/, '') });
   const int = prngInt(12);
   const values = Array.from({ length: 3_000 }, (_, i) => ({
     domain_id: DOMAIN,
