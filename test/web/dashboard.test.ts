@@ -189,6 +189,18 @@ describe('the dashboard', { timeout: 90_000 }, () => {
       const widths = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth }));
       expect(widths.page, path).toBeLessThanOrEqual(widths.view);
     }
+    // A panel of two figures has room for the longest values a big domain's month gives (this
+    // dataset's are short: they are written into the first row).
+    await page.goto(`${base}/domains/${id}`);
+    await page.locator('.panel table.figures-2 tbody tr').first().waitFor();
+    const overflowing = await page.evaluate(() =>
+      [...document.querySelectorAll('.panel table.figures-2 tbody tr:first-child')].flatMap((row) => {
+        const cells = [...row.querySelectorAll<HTMLElement>('td.number')];
+        cells.forEach((cell, i) => (cell.textContent = i === 0 ? '1,929,231' : '100.00 %'));
+        return cells.filter((cell) => cell.scrollWidth > cell.clientWidth).map((cell) => cell.textContent);
+      }),
+    );
+    expect(overflowing).toEqual([]);
     // The fleet's table is wider than the phone: its region scrolls, and the keyboard reaches it.
     await page.goto(`${base}/`);
     const region = page.getByRole('region', { name: 'Domains' });
