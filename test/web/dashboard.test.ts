@@ -201,6 +201,15 @@ describe('the dashboard', { timeout: 90_000 }, () => {
       }),
     );
     expect(overflowing).toEqual([]);
+    // A long entry (a user agent) shows three lines at most, the whole of it in its title.
+    const lines = await page.evaluate(() => {
+      const entry = document.querySelector<HTMLElement>('.panel .entry')!;
+      entry.textContent = 'x';
+      const line = entry.clientHeight;
+      entry.textContent = 'Mozilla/5.0 (Linux; Android 13; SM-A536B) '.repeat(20);
+      return entry.clientHeight / line;
+    });
+    expect(lines).toBeLessThanOrEqual(3);
     // The fleet's table is wider than the phone: its region scrolls, and the keyboard reaches it.
     await page.goto(`${base}/`);
     const region = page.getByRole('region', { name: 'Domains' });
