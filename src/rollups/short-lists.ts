@@ -32,7 +32,7 @@ export interface KeptList {
 
 /**
  * Bytes of lists kept per client at most, about (each key's length plus 8 per sum and 32 for its
- * slot): a 30-day window's 76 buckets hold about 45,000 keys over the six lists, some 6 MB.
+ * slot): a 30-day window's 76 buckets hold up to 7,600 keys of each short list (SHORT_LISTS), about 1 MB.
  */
 const KEPT_BYTES = 64 * 1024 * 1024;
 const kept = new WeakMap<ClickHouseClient, BoundedCache<KeptList>>();
