@@ -41,6 +41,18 @@ export const rows: Row[] = [];
 export const names = new Map<number, string>();
 
 export const iso = (ms: number) => new Date(ms).toISOString();
+
+/**
+ * An answer's count of groups against the brute force's `expected` groups: exact, or where the
+ * answer says it is a lower bound (a page proven from the short lists counts the groups it saw),
+ * at least the `seen` rows up to its page and at most the brute force's.
+ */
+export function expectGroupCount(answer: { pagination: { total: number }; meta: { totalIsLowerBound?: boolean } }, seen: number, expected: number, label: string): void {
+  if (answer.meta.totalIsLowerBound) {
+    expect(answer.pagination.total, label).toBeGreaterThanOrEqual(seen);
+    expect(answer.pagination.total, label).toBeLessThanOrEqual(expected);
+  } else expect(answer.pagination.total, label).toBe(expected);
+}
 export const custom = (w: { start: number; end: number }) => ({ dateRange: 'custom', startDate: iso(w.start), endDate: iso(w.end) });
 
 export async function ask(token: string, body: unknown, status = 200): Promise<any> {
