@@ -186,3 +186,18 @@ async function segmentNumbers(db: Db, keys: SegmentKey[]): Promise<unknown[]> {
   }
   return numbers;
 }
+
+/**
+ * The segment numbers of one domain's batch [startOffset, endOffset), from the segment of
+ * `startOffset` on, read back from its id function: what SQL needs to make the batch's ids itself
+ * (sinks/clickhouse-stage.ts).
+ */
+export function batchSegments(idOf: IdOf, domainId: number, startOffset: number, endOffset: number): { first: number; numbers: number[] } {
+  const first = segmentIndex(startOffset);
+  const numbers: number[] = [];
+  for (let segment = first; segment <= segmentIndex(Math.max(startOffset, endOffset - 1)); segment++) {
+    const offset = Math.max(startOffset, segment * SEGMENT_SIZE);
+    numbers.push((idOf(domainId, offset) - (offset % SEGMENT_SIZE)) / SEGMENT_SIZE);
+  }
+  return { first, numbers };
+}

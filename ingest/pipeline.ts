@@ -184,6 +184,22 @@ export interface Prepared {
   token: string;
   /** Lines the batch read. */
   lines: number;
+  /** Access rows ClickHouse parsed and holds in a staging table (staged-chunks.ts), written before `rows`. */
+  staged?: StagedRows;
+}
+
+/**
+ * Access lines of one domain that ClickHouse parses as it inserts them (staged-chunks.ts). `write`
+ * inserts them under their own token, or returns them read by the parser when the engine refused
+ * them (written then under the batch's token with `-parsed`).
+ */
+export interface StagedRows {
+  domainId: number;
+  /** Lines sent. */
+  length: number;
+  write(): Promise<Rows | null>;
+  /** Set once written: the lines as the parser read them, when the engine refused them. */
+  parsed?: Rows | null;
 }
 
 /**
@@ -245,22 +261,36 @@ export async function writeAccepted(rows: Rows, token: string, served: SourceSta
   await retrying(write, 'writing to ClickHouse', served, deps, isRetryableInsertError);
 }
 
-/** Counts a written batch in its source's stats. */
-export function countWritten(batch: Prepared, stats: SourceStats): void {
+/** Counts a written batch in its source's stats; `parsed`: its staged lines, when the parser read them. */
+export function countWritten(batch: Prepared, stats: SourceStats, parsed: Rows | null = null): void {
   stats.read += batch.lines;
-  stats.inserted += batch.rows.access.length + batch.rows.error.length;
-  stats.rejected += batch.rows.rejects.length;
-  for (const { cause } of batch.rows.rejects) stats.rejectedBy[cause] = (stats.rejectedBy[cause] ?? 0) + 1;
   const now = Date.now();
-  for (const id of batch.rows.access.domains) stats.lastStoredByDomain[id] = now;
-  for (const { domainId } of batch.rows.error) stats.lastStoredByDomain[domainId] = now;
+  for (const rows of parsed === null ? [batch.rows] : [batch.rows, parsed]) {
+    stats.inserted += rows.access.length + rows.error.length;
+    stats.rejected += rows.rejects.length;
+    for (const { cause } of rows.rejects) stats.rejectedBy[cause] = (stats.rejectedBy[cause] ?? 0) + 1;
+    for (const id of rows.access.domains) stats.lastStoredByDomain[id] = now;
+    for (const { domainId } of rows.error) stats.lastStoredByDomain[domainId] = now;
+  }
+  if (batch.staged && parsed === null) {
+    stats.inserted += batch.staged.length;
+    stats.lastStoredByDomain[batch.staged.domainId] = now;
+  }
 }
 
 /** Writes a batch until ClickHouse accepts it; a refusal of the data itself is thrown. */
 export async function writeBatch(batch: Prepared, stats: SourceStats, deps: PipelineDeps): Promise<void> {
+  const { staged } = batch;
+  let parsed: Rows | null = null;
+  if (staged) {
+    let rows: Rows | null = null;
+    await retrying(async () => void (rows = await staged.write()), 'writing to ClickHouse', stats, deps, isRetryableInsertError);
+    parsed = staged.parsed = rows;
+    if (parsed !== null) await writeAccepted(parsed, `${batch.token}-parsed`, stats, stats.name, deps);
+  }
   await writeAccepted(batch.rows, batch.token, stats, stats.name, deps);
   deps.log.debug({ source: stats.name, lines: batch.lines, token: batch.token }, 'batch written');
-  countWritten(batch, stats);
+  countWritten(batch, stats, parsed);
 }
 
 /**

@@ -45,6 +45,26 @@ export interface AccessLineParser {
    * failure `fields` is left in an unspecified state.
    */
   into(line: string, fields: AccessFields): string | null;
+  /** What ClickHouse needs to read the format's plain lines itself (ingest/transforms/engine-rows.ts). */
+  readonly shape: AccessFormatShape;
+}
+
+/**
+ * The first expression for plain lines and its capture groups: null `plainPattern` when the
+ * format's literals hold what makes a line not plain (then every line is read here).
+ */
+export interface AccessFormatShape {
+  /** JavaScript syntax, without anchors. */
+  plainPattern: string | null;
+  groupCount: number;
+  /** The variable each captured group reads ($request: its first of REQUEST_GROUPS groups). */
+  groups: ReadonlyMap<string, number>;
+  /**
+   * `$http_user_agent` between two quotes: the number of quotes before its value. In a plain line
+   * the format matches, no value holds a quote, so the agent runs from after that many quotes to the
+   * next one. Null when the format has no such agent.
+   */
+  agentAfterQuotes: number | null;
 }
 
 /** An AccessEntry being filled by `AccessLineParser.into`, with what the parser learnt about its strings. */
@@ -408,7 +428,13 @@ export function compileAccessFormat(format: string): AccessLineParser {
     };
     return { ok: true, entry };
   };
-  return Object.assign(parse, { hasHost: hostGroup !== 0, into: fill });
+  const agentAt = parts.findIndex((p) => 'variable' in p && p.variable === 'http_user_agent');
+  const before = parts[agentAt - 1];
+  const after = parts[agentAt + 1];
+  const quotedAgent = agentAt > 0 && before !== undefined && 'literal' in before && before.literal.endsWith('"') && after !== undefined && 'literal' in after && after.literal.startsWith('"');
+  const quotesBefore = parts.slice(0, agentAt).reduce((n, p) => n + ('literal' in p ? p.literal.split('"').length - 1 : 0), 0);
+  const shape: AccessFormatShape = { plainPattern: plainRe === null ? null : plainRe.source.slice(1, -1), groupCount, groups, agentAfterQuotes: quotedAgent ? quotesBefore : null };
+  return Object.assign(parse, { hasHost: hostGroup !== 0, into: fill, shape });
 }
 
 /** A part of the format as the first expression matches it. */

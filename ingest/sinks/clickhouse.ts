@@ -170,7 +170,7 @@ export function isRetryableInsertError(err: unknown): boolean {
 const DATA_ERRORS = new Set([6, 26, 27, 38, 41, 53, 62, 69, 70, 72, 117, 131, 321, 469]);
 
 
-const INSERT_SETTINGS = {
+export const INSERT_SETTINGS = {
   // chDB defaults to asynchronous inserts; an acknowledged batch must already be in the table.
   async_insert: 0,
   insert_deduplicate: 1,
@@ -210,20 +210,32 @@ async function insertTsv(client: ClickHouseClient, table: string, columns: reado
  * the event loop busy, and an asynchronous write would only start once it yields.
  */
 async function insertThroughSpool(chdb: ChdbExtension, table: string, columns: readonly string[], body: Buffer, token: string): Promise<void> {
-  const file = path.join(spoolDir(chdb), `${table}-${++spoolSeq}.tsv`);
+  const settings = settingList({ ...INSERT_SETTINGS, insert_deduplication_token: token });
+  await spooled(chdb, body, (file) => chdb.queryAsync(`INSERT INTO ${table} (${columns.join(', ')}) FROM INFILE ${file} SETTINGS ${settings} FORMAT TabSeparated`));
+}
+
+/**
+ * Runs `statement` with `body` in a spool file (see insertThroughSpool), given the file's path as
+ * a quoted literal: INFILE, file() and SETTINGS take literals only, never bound parameters. The
+ * path is made here (a temporary name), and setting values by the callers (digests, the compiled
+ * log_format's expression), quoted all the same.
+ */
+export async function spooled(chdb: ChdbExtension, body: Buffer, statement: (file: string) => Promise<unknown>): Promise<void> {
+  const file = path.join(spoolDir(chdb), `insert-${++spoolSeq}`);
   try {
     fs.writeFileSync(file, body);
-    const settings = Object.entries({ ...INSERT_SETTINGS, insert_deduplication_token: token })
-      .map(([name, value]) => `${name} = ${typeof value === 'number' ? value : sqlString(value)}`)
-      .join(', ');
-    // INFILE and SETTINGS take literals only, never bound parameters; the path and the token are
-    // made here (a temporary name, a hex digest) and are quoted all the same.
-    await chdb.queryAsync(`INSERT INTO ${table} (${columns.join(', ')}) FROM INFILE ${sqlString(file)} SETTINGS ${settings} FORMAT TabSeparated`);
+    await statement(sqlString(file));
   } finally {
     fs.rmSync(file, { force: true });
   }
   await purgeNowAndThen(chdb, body.length);
 }
+
+/** `name = literal, …` of a SETTINGS clause. */
+export const settingList = (settings: Record<string, string | number>): string =>
+  Object.entries(settings)
+    .map(([name, value]) => `${name} = ${typeof value === 'number' ? value : sqlString(value)}`)
+    .join(', ');
 
 // The engine's allocator (jemalloc) keeps freed pages for 5 seconds before it returns them, so a
 // bulk import holds tens of megabytes it no longer uses; returning them every PURGE_BYTES of bodies
@@ -253,7 +265,7 @@ function spoolDir(chdb: ChdbExtension): string {
   return dir;
 }
 
-const sqlString = (s: string) => `'${s.replace(/[\\']/g, (c) => `\\${c}`)}'`;
+export const sqlString = (s: string): string => `'${s.replace(/[\\']/g, (c) => `\\${c}`)}'`;
 
 // ---------------------------------------------------------------------------------------------
 // Bodies are written row by row into a reused Buffer. Building one large string and converting
@@ -523,7 +535,7 @@ const TAB = 0x09;
 const NEWLINE = 0x0a;
 
 /** Writes the decimal digits of a whole number in [0, 2^53) at `pos`; returns the position after them. */
-function writeUint(buf: Buffer, pos: number, n: number): number {
+export function writeUint(buf: Buffer, pos: number, n: number): number {
   if (n >= 1e8) {
     const high = Math.floor(n / 1e8);
     pos = writeUint(buf, pos, high);

@@ -66,10 +66,21 @@ export async function startClickhouseHttp(options: { dataDir: string; port?: num
     const format = search.get('default_format') ?? 'TabSeparated';
     const database = search.get('database');
     const insert = INSERT_FORMAT.exec(query);
+    const fromInput = insert ? null : INSERT_FROM_INPUT.exec(query);
 
     let sql: string;
     let result: Awaited<ReturnType<typeof run>>;
-    if (insert) {
+    if (fromInput) {
+      const file = path.join(spool, `insert-${++spoolSeq}`);
+      fs.writeFileSync(file, body);
+      const [, head, structure, tail, dataFormat] = fromInput;
+      sql = `${head!.replace(/input\($/i, `file(${sqlString(file)}, '${dataFormat}', `)}${structure}${tail}`;
+      try {
+        result = await inScope(settings, database, () => run(sql, boundParams(sql, search), format));
+      } finally {
+        fs.rmSync(file, { force: true });
+      }
+    } else if (insert) {
       // The client's insert: `INSERT INTO t (cols) FORMAT X` in the URL, the data as the body. chDB
       // reads the body from a file, as the sink does in embedded mode (ingest/sinks/clickhouse.ts);
       // the request's settings become the statement's SETTINGS, scoped to it as on a server.
@@ -229,6 +240,9 @@ interface Reply {
 // What `@clickhouse/client`'s insert (and exec with values) puts in the URL: `INSERT INTO t`,
 // optionally `(a, b)` or `(* EXCEPT (a))`, then `FORMAT X`. Anything else runs as SQL text.
 const INSERT_FORMAT = /^\s*INSERT\s+INTO\s+([\w.`"]+(?:\s*\((?:[^()]|\([^()]*\))*\))?)\s+FORMAT\s+(\w+)\s*;?\s*$/is;
+// An `INSERT … SELECT … FROM input('structure') … FORMAT X` whose data is the body: the server's
+// input() table function, which chDB reads as file() of the spooled body.
+const INSERT_FROM_INPUT = /^(\s*INSERT\s+INTO\s.*?\binput\()('(?:[^'\\]|\\.)*')(\).*?)\s+FORMAT\s+(\w+)\s*;?\s*$/is;
 
 // URL parameters of the HTTP interface that are not settings of the query (or are settings the
 // HTTP layer consumes: chDB has no HTTP layer and rejects them).
