@@ -87,8 +87,9 @@ export async function prepareStagedChunk(chunk: LineChunk, input: StagedInput, s
     batch.staged = {
       domainId,
       length: staged.length,
-      // Every statement at write time: an embedded store runs one at a time, and the batch written
-      // meanwhile must not wait behind this one's.
+      // Every statement at write time, after the batch before is written: two statements at once on
+      // an embedded store's connection (this chunk's agents while the last chunk was inserted) hung
+      // the import.
       write: async () => {
         await input.writer.classify(classes);
         // The classes themselves go in before any row that carries them.
@@ -97,7 +98,8 @@ export async function prepareStagedChunk(chunk: LineChunk, input: StagedInput, s
           await input.writer.insert(body.subarray(0, size), { domainId, segments, token: `${token}-staged`, retainedFromMs: input.retainedFromMs });
         } catch (err) {
           if (!refusedByEngine(err)) throw err;
-          deps.log.info({ source: stats.name, startOffset: chunk.startOffset, err: String(err).split('\n')[0] }, 'a chunk\'s lines are not all read in SQL: reading them in JavaScript');
+          // The error's code only: its text quotes the line, which may hold what a URL carried.
+          deps.log.info({ source: stats.name, startOffset: chunk.startOffset, code: clickhouseCode(err) }, "a chunk's lines are not all read in SQL: reading them in JavaScript");
           return toRows(await decode(staged, [])(), idOf);
         }
         deps.log.debug({ source: stats.name, startOffset: chunk.startOffset, lines: staged.length }, 'lines parsed and inserted by ClickHouse');

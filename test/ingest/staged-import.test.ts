@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { FORMAT } from '../support/ingest.js';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { compareImports, SHOP_FORMAT } from '../support/staged-import.js';
+import { compareImports, replayStoresNothingTwice, SHOP_FORMAT } from '../support/staged-import.js';
 
 let t: TestApp;
 beforeAll(async () => {
@@ -22,5 +22,9 @@ describe('an import parsed by ClickHouse', () => {
 
   it('stores what the JavaScript parser stores, line for line (a shop format with $upstream_response_time)', async () => {
     await compareImports(t.runtime.db, t.runtime.clickhouse, t.dataDir, SHOP_FORMAT);
+  });
+
+  it('a replay of every chunk, the checkpoints lost after the inserts, stores nothing twice', async () => {
+    await replayStoresNothingTwice(t.runtime.db, t.runtime.clickhouse, t.dataDir);
   });
 });
