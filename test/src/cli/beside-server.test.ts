@@ -185,7 +185,9 @@ describe('the CLI beside a running server', () => {
 
   it('Ctrl-C stops an import at a clean point; the same command again stores every line exactly once', { timeout: SLOW }, async () => {
     const file = path.join(dir, 'interrupted.log');
-    const lines = 600_000;
+    // Long enough to be interrupted in the middle: the import sends up to 200,000 lines at once
+    // (STAGED_CUT_LIMITS), and each poll below is a command of its own.
+    const lines = 1_500_000;
     writeLog(file, lines, 'i');
     expect((await cli(['domains', 'add', 'interrupted.example.com'])).code).toBe(0);
     const args = ['import', '--domain', 'interrupted.example.com', '--format', FORMAT, file];
