@@ -106,7 +106,7 @@ export async function importFiles(files: string[], options: ImportOptions, deps:
   const source = `import ${options.type} ${options.domain ?? '$host'}`;
   const retainedFrom = Date.now() - deps.retentionDays * DAY_MS;
   const writer: StagedWriter | null = reading === null ? null : await openStagedWriter(deps.clickhouse, reading);
-  const staged = writer === null ? null : { ...input, reading: reading!, writer, classes: userAgentClasses, classified: new Set<string>(), retainedFromMs: retainedFrom };
+  const staged = reading === null || writer === null ? null : { ...input, reading, writer, classes: userAgentClasses, classified: new Set<string>(), retainedFromMs: retainedFrom };
   try {
     const summaries: FileSummary[] = [];
     let diskBytes = 0;
