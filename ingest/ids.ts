@@ -190,7 +190,7 @@ async function segmentNumbers(db: Db, keys: SegmentKey[]): Promise<unknown[]> {
 /**
  * The segment numbers of one domain's batch [startOffset, endOffset), from the segment of
  * `startOffset` on, read back from its id function: what SQL needs to make the batch's ids itself
- * (sinks/clickhouse-stage.ts).
+ * (sinks/clickhouse-staged.ts).
  */
 export function batchSegments(idOf: IdOf, domainId: number, startOffset: number, endOffset: number): { first: number; numbers: number[] } {
   const first = segmentIndex(startOffset);

@@ -184,7 +184,7 @@ export interface Prepared {
   token: string;
   /** Lines the batch read. */
   lines: number;
-  /** Access rows ClickHouse parsed and holds in a staging table (staged-chunks.ts), written before `rows`. */
+  /** Access lines ClickHouse parses as it inserts them (staged-chunks.ts), written before `rows`. */
   staged?: StagedRows;
 }
 
@@ -261,10 +261,11 @@ export async function writeAccepted(rows: Rows, token: string, served: SourceSta
   await retrying(write, 'writing to ClickHouse', served, deps, isRetryableInsertError);
 }
 
-/** Counts a written batch in its source's stats; `parsed`: its staged lines, when the parser read them. */
-export function countWritten(batch: Prepared, stats: SourceStats, parsed: Rows | null = null): void {
+/** Counts a written batch in its source's stats, its staged lines as the engine or the parser stored them. */
+export function countWritten(batch: Prepared, stats: SourceStats): void {
   stats.read += batch.lines;
   const now = Date.now();
+  const parsed = batch.staged?.parsed ?? null;
   for (const rows of parsed === null ? [batch.rows] : [batch.rows, parsed]) {
     stats.inserted += rows.access.length + rows.error.length;
     stats.rejected += rows.rejects.length;
@@ -281,16 +282,13 @@ export function countWritten(batch: Prepared, stats: SourceStats, parsed: Rows |
 /** Writes a batch until ClickHouse accepts it; a refusal of the data itself is thrown. */
 export async function writeBatch(batch: Prepared, stats: SourceStats, deps: PipelineDeps): Promise<void> {
   const { staged } = batch;
-  let parsed: Rows | null = null;
   if (staged) {
-    let rows: Rows | null = null;
-    await retrying(async () => void (rows = await staged.write()), 'writing to ClickHouse', stats, deps, isRetryableInsertError);
-    parsed = staged.parsed = rows;
+    const parsed = (staged.parsed = await retrying(() => staged.write(), 'writing to ClickHouse', stats, deps, isRetryableInsertError));
     if (parsed !== null) await writeAccepted(parsed, `${batch.token}-parsed`, stats, stats.name, deps);
   }
   await writeAccepted(batch.rows, batch.token, stats, stats.name, deps);
   deps.log.debug({ source: stats.name, lines: batch.lines, token: batch.token }, 'batch written');
-  countWritten(batch, stats, parsed);
+  countWritten(batch, stats);
 }
 
 /**

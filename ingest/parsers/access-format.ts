@@ -45,7 +45,7 @@ export interface AccessLineParser {
    * failure `fields` is left in an unspecified state.
    */
   into(line: string, fields: AccessFields): string | null;
-  /** What ClickHouse needs to read the format's plain lines itself (ingest/transforms/engine-rows.ts). */
+  /** What ClickHouse needs to read the format's plain lines itself (ingest/transforms/staged-rows.ts). */
   readonly shape: AccessFormatShape;
 }
 
