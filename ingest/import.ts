@@ -16,7 +16,7 @@ import { createIdAllocator } from './ids.js';
 import { compileAccessFormat } from './parsers/access-format.js';
 import { DEFAULT_BACKOFF, newStats, prepareChunk, pump, type Backoff, type PipelineDeps } from './pipeline.js';
 import { openFileRead } from './sources/file-read.js';
-import { DEFAULT_CUT_LIMITS, type CutLimits } from './sources/line-cutter.js';
+import { DEFAULT_CUT_LIMITS, linesIn, type CutLimits } from './sources/line-cutter.js';
 import { openStagedWriter, type StagedWriter } from './sinks/clickhouse-staged.js';
 import { prepareStagedChunk } from './staged-chunks.js';
 import { accessDecoder, entriesOlderThan, errorDecoder, type LogKind } from './transforms/rows.js';
@@ -113,7 +113,7 @@ export async function importFiles(files: string[], options: ImportOptions, deps:
     let lines = 0;
     for (const file of files) {
       if (deps.signal.aborted) break;
-      const read = await openFileRead({ path: file, source, checkpoints, limits, framing: decoder.kind === 'error' ? 'error-log' : 'line', onDiskBytes: (n) => deps.onProgress?.((diskBytes += n), lines) });
+      const read = await openFileRead({ path: file, source, checkpoints, limits, framing: decoder.kind === 'error' ? 'error-log' : staged === null ? 'line' : 'line-bytes', onDiskBytes: (n) => deps.onProgress?.((diskBytes += n), lines) });
       const stats = newStats(`${options.type} ${file}`);
       let expired = 0;
       await pump(
@@ -123,7 +123,7 @@ export async function importFiles(files: string[], options: ImportOptions, deps:
           commit: async (chunk, batch) => {
             await read.ack(chunk);
             expired += entriesOlderThan(batch.rows, retainedFrom) + (batch.staged?.parsed ? entriesOlderThan(batch.staged.parsed, retainedFrom) : 0);
-            lines += chunk.lines.length + chunk.overlong.length;
+            lines += linesIn(chunk);
             deps.onProgress?.(diskBytes, lines);
           },
         },

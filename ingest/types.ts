@@ -12,6 +12,15 @@ export interface SourceLine {
 }
 
 /**
+ * Complete lines kept as the bytes they were read as (a LineCutter in `line-bytes` framing): each
+ * part holds whole lines, each with its newline, in order; `count` lines in all.
+ */
+export interface RawLines {
+  parts: Buffer[];
+  count: number;
+}
+
+/**
  * Complete lines read from one file (or stream) between two byte offsets. `identity` names the
  * file independently of its path (a fingerprint of the source and the file's first line; the
  * device/inode is only a hint kept in the checkpoint), so a checkpoint survives rotation;
@@ -23,6 +32,8 @@ export interface LineChunk {
   startOffset: number;
   endOffset: number;
   lines: SourceLine[];
+  /** The lines as bytes instead, when the reader kept them so (`lines` is then empty). */
+  raw?: RawLines;
   /** Lines longer than the limit, not in `lines`: they go to the rejects with their offsets. */
   overlong: { offset: number; length: number; head: string }[];
   /**

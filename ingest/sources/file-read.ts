@@ -16,7 +16,7 @@ import type { CheckpointStore } from '../checkpoints.js';
 import type { LineChunk } from '../types.js';
 import { fileIdentity, fingerprintLength, IDENTITY_BYTES } from './file-identity.js';
 import { inflate, startsAsGzip } from './gzip-text.js';
-import { LineCutter, type Cut, type CutLimits, type Framing } from './line-cutter.js';
+import { LineCutter, linesIn, type Cut, type CutLimits, type Framing } from './line-cutter.js';
 
 const READ_BYTES = 1 << 20;
 
@@ -26,7 +26,7 @@ export interface FileReadOptions {
   source: string;
   checkpoints: CheckpointStore;
   limits: CutLimits;
-  /** `error-log`: continuation lines join the entry before them (see line-cutter.ts); default `line`. */
+  /** `error-log`: continuation lines join the entry before them; `line-bytes`: lines kept as bytes (see line-cutter.ts); default `line`. */
   framing?: Framing;
   /** Called with the bytes read from disk (compressed bytes for a .gz) as reading goes on. */
   onDiskBytes?: (bytes: number) => void;
@@ -66,7 +66,7 @@ export async function openFileRead(options: FileReadOptions): Promise<FileRead> 
     const cutter = new LineCutter(options.limits, options.framing);
     let chunkStart = resumeAt;
     const cutAfter = () => cuts.find((c) => c > chunkStart) ?? Infinity;
-    const chunkOf = (cut: Cut): LineChunk => ({ identity, path: file, startOffset: chunkStart, endOffset: cut.lineStart, lines: cut.lines, overlong: cut.overlong });
+    const chunkOf = (cut: Cut): LineChunk => ({ identity, path: file, startOffset: chunkStart, endOffset: cut.lineStart, lines: cut.lines, raw: cut.raw, overlong: cut.overlong });
     cutter.begin(chunkStart, cutAfter());
     // Offset of the next uncompressed byte the stream delivers.
     let pos = compressed ? 0 : resumeAt;
@@ -94,7 +94,7 @@ export async function openFileRead(options: FileReadOptions): Promise<FileRead> 
     }
     const last = cutter.cut();
     trailing = pos - last.lineStart;
-    if (last.lines.length + last.overlong.length > 0) {
+    if (linesIn(last) > 0) {
       if (!cuts.includes(last.lineStart)) {
         cuts = [...cuts, last.lineStart].sort((a, b) => a - b);
         await checkpoint(chunkStart);

@@ -23,7 +23,7 @@
  * for it. A recorded cut ends the entry there, as it did when the cut was made.
  */
 import { startsErrorEntry } from '../parsers/error-log.js';
-import type { LineChunk, SourceLine } from '../types.js';
+import type { LineChunk, RawLines, SourceLine } from '../types.js';
 
 export interface CutLimits {
   /** Longer lines go to `overlong` (default 64 KiB). */
@@ -34,8 +34,12 @@ export interface CutLimits {
 
 export const DEFAULT_CUT_LIMITS: CutLimits = { maxLineBytes: 64 * 1024, chunkMaxLines: 20_000, chunkMaxBytes: 4 * 1024 * 1024 };
 
-/** What a chunk's unit is: a line, or an error-log entry with its continuation lines. */
-export type Framing = 'line' | 'error-log';
+/**
+ * What a chunk's unit is: a line, or an error-log entry with its continuation lines. `line-bytes`
+ * cuts lines as `line` does but keeps them as bytes (`Cut.raw`, see RawLines), with no string or
+ * object per line, for a reader that hands them on as bytes (the staged import).
+ */
+export type Framing = 'line' | 'error-log' | 'line-bytes';
 
 export type Overlong = LineChunk['overlong'][number];
 
@@ -49,6 +53,8 @@ export interface OverlongScan {
 /** What one chunk's worth of cutting produced. */
 export interface Cut {
   lines: SourceLine[];
+  /** `line-bytes` framing: the lines (then `lines` is empty). */
+  raw?: RawLines;
   overlong: Overlong[];
   /** Where the next line starts: the chunk's end. */
   lineStart: number;
@@ -99,6 +105,9 @@ export class LineCutter {
   private entriesEnd = 0;
   /** `feed` completed the chunk: `cut` gives it as it is. */
   private complete = false;
+  /** `line-bytes` framing: the chunk's lines so far, copied from the views, and how many. */
+  private parts: Buffer[] = [];
+  private count = 0;
 
   constructor(
     private readonly limits: CutLimits,
@@ -117,6 +126,8 @@ export class LineCutter {
     this.entry = null;
     this.entriesEnd = start;
     this.complete = false;
+    this.parts = [];
+    this.count = 0;
   }
 
   /**
@@ -126,11 +137,13 @@ export class LineCutter {
    */
   next(cutAt = Infinity): void {
     const { entry } = this;
-    const start = this.framing === 'line' ? this.lineStart : this.entriesEnd;
+    const start = this.framing === 'error-log' ? this.entriesEnd : this.lineStart;
     this.start = start;
     this.cutAt = cutAt;
     this.lines = [];
     this.overlong = [];
+    this.parts = [];
+    this.count = 0;
     this.complete = false;
     // The carried entry's first line may already reach a recorded cut: the chunk is that entry.
     if (entry !== null && entry.offset + entry.length + 1 >= cutAt) {
@@ -147,6 +160,7 @@ export class LineCutter {
    */
   feed(view: Buffer, pos: number): number {
     if (this.complete) return 0;
+    if (this.framing === 'line-bytes') return this.feedBytes(view, pos);
     const { maxLineBytes, chunkMaxBytes } = this.limits;
     const entries = this.framing === 'error-log';
     let from = 0;
@@ -184,15 +198,59 @@ export class LineCutter {
       }
     }
     this.slab = '';
+    this.keepUnfinished(view, pos, from);
+    return -1;
+  }
+
+  /** `feed` in `line-bytes` framing: the same cut, the lines' bytes (newlines included) copied a run of whole lines at a time. */
+  private feedBytes(view: Buffer, pos: number): number {
+    const { maxLineBytes } = this.limits;
+    let from = 0;
+    // Where the lines not copied yet begin.
+    let run = 0;
+    for (let nl = view.indexOf(NEWLINE); nl !== -1; nl = view.indexOf(NEWLINE, from)) {
+      const length = pos + nl - this.lineStart;
+      if (this.head !== null || length > maxLineBytes) {
+        this.copyRun(view, run, from);
+        this.overlong.push({ offset: this.lineStart, length, head: this.head ?? headOf([...this.pieces, view.subarray(from, nl)]) });
+        run = nl + 1;
+      } else {
+        if (this.pieces.length > 0) {
+          this.parts.push(Buffer.concat([...this.pieces, view.subarray(from, nl + 1)]));
+          run = nl + 1;
+        }
+        this.count++;
+      }
+      this.head = null;
+      if (this.pieces.length > 0) this.pieces = [];
+      this.lineStart = pos + nl + 1;
+      from = nl + 1;
+      if (this.chunkDone(this.count)) {
+        this.copyRun(view, run, from);
+        this.complete = true;
+        return from;
+      }
+    }
+    this.copyRun(view, run, from);
+    this.keepUnfinished(view, pos, from);
+    return -1;
+  }
+
+  /** A copy of the view's whole lines [from, to): the caller reuses the view. */
+  private copyRun(view: Buffer, from: number, to: number): void {
+    if (to > from) this.parts.push(Buffer.from(view.subarray(from, to)));
+  }
+
+  /** Keeps the line the view ends in the middle of (its head only, once it is overlong). */
+  private keepUnfinished(view: Buffer, pos: number, from: number): void {
     if (this.head === null && from < view.length) {
-      if (pos + view.length - this.lineStart > maxLineBytes) {
+      if (pos + view.length - this.lineStart > this.limits.maxLineBytes) {
         this.head = headOf([...this.pieces, view.subarray(from)]);
         this.pieces = [];
       } else {
         this.pieces.push(Buffer.from(view.subarray(from)));
       }
     }
-    return -1;
   }
 
   /**
@@ -202,6 +260,7 @@ export class LineCutter {
    */
   cut(): Cut {
     if (this.framing === 'line') return { lines: this.lines, overlong: this.overlong, lineStart: this.lineStart };
+    if (this.framing === 'line-bytes') return { lines: [], raw: { parts: this.parts, count: this.count }, overlong: this.overlong, lineStart: this.lineStart };
     if (!this.complete && this.entry !== null) {
       const pending = this.head ?? (this.pieces.length > 0 ? headOf(this.pieces) : null);
       if (pending === null || startsErrorEntry(pending) || !this.entry.begun) this.closeEntry();
@@ -225,7 +284,12 @@ export class LineCutter {
   private takeLine(line: SourceLine | Overlong): boolean {
     if ('text' in line) this.lines.push(line);
     else this.overlong.push(line);
-    return this.lines.length + this.overlong.length >= this.limits.chunkMaxLines || this.lineStart - this.start >= this.limits.chunkMaxBytes || this.lineStart >= this.cutAt;
+    return this.chunkDone(this.lines.length);
+  }
+
+  /** Line framings: whether the line just taken, the chunk's `lines`-th (overlong ones aside), completes it. */
+  private chunkDone(lines: number): boolean {
+    return lines + this.overlong.length >= this.limits.chunkMaxLines || this.lineStart - this.start >= this.limits.chunkMaxBytes || this.lineStart >= this.cutAt;
   }
 
   /** Error-log framing: adds a complete line to its entry, or starts one; true when the chunk is complete. */
@@ -266,6 +330,37 @@ export class LineCutter {
     else this.overlong.push({ offset: entry.offset, length: entry.length, head: entry.head });
     this.entriesEnd = entry.offset + entry.length + 1;
     this.entry = null;
+  }
+}
+
+/** How many lines a cut (or a chunk) holds, overlong ones included, in any framing. */
+export function linesIn(cut: Pick<Cut, 'lines' | 'raw' | 'overlong'>): number {
+  return cut.lines.length + (cut.raw?.count ?? 0) + cut.overlong.length;
+}
+
+/**
+ * Calls `visit` for each line of `raw`, a chunk's lines from `startOffset` in `line-bytes` framing,
+ * in order: the Latin-1 text of the part holding it (one byte per character, so positions in it
+ * are positions in `part`), where the line starts and ends (before its newline) in both, and its
+ * offset in the source. The chunk's `overlong` lines are not in `raw`; their bytes are skipped.
+ */
+export function eachRawLine(
+  raw: RawLines,
+  startOffset: number,
+  overlong: readonly Overlong[],
+  visit: (text: string, part: Buffer, start: number, end: number, offset: number) => void,
+): void {
+  let offset = startOffset;
+  let skipped = 0;
+  for (const part of raw.parts) {
+    const text = part.toString('latin1');
+    for (let start = 0; start < text.length; ) {
+      while (skipped < overlong.length && overlong[skipped]!.offset === offset) offset += overlong[skipped++]!.length + 1;
+      const end = text.indexOf('\n', start);
+      visit(text, part, start, end, offset);
+      offset += end + 1 - start;
+      start = end + 1;
+    }
   }
 }
 

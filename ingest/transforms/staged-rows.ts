@@ -33,8 +33,11 @@ export interface StagedReading {
    * parser reads.
    */
   rows(source: string): string;
-  /** The user agent as the parser reads it from a plain line the format matches ('' without `$http_user_agent`). */
-  agentOf(line: string): string;
+  /**
+   * The user agent as the parser reads it from a plain line the format matches ('' without
+   * `$http_user_agent`): the line is `text` from `start` to `end` (its newline or the text's end).
+   */
+  agentOf(text: string, start: number, end: number): string;
 }
 
 /** Captured variables whose reading is not in SQL (yet): a format capturing one is read in JavaScript. */
@@ -111,12 +114,16 @@ export function stagedReadingOf(shape: AccessFormatShape): StagedReading | null 
 }
 
 /** The value after the `quotes`-th quote of a line, up to the next quote, `-` read as ''. */
-function agentAfter(quotes: number): (line: string) => string {
-  return (line) => {
-    let at = -1;
-    for (let n = 0; n < quotes; n++) at = line.indexOf('"', at + 1);
-    const end = line.indexOf('"', at + 1);
-    const agent = line.slice(at + 1, end);
-    return agent === '-' ? '' : agent;
+function agentAfter(quotes: number): StagedReading['agentOf'] {
+  return (text, start, end) => {
+    let at = start - 1;
+    for (let n = 0; n < quotes; n++) {
+      at = text.indexOf('"', at + 1);
+      // A line without that many quotes: the format's expression refuses it, whatever this says.
+      if (at === -1 || at >= end) return '';
+    }
+    const close = text.indexOf('"', at + 1);
+    if (close === -1 || close > end) return '';
+    return close === at + 2 && text.charCodeAt(at + 1) === 0x2d ? '' : text.slice(at + 1, close);
   };
 }

@@ -4,7 +4,7 @@
  * must give the same rows, column by column (ids and agent classes included), the same rejects and
  * the same summary. The lines are the hard ones: escapes, spaces in $remote_user, garbage,
  * impossible times, the edges of the stored range and the retention, numbers too long for the SQL,
- * carriage returns, raw UTF-8 and invalid bytes, SQL metacharacters. Small chunks make some go
+ * carriage returns, tabs, other control bytes, raw UTF-8 and invalid bytes, SQL metacharacters. Small chunks make some go
  * through the engine whole and others fall back.
  */
 import fs from 'node:fs';
@@ -63,6 +63,7 @@ function hardLines(): Buffer[] {
     `${line('GET /cr HTTP/1.1')}\r`,
     line('GET /utf8 HTTP/1.1', `200 1 "-" "Mozilla é ✓" 0.001`),
     line('GET /tab HTTP/1.1', `200 1 "-" "a\tb" 0.001`),
+    line('GET /control HTTP/1.1', `200 1 "-" "a\x01\x1b[31m\x7fb" 0.001`),
     line('GET /empty HTTP/1.1', `200 1 "" "" 0.001`),
     line('GET /long HTTP/1.1', `200 1 "-" "${'L'.repeat(600)}" 0.001`),
     line(`GET /overlong?${'o'.repeat(5_000)} HTTP/1.1`),
