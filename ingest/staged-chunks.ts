@@ -61,6 +61,9 @@ export async function prepareStagedChunk(chunk: LineChunk, input: StagedInput, s
   const token = dedupToken(chunk.identity, chunk.startOffset, chunk.endOffset);
 
   const split = splitForEngine(chunk, raw, input.reading, input.classified);
+  // The body and the parser's lines hold the lines from here: the chunk, kept until its
+  // checkpoint moves, lets go of its copy (up to STAGED_CUT_LIMITS' bytes) while the next is read.
+  raw.parts = [];
   // Known from now on to the chunks after this one, whose writes come after this one's.
   for (const agent of split.agents) input.classified.add(agent);
   const classes = split.agents.map((agent) => ({ user_agent: agent, agent_class: input.classes.of(agent).id }));
