@@ -4,8 +4,8 @@
  * must give the same rows, column by column (ids and agent classes included), the same rejects and
  * the same summary. The lines are the hard ones: escapes, spaces in $remote_user, garbage,
  * impossible times, the edges of the stored range and the retention, numbers too long for the SQL,
- * carriage returns, tabs, other control bytes, raw UTF-8 and invalid bytes, SQL metacharacters. Small chunks make some go
- * through the engine whole and others fall back.
+ * carriage returns, tabs, other control bytes, raw UTF-8 and invalid bytes, SQL metacharacters.
+ * Small chunks make some go through the engine whole and others fall back.
  */
 import fs from 'node:fs';
 import path from 'node:path';
