@@ -54,7 +54,9 @@ import { STAGED_CUT_LIMITS } from '../ingest/import.js';
 import { compileAccessFormat } from '../ingest/parsers/access-format.js';
 import { storeAgentClasses } from '../ingest/sinks/clickhouse.js';
 import { openStagedWriter } from '../ingest/sinks/clickhouse-staged.js';
-import { DEFAULT_CUT_LIMITS, LineCutter, linesIn } from '../ingest/sources/line-cutter.js';
+import { CheckpointStore } from '../ingest/checkpoints.js';
+import { openFileRead } from '../ingest/sources/file-read.js';
+import { DEFAULT_CUT_LIMITS } from '../ingest/sources/line-cutter.js';
 import { splitForEngine } from '../ingest/staged-chunks.js';
 import { stagedReadingOf } from '../ingest/transforms/staged-rows.js';
 import { userAgentClasses } from '../ingest/transforms/user-agent.js';
@@ -211,33 +213,14 @@ async function engineParse(log: string, dataDir: string, format: Format): Promis
   const started = performance.now();
   const known = new Set<string>();
   const chunks: { body: Buffer; start: number; end: number }[] = [];
-  const cutter = new LineCutter({ ...DEFAULT_CUT_LIMITS, ...STAGED_CUT_LIMITS }, 'line-bytes');
-  let start = 0;
-  const take = () => {
-    const cut = cutter.cut();
-    const split = splitForEngine({ startOffset: start, overlong: cut.overlong }, cut.raw!, reading, known);
+  // Read as the import reads it: the same reader, framing and chunk limits.
+  const checkpoints = await CheckpointStore.open(path.join(dataDir, 'checkpoints'), createLogger('silent'));
+  const read = await openFileRead({ path: log, source: 'bench', checkpoints, limits: { ...DEFAULT_CUT_LIMITS, ...STAGED_CUT_LIMITS }, framing: 'line-bytes' });
+  for await (const chunk of read) {
+    const split = splitForEngine(chunk, chunk.raw!, reading, known);
     for (const agent of split.agents) known.add(agent);
-    chunks.push({ body: split.body, start, end: cut.lineStart });
-    start = cut.lineStart;
-  };
-  cutter.begin(0);
-  const fd = fs.openSync(log, 'r');
-  const buf = Buffer.allocUnsafe(1 << 20);
-  for (let pos = 0, n; (n = fs.readSync(fd, buf, 0, buf.length, pos)) > 0; ) {
-    let view = buf.subarray(0, n);
-    let at = pos;
-    pos += n;
-    while (view.length > 0) {
-      const used = cutter.feed(view, at);
-      if (used === -1) break;
-      take();
-      cutter.next();
-      view = view.subarray(used);
-      at += used;
-    }
+    chunks.push({ body: split.body, start: chunk.startOffset, end: chunk.endOffset });
   }
-  fs.closeSync(fd);
-  if (linesIn(cutter.cut()) > 0) take();
   const splitMs = performance.now() - started;
   const classes = [...known].map((a) => ({ user_agent: a, agent_class: userAgentClasses.of(a).id }));
   const classifyMs = performance.now() - started - splitMs;

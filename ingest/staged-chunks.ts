@@ -47,6 +47,7 @@ const UNSENT_CHARACTERS = String.raw`\x00\t\r\\\x80-\uffff`;
 const UNSENT = new RegExp(`[${UNSENT_CHARACTERS}]`, 'g');
 const UNSENT_ASCII = [0x00, 0x09, 0x0d, 0x5c];
 const TAB = 0x09;
+const NEWLINE = 0x0a;
 /** A line's offset as sent: at most 16 digits, then a tab. */
 const OFFSET_BYTES = 17;
 
@@ -159,7 +160,7 @@ function linesSent(body: Buffer): SourceLine[] {
   const lines: SourceLine[] = [];
   for (let at = 0; at < body.length; ) {
     const tab = body.indexOf(TAB, at);
-    const end = body.indexOf(0x0a, tab);
+    const end = body.indexOf(NEWLINE, tab);
     lines.push({ offset: Number(body.toString('latin1', at, tab)), text: body.toString('latin1', tab + 1, end) });
     at = end + 1;
   }
